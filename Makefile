@@ -1,0 +1,73 @@
+# little: durable, replayable LLM agent runs on Kafka.
+# `make demo` runs the main job on the embedded world; `make test` runs everything against a
+# real Kafka broker. Both set up what they need from a clean clone. `make help` lists targets.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+export UV_PYTHON_DOWNLOADS := never
+export UV_LINK_MODE := copy
+
+TOOLS := .tools
+UV := $(TOOLS)/bin/uv
+UV_VERSION := 0.13.8
+VENV := .venv
+PY := $(VENV)/bin/python
+KAFKA := deploy/local-kafka/kafka.sh
+
+.PHONY: help
+help: ## List the targets
+	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[1m%-14s\033[0m %s\n", $$1, $$2}'
+
+$(UV):
+	python3 -m venv $(TOOLS)
+	$(TOOLS)/bin/pip install --quiet uv==$(UV_VERSION)
+
+$(VENV)/.synced: $(UV) uv.lock pyproject.toml libs/little/pyproject.toml
+	$(UV) sync --frozen --all-groups
+	@touch $@
+
+.PHONY: setup
+setup: $(VENV)/.synced ## Install the Python dependencies from uv.lock into .venv
+
+.PHONY: system-deps
+system-deps: ## Install a JDK and Maven from Debian if missing (for the local Kafka broker)
+	@if ! command -v java >/dev/null || ! command -v mvn >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless maven; \
+	  else echo "need java 17+ and mvn for the local Kafka broker (or set LITTLE_TEST_KAFKA_BOOTSTRAP)"; fi; \
+	fi
+
+.PHONY: demo
+demo: setup ## The main job: a run on the embedded world, then its replay
+	$(VENV)/bin/little demo
+
+.PHONY: lint
+lint: setup ## ruff format --check and ruff check
+	$(VENV)/bin/ruff format --check libs services tests bench
+	$(VENV)/bin/ruff check libs services tests bench
+
+.PHONY: typecheck
+typecheck: setup ## mypy --strict on the library
+	$(VENV)/bin/mypy libs/little/src/little
+
+.PHONY: test
+test: setup system-deps lint typecheck ## Lint, types and the whole suite against a real broker
+	@set -o pipefail; status=0; \
+	$(VENV)/bin/pytest $(PYTEST_ARGS) || status=$$?; \
+	$(KAFKA) stop >/dev/null 2>&1 || true; \
+	exit $$status
+
+.PHONY: kafka-start kafka-stop
+kafka-start: system-deps ## Start the local Kafka broker (KRaft, from Maven jars)
+	$(KAFKA) start
+kafka-stop: ## Stop the local Kafka broker
+	$(KAFKA) stop
+
+.PHONY: bench
+bench: setup system-deps ## Run the benchmarks (local broker) and print their tables
+	$(KAFKA) start
+	$(PY) bench/log_append.py; status=$$?; $(KAFKA) stop; exit $$status
+
+.PHONY: clean
+clean: ## Remove the venv, tools and local data (not the broker jar cache)
+	rm -rf $(VENV) $(TOOLS) .little .pytest_cache .mypy_cache .ruff_cache

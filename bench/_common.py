@@ -1,0 +1,53 @@
+"""Shared helpers for benchmarks: finding the broker, timing, printing ratio tables."""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import subprocess
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def bootstrap() -> str:
+    env = os.environ.get("LITTLE_BENCH_KAFKA_BOOTSTRAP") or os.environ.get(
+        "LITTLE_TEST_KAFKA_BOOTSTRAP"
+    )
+    if env:
+        return env
+    sh = REPO / "deploy" / "local-kafka" / "kafka.sh"
+    subprocess.run([str(sh), "start"], check=True)
+    return subprocess.run(
+        [str(sh), "bootstrap"], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def machine() -> str:
+    mem_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return f"{os.cpu_count()} cores, {mem_gb:.0f} GB, {platform.system()} {platform.machine()}"
+
+
+def stamp() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%d")
+
+
+def percentiles(samples: list[float]) -> tuple[float, float]:
+    qs = statistics.quantiles(samples, n=100, method="inclusive")
+    return qs[49], qs[98]
+
+
+def timed(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def table(title: str, header: list[str], rows: list[list[str]]) -> str:
+    lines = [f"### {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)

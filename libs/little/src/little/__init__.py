@@ -1,0 +1,57 @@
+"""little: durable, replayable LLM agent runs on Kafka.
+
+Every model call and tool call of a run is a versioned Avro event on a log keyed by run id;
+a crashed run resumes by replaying its events. Start with ``local_world()`` (embedded, no
+broker) or ``kafka_world(bootstrap_servers=...)``.
+"""
+
+from little import events
+from little._world import LoggedEvent, RecordDecodeError, World, kafka_world, local_world
+from little.artifacts import ArtifactStore
+from little.errors import (
+    AppendOutcomeUnknownError,
+    ArtifactError,
+    ArtifactIntegrityError,
+    ArtifactNotFoundError,
+    BrokerUnavailableError,
+    CapabilityDriftError,
+    ConfigurationError,
+    EventDecodeError,
+    EventValidationError,
+    LittleError,
+    LogError,
+    RuntimeIntegrityError,
+)
+from little.events import ArtifactRef, Event, EventCodec, Usage
+from little.log import EventLog, Position
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AppendOutcomeUnknownError",
+    "ArtifactError",
+    "ArtifactIntegrityError",
+    "ArtifactNotFoundError",
+    "ArtifactRef",
+    "ArtifactStore",
+    "BrokerUnavailableError",
+    "CapabilityDriftError",
+    "ConfigurationError",
+    "Event",
+    "EventCodec",
+    "EventDecodeError",
+    "EventLog",
+    "EventValidationError",
+    "LittleError",
+    "LogError",
+    "LoggedEvent",
+    "Position",
+    "RecordDecodeError",
+    "RuntimeIntegrityError",
+    "Usage",
+    "World",
+    "__version__",
+    "events",
+    "kafka_world",
+    "local_world",
+]

@@ -1,0 +1,29 @@
+"""Canonical JSON and hashing: the one definition every hash in the log is computed with.
+
+Pure: no I/O. Changing anything here changes every request, manifest and branch-set hash
+ever recorded, so it is frozen like a schema.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+
+def canonical_json(value: Any) -> str:
+    """Sorted keys, no insignificant whitespace, UTF-8 kept as is, no NaN."""
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+
+
+def sha256_hex(data: bytes | str) -> str:
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    return hashlib.sha256(data).hexdigest()
+
+
+def canonical_hash(value: Any) -> str:
+    """sha256 of the canonical JSON of ``value``."""
+    return sha256_hex(canonical_json(value))

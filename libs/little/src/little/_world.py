@@ -1,0 +1,146 @@
+"""Worlds: an event log, an artifact store and a codec that belong together.
+
+``local_world`` (embedded sqlite, no broker) is the default; ``kafka_world`` points the same
+API at Kafka or Redpanda. Everything above this module sees only the ``World``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from little.artifacts import ArtifactStore
+from little.errors import EventDecodeError, LittleError
+from little.events import Event, EventCodec, event_headers
+from little.log import (
+    CursorStore,
+    EmbeddedCursorStore,
+    EmbeddedEventLog,
+    EventLog,
+    OutgoingRecord,
+    Position,
+    StoredRecord,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedEvent:
+    """A decoded event and where it sits in the log."""
+
+    event: Event
+    partition: int
+    offset: int
+
+
+class RecordDecodeError(LittleError, ValueError):
+    """A record in a run's stream did not decode; names the run, the position and the reason."""
+
+    def __init__(self, record: StoredRecord, cause: EventDecodeError) -> None:
+        super().__init__(
+            f"run {record.run_id}: record at partition {record.partition} offset "
+            f"{record.offset} does not decode ({cause.reason}): {cause.detail}"
+        )
+        self.record = record
+        self.cause = cause
+
+
+@dataclass(frozen=True)
+class World:
+    """Where runs live: a log of run events, its group cursors, artifacts and the codec."""
+
+    log: EventLog
+    cursors: CursorStore
+    artifacts: ArtifactStore
+    codec: EventCodec
+    description: str = field(default="")
+
+    def append(self, events: Sequence[Event]) -> list[Position]:
+        """Durably append events of one run, in order; returns their positions."""
+        if not events:
+            return []
+        run_id = events[0].run_id
+        for e in events:
+            if e.run_id != run_id:
+                raise ValueError(f"one append holds one run: {e.run_id} != {run_id}")
+        records = [OutgoingRecord(self.codec.encode(e), tuple(event_headers(e))) for e in events]
+        return self.log.append(run_id, records)
+
+    def read_run(self, run_id: str, *, after: Position | None = None) -> Iterator[LoggedEvent]:
+        """The run's events in log order; an undecodable record raises ``RecordDecodeError``."""
+        for record in self.log.read_run(run_id, after=after):
+            yield self.decode(record)
+
+    def decode(self, record: StoredRecord) -> LoggedEvent:
+        try:
+            event = self.codec.decode(record.payload)
+        except EventDecodeError as exc:
+            raise RecordDecodeError(record, exc) from exc
+        return LoggedEvent(event, record.partition, record.offset)
+
+    def close(self) -> None:
+        self.log.close()
+        close = getattr(self.cursors, "close", None)
+        if close is not None:
+            close()
+
+    def __enter__(self) -> World:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def local_world(
+    data_dir: str | Path = ".little", *, partitions: int = 12, synchronous: str = "FULL"
+) -> World:
+    """The embedded world: an sqlite log and a directory artifact store under ``data_dir``."""
+    root = Path(data_dir)
+    log = EmbeddedEventLog(root / "log.sqlite3", partitions=partitions, synchronous=synchronous)
+    return World(
+        log=log,
+        cursors=EmbeddedCursorStore(log),
+        artifacts=ArtifactStore(root / "artifacts"),
+        codec=EventCodec(),
+        description=f"embedded:{root}",
+    )
+
+
+def kafka_world(
+    bootstrap_servers: str,
+    *,
+    schema_registry_url: str | None = None,
+    artifacts_dir: str | Path = ".little/artifacts",
+    provision: bool = False,
+    producer_profile: str = "latency",
+    **librdkafka_config: Any,
+) -> World:
+    """A world on Kafka or Redpanda.
+
+    Extra keyword arguments are librdkafka settings with ``_`` for ``.`` (``sasl_mechanism``
+    becomes ``sasl.mechanism``) and pass through unchanged, so SASL/SSL work as in any client.
+    With ``schema_registry_url`` set, events are written in the Confluent wire format.
+    ``provision=True`` creates missing topics from ``deploy/topics.yaml`` first.
+    """
+    from little.log._kafka import KafkaCursorStore, KafkaEventLog
+
+    config = {key.replace("_", "."): value for key, value in librdkafka_config.items()}
+    if provision:
+        from little.log._provision import apply_topics
+        from little.log._topics import load_topic_specs
+
+        apply_topics(bootstrap_servers, load_topic_specs().values(), config=config)
+    registry = None
+    if schema_registry_url:
+        from confluent_kafka.schema_registry import SchemaRegistryClient
+
+        registry = SchemaRegistryClient({"url": schema_registry_url})
+    log = KafkaEventLog(bootstrap_servers, config=config, producer_profile=producer_profile)
+    return World(
+        log=log,
+        cursors=KafkaCursorStore(bootstrap_servers, config=config),
+        artifacts=ArtifactStore(Path(artifacts_dir)),
+        codec=EventCodec(registry=registry),
+        description=f"kafka:{bootstrap_servers}",
+    )

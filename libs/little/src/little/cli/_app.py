@@ -1,0 +1,178 @@
+"""The ``little`` command: typer app, world selection, one-line errors.
+
+Every command works on the embedded world by default and on Kafka with
+``--bootstrap-servers`` / ``LITTLE_KAFKA_BOOTSTRAP``. A failure prints one readable line and
+exits non-zero; ``--verbose`` adds the traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import structlog
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from little._world import World, kafka_world, local_world
+from little.errors import LittleError
+from little.settings import LittleSettings
+
+app = typer.Typer(
+    name="little",
+    help="Durable, replayable LLM agent runs on Kafka.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+topics_app = typer.Typer(help="Create or check the Kafka topics of deploy/topics.yaml.")
+app.add_typer(topics_app, name="topics")
+
+console = Console()
+err_console = Console(stderr=True)
+
+_state: dict[str, Any] = {"verbose": False}
+
+DataDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--data-dir", help="Embedded world directory [env LITTLE_DATA_DIR; default .little]"
+    ),
+]
+Bootstrap = Annotated[
+    str | None,
+    typer.Option(
+        "--bootstrap-servers", help="Use Kafka at this address [env LITTLE_KAFKA_BOOTSTRAP]"
+    ),
+]
+
+
+@app.callback()
+def _root(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks.")] = False,
+) -> None:
+    _state["verbose"] = verbose
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="%H:%M:%S"),
+            structlog.dev.ConsoleRenderer(colors=False),
+        ],
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+    )
+
+
+def open_world(data_dir: Path | None, bootstrap: str | None) -> World:
+    settings = LittleSettings()
+    bootstrap = bootstrap or settings.kafka_bootstrap
+    if bootstrap:
+        return kafka_world(
+            bootstrap,
+            schema_registry_url=settings.schema_registry_url,
+            artifacts_dir=(data_dir or settings.data_dir) / "artifacts",
+        )
+    return local_world(data_dir or settings.data_dir, partitions=settings.partitions)
+
+
+@app.command()
+def events(
+    run_id: Annotated[str, typer.Argument(help="The run whose events to print.")],
+    data_dir: DataDir = None,
+    bootstrap_servers: Bootstrap = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
+) -> None:
+    """Print a run's events in log order, decoded, with their offsets."""
+    with open_world(data_dir, bootstrap_servers) as world:
+        rows = list(world.read_run(run_id))
+    if not rows:
+        raise LittleError(f"run {run_id} has no events in {world.description}")
+    if as_json:
+        for row in rows:
+            body = row.event.model_dump(mode="json")
+            print(
+                __import__("json").dumps(
+                    {
+                        "partition": row.partition,
+                        "offset": row.offset,
+                        "type": row.event.type,
+                        **body,
+                    }
+                )
+            )
+        return
+    table = Table(title=f"run {run_id}")
+    for col in ("offset", "seq", "epoch", "type", "step", "session"):
+        table.add_column(col)
+    for row in rows:
+        e = row.event
+        table.add_row(
+            f"{row.partition}:{row.offset}",
+            str(e.seq),
+            str(e.epoch),
+            e.type,
+            e.step_path or "",
+            e.session_id or "",
+        )
+    console.print(table)
+
+
+@app.command()
+def demo(
+    data_dir: Annotated[
+        Path, typer.Option("--data-dir", help="Embedded world directory for the demo.")
+    ] = Path(".little/demo"),
+) -> None:
+    """Write a sample run on the embedded world and print its replay."""
+    from little.cli._demo import run_demo
+
+    run_demo(data_dir, console)
+
+
+@topics_app.command("apply")
+def topics_apply(
+    bootstrap_servers: Bootstrap = None,
+    file: Annotated[
+        Path | None, typer.Option("--file", help="Topic specs [default: deploy/topics.yaml]")
+    ] = None,
+    check: Annotated[bool, typer.Option("--check", help="Report drift, create nothing.")] = False,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Seconds to wait for the broker.")
+    ] = 30.0,
+) -> None:
+    """Create missing topics and report drift of existing ones."""
+    from little.log._provision import apply_topics
+    from little.log._topics import load_topic_specs
+
+    bootstrap = bootstrap_servers or LittleSettings().kafka_bootstrap
+    if not bootstrap:
+        raise LittleError("topics apply needs --bootstrap-servers or LITTLE_KAFKA_BOOTSTRAP")
+    reports = apply_topics(
+        bootstrap, load_topic_specs(file).values(), create=not check, timeout=timeout
+    )
+    table = Table(title=f"topics on {bootstrap}")
+    for col in ("topic", "status", "drift"):
+        table.add_column(col)
+    for r in reports:
+        table.add_row(r.name, r.status, "; ".join(r.drift))
+    console.print(table)
+    if any(r.status == "drift" for r in reports):
+        raise typer.Exit(2)
+
+
+def main() -> None:
+    """Entry point: usage errors are typer's; every other failure is one line, exit 1."""
+    try:
+        app()
+    except LittleError as exc:
+        _fail(str(exc))
+    except Exception as exc:
+        _fail(f"{type(exc).__name__}: {exc} (run with --verbose for details)")
+
+
+def _fail(message: str) -> None:
+    if _state["verbose"]:
+        err_console.print_exception()
+    err_console.print(f"error: {message}", markup=False, highlight=False, soft_wrap=True)
+    sys.exit(1)

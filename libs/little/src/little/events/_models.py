@@ -1,0 +1,324 @@
+"""Event types as frozen pydantic models, one per Avro schema in ``schemas/<type>/``.
+
+Each model mirrors the newest schema version of its type field for field. Events are values:
+frozen, compared by content, never mutated. JSON payloads (inputs, outputs, tool arguments)
+travel as canonical JSON strings so any Avro reader can show them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from little.errors import EventValidationError
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ArtifactRef(_Frozen):
+    """A content-addressed payload in the artifact store."""
+
+    run_id: str
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    size: int = Field(ge=0)
+    media_type: str
+
+
+class Usage(_Frozen):
+    """Tokens of one model call. Never a cost: dollars are computed by the fold alone."""
+
+    input_tokens: int = Field(ge=0)
+    output_tokens: int = Field(ge=0)
+    cached_input_tokens: int = Field(default=0, ge=0)
+    reasoning_tokens: int = Field(default=0, ge=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _reject_cost(cls, data: Any) -> Any:
+        if isinstance(data, dict) and ({"cost_usd", "costUsd", "cost"} & data.keys()):
+            raise EventValidationError(
+                "recorded usage must not carry a cost (got cost_usd): record tokens only; "
+                "dollars are computed by the fold from the price table"
+            )
+        return data
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _new_id() -> str:
+    return str(uuid.uuid4())
+
+
+class Event(_Frozen):
+    """The envelope every event carries (DESIGN §3), mirrored as Kafka headers."""
+
+    event_type: ClassVar[str] = ""
+
+    run_id: str = Field(min_length=1)
+    seq: int = Field(ge=-1)
+    epoch: int = Field(default=1, ge=0)
+    event_id: str = Field(default_factory=_new_id)
+    occurred_at: datetime = Field(default_factory=_now)
+    producer: str = "little"
+    step_path: str | None = None
+    session_id: str | None = None
+
+    @model_validator(mode="after")
+    def _utc(self) -> Event:
+        if self.occurred_at.tzinfo is None:
+            raise EventValidationError(f"{self.event_type} occurred_at must be timezone-aware")
+        return self
+
+    @property
+    def type(self) -> str:
+        return self.event_type
+
+
+class _Error(Event):
+    error_type: str
+    message: str
+    retryable: bool = False
+
+
+# -- run lifecycle ---------------------------------------------------------------------------
+
+
+class RunStarted(Event):
+    event_type: ClassVar[str] = "RunStarted"
+    workflow: str
+    workflow_version: str
+    input_json: str | None = None
+    input_ref: ArtifactRef | None = None
+    parent_run_id: str | None = None
+    parent_call_id: str | None = None
+    max_agent_calls: int | None = None
+    max_tokens: int | None = None
+
+
+class RunClaimed(Event):
+    event_type: ClassVar[str] = "RunClaimed"
+    seq: int = -1
+    owner: str
+    observed_seq: int = Field(ge=-1)
+
+
+class RunCompleted(Event):
+    event_type: ClassVar[str] = "RunCompleted"
+    output_json: str | None = None
+    output_ref: ArtifactRef | None = None
+
+
+class RunFailed(_Error):
+    event_type: ClassVar[str] = "RunFailed"
+
+
+class RunCancelled(Event):
+    event_type: ClassVar[str] = "RunCancelled"
+    reason: str = ""
+
+
+# -- steps -----------------------------------------------------------------------------------
+
+
+class StepStarted(Event):
+    event_type: ClassVar[str] = "StepStarted"
+    step_id: str
+    attempt: int = 1
+    visit: int = 1
+    max_visits: int = 1
+    branch_path: str | None = None
+
+
+class StepCompleted(Event):
+    event_type: ClassVar[str] = "StepCompleted"
+    step_id: str
+    attempt: int = 1
+    visit: int = 1
+    branch_path: str | None = None
+    output_json: str | None = None
+    output_ref: ArtifactRef | None = None
+    artifact_refs: tuple[ArtifactRef, ...] = ()
+
+
+class StepFailed(_Error):
+    event_type: ClassVar[str] = "StepFailed"
+    step_id: str
+    attempt: int = 1
+    visit: int = 1
+    branch_path: str | None = None
+    will_retry: bool = False
+
+
+class ParallelBranchScheduled(Event):
+    event_type: ClassVar[str] = "ParallelBranchScheduled"
+    branches: tuple[str, ...]
+    branch_set_hash: str
+
+
+class DecisionRecorded(Event):
+    event_type: ClassVar[str] = "DecisionRecorded"
+    step_id: str
+    visit: int = 1
+    target: str | None = None
+    output_json: str | None = None
+
+
+class ArtifactCommitted(Event):
+    event_type: ClassVar[str] = "ArtifactCommitted"
+    name: str
+    ref: ArtifactRef
+
+
+class SubRunReserved(Event):
+    event_type: ClassVar[str] = "SubRunReserved"
+    sub_run_id: str
+    workflow: str
+    input_json: str | None = None
+    call_id: str | None = None
+
+
+class ValueRecorded(Event):
+    event_type: ClassVar[str] = "ValueRecorded"
+    kind: str
+    ordinal: int
+    value_json: str
+
+
+# -- harness sessions ------------------------------------------------------------------------
+
+
+class SessionStarted(Event):
+    event_type: ClassVar[str] = "harness.session.started"
+    session_name: str
+    model: str
+    manifest_json: str
+    manifest_hash: str
+
+
+class SessionCompleted(Event):
+    event_type: ClassVar[str] = "harness.session.completed"
+    turns: int
+    output_json: str | None = None
+    usage: Usage
+
+
+class ModelCalled(Event):
+    event_type: ClassVar[str] = "harness.model.called"
+    turn: int
+    provider: str
+    model: str
+    request_hash: str
+    previous_request_hash: str | None = None
+    appended_messages_json: str | None = None
+    appended_messages_ref: ArtifactRef | None = None
+    message_count: int
+    tools_hash: str | None = None
+
+
+class ModelResponded(Event):
+    event_type: ClassVar[str] = "harness.model.responded"
+    turn: int
+    provider: str
+    model: str
+    request_hash: str
+    response_json: str | None = None
+    response_ref: ArtifactRef | None = None
+    usage: Usage
+    replayed_from_run_id: str | None = None
+    finish_reason: str | None = None
+    latency_ms: int | None = None
+
+
+class ModelFailed(_Error):
+    event_type: ClassVar[str] = "harness.model.failed"
+    turn: int
+    provider: str
+    model: str
+    request_hash: str
+
+
+class ToolCallStarted(Event):
+    event_type: ClassVar[str] = "harness.tool_call.started"
+    call_id: str
+    tool: str
+    turn: int
+    arguments_json: str
+    idempotency_key: str
+
+
+class ToolCallSucceeded(Event):
+    event_type: ClassVar[str] = "harness.tool_call.succeeded"
+    call_id: str
+    tool: str
+    result_json: str | None = None
+    result_ref: ArtifactRef | None = None
+    replayed_from_run_id: str | None = None
+
+
+class ToolCallFailed(_Error):
+    event_type: ClassVar[str] = "harness.tool_call.failed"
+    call_id: str
+    tool: str
+
+
+# -- recorded-call replay (seed 003) ---------------------------------------------------------
+
+
+class AgentCallAdmitted(Event):
+    event_type: ClassVar[str] = "agent.call.admitted"
+    ordinal: int = Field(ge=0)
+    request_key: str
+    node_phase: str | None = None
+    node_label: str | None = None
+    node_occurrence: int | None = None
+    side_effecting: bool = False
+
+
+class AgentCallSettled(Event):
+    event_type: ClassVar[str] = "agent.call.settled"
+    ordinal: int = Field(ge=0)
+    outcome: str
+    result_json: str | None = None
+    result_ref: ArtifactRef | None = None
+    usage: Usage | None = None
+    replayed: bool = False
+    source_run_id: str | None = None
+    miss_reason: str | None = None
+
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.event_type: cls
+    for cls in (
+        RunStarted,
+        RunClaimed,
+        RunCompleted,
+        RunFailed,
+        RunCancelled,
+        StepStarted,
+        StepCompleted,
+        StepFailed,
+        ParallelBranchScheduled,
+        DecisionRecorded,
+        ArtifactCommitted,
+        SubRunReserved,
+        ValueRecorded,
+        SessionStarted,
+        SessionCompleted,
+        ModelCalled,
+        ModelResponded,
+        ModelFailed,
+        ToolCallStarted,
+        ToolCallSucceeded,
+        ToolCallFailed,
+        AgentCallAdmitted,
+        AgentCallSettled,
+    )
+}
+"""Every event type by its wire name (the envelope's ``type``)."""

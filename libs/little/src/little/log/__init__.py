@@ -1,0 +1,43 @@
+"""The EventLog port and its backends: Kafka (confluent-kafka) and embedded (sqlite)."""
+
+from little.log._embedded import EmbeddedCursorStore, EmbeddedEventLog
+from little.log._partitioner import murmur2, partition_for
+from little.log._port import (
+    CursorStore,
+    EventLog,
+    Header,
+    OutgoingRecord,
+    Position,
+    ResetTo,
+    StoredRecord,
+)
+from little.log._topics import (
+    COMMANDS_TOPIC,
+    DLQ_TOPIC,
+    RUN_INDEX_TOPIC,
+    RUNS_TOPIC,
+    SNAPSHOTS_TOPIC,
+    TopicSpec,
+    load_topic_specs,
+)
+
+__all__ = [
+    "COMMANDS_TOPIC",
+    "DLQ_TOPIC",
+    "RUNS_TOPIC",
+    "RUN_INDEX_TOPIC",
+    "SNAPSHOTS_TOPIC",
+    "CursorStore",
+    "EmbeddedCursorStore",
+    "EmbeddedEventLog",
+    "EventLog",
+    "Header",
+    "OutgoingRecord",
+    "Position",
+    "ResetTo",
+    "StoredRecord",
+    "TopicSpec",
+    "load_topic_specs",
+    "murmur2",
+    "partition_for",
+]

@@ -1,0 +1,298 @@
+"""The embedded event log: Kafka's partition/offset/cursor semantics on one sqlite file.
+
+WAL mode, one writer transaction per append (``BEGIN IMMEDIATE``), so several processes on
+one machine can append and read the same file safely. Offsets are dense per partition from 0,
+runs are partitioned with Kafka's own partitioner, and group cursors mean what Kafka's do.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+from little.errors import ConfigurationError, LogError
+from little.log._port import (
+    CursorStore,
+    EventLog,
+    Header,
+    OutgoingRecord,
+    Position,
+    ResetTo,
+    StoredRecord,
+)
+from little.log._topics import RUNS_TOPIC
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS topics (
+    name TEXT PRIMARY KEY,
+    partitions INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS records (
+    topic TEXT NOT NULL,
+    partition INTEGER NOT NULL,
+    "offset" INTEGER NOT NULL,
+    run_id TEXT NOT NULL,
+    timestamp_ms INTEGER NOT NULL,
+    headers TEXT NOT NULL,
+    payload BLOB NOT NULL,
+    PRIMARY KEY (topic, partition, "offset")
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS records_by_run ON records (topic, run_id, partition, "offset");
+CREATE TABLE IF NOT EXISTS cursors (
+    group_id TEXT NOT NULL,
+    topic TEXT NOT NULL,
+    partition INTEGER NOT NULL,
+    "offset" INTEGER NOT NULL,
+    PRIMARY KEY (group_id, topic, partition)
+);
+"""
+
+_PAGE = 1000
+
+
+def _encode_headers(headers: Sequence[Header]) -> str:
+    return json.dumps([[k, v.hex()] for k, v in headers])
+
+
+def _decode_headers(text: str) -> tuple[Header, ...]:
+    return tuple((k, bytes.fromhex(v)) for k, v in json.loads(text))
+
+
+class _Sqlite:
+    """One connection per store object, guarded by a lock (sqlite objects are not thread-safe)."""
+
+    def __init__(self, path: Path, *, synchronous: str) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.lock = threading.RLock()
+        self.conn = sqlite3.connect(
+            path, timeout=60.0, isolation_level=None, check_same_thread=False
+        )
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute(f"PRAGMA synchronous={synchronous}")
+        self.conn.execute("PRAGMA busy_timeout=60000")
+        with self.lock:
+            self.conn.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        with self.lock:
+            self.conn.close()
+
+
+class EmbeddedEventLog(EventLog):
+    """An ``EventLog`` on sqlite; the default backend, no broker needed.
+
+    ``synchronous="FULL"`` (default) fsyncs every committed append, as acks=all is durable on a
+    broker; ``"NORMAL"`` survives process crashes but not power loss, and is faster.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        topic: str = RUNS_TOPIC,
+        partitions: int = 12,
+        synchronous: str = "FULL",
+    ) -> None:
+        if synchronous not in ("FULL", "NORMAL"):
+            raise ConfigurationError(f"synchronous must be FULL or NORMAL, not {synchronous!r}")
+        self.topic = topic
+        self._db = _Sqlite(Path(path), synchronous=synchronous)
+        self.partitions = self._ensure_topic(topic, partitions)
+        self._closed = False
+
+    @property
+    def path(self) -> Path:
+        return self._db.path
+
+    def _ensure_topic(self, topic: str, partitions: int) -> int:
+        with self._db.lock:
+            conn = self._db.conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute(
+                    "SELECT partitions FROM topics WHERE name = ?", (topic,)
+                ).fetchone()
+                if row is None:
+                    conn.execute("INSERT INTO topics VALUES (?, ?)", (topic, partitions))
+                    conn.execute("COMMIT")
+                    return partitions
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        existing = int(row[0])
+        if existing != partitions:
+            raise ConfigurationError(
+                f"topic {topic} in {self._db.path} has {existing} partitions, not {partitions}: "
+                "partition counts never change (runs would move)"
+            )
+        return existing
+
+    def append(self, run_id: str, records: Sequence[OutgoingRecord]) -> list[Position]:
+        if not records:
+            return []
+        partition = self.partition_for(run_id)
+        now_ms = int(time.time() * 1000)
+        with self._db.lock:
+            conn = self._db.conn
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                (next_offset,) = conn.execute(
+                    'SELECT COALESCE(MAX("offset") + 1, 0) FROM records '
+                    "WHERE topic = ? AND partition = ?",
+                    (self.topic, partition),
+                ).fetchone()
+                rows = [
+                    (
+                        self.topic,
+                        partition,
+                        next_offset + i,
+                        run_id,
+                        now_ms,
+                        _encode_headers(r.headers),
+                        r.payload,
+                    )
+                    for i, r in enumerate(records)
+                ]
+                conn.executemany("INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise LogError(f"append of run {run_id} to {self._db.path} failed: {exc}") from exc
+        return [Position(partition, next_offset + i) for i in range(len(records))]
+
+    def read_run(self, run_id: str, *, after: Position | None = None) -> Iterator[StoredRecord]:
+        partition = self.partition_for(run_id)
+        offset = -1 if after is None else after.offset
+        while True:
+            with self._db.lock:
+                rows = self._db.conn.execute(
+                    'SELECT "offset", timestamp_ms, headers, payload FROM records '
+                    'WHERE topic = ? AND run_id = ? AND partition = ? AND "offset" > ? '
+                    'ORDER BY "offset" LIMIT ?',
+                    (self.topic, run_id, partition, offset, _PAGE),
+                ).fetchall()
+            for off, ts, headers, payload in rows:
+                yield StoredRecord(run_id, partition, off, ts, payload, _decode_headers(headers))
+            if len(rows) < _PAGE:
+                return
+            offset = rows[-1][0]
+
+    def first_offset(self, run_id: str) -> int | None:
+        with self._db.lock:
+            (first,) = self._db.conn.execute(
+                'SELECT MIN("offset") FROM records WHERE topic = ? AND run_id = ? AND partition = ?',
+                (self.topic, run_id, self.partition_for(run_id)),
+            ).fetchone()
+        return None if first is None else int(first)
+
+    def read_partition(
+        self, partition: int, offset: int, *, limit: int = 1000, timeout: float = 0.0
+    ) -> list[StoredRecord]:
+        self._check_partition(partition)
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._db.lock:
+                rows = self._db.conn.execute(
+                    'SELECT "offset", run_id, timestamp_ms, headers, payload FROM records '
+                    'WHERE topic = ? AND partition = ? AND "offset" >= ? ORDER BY "offset" LIMIT ?',
+                    (self.topic, partition, offset, limit),
+                ).fetchall()
+            if rows or time.monotonic() >= deadline:
+                return [
+                    StoredRecord(run, partition, off, ts, payload, _decode_headers(h))
+                    for off, run, ts, h, payload in rows
+                ]
+            time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+
+    def end_offsets(self) -> dict[int, int]:
+        with self._db.lock:
+            rows = self._db.conn.execute(
+                'SELECT partition, MAX("offset") + 1 FROM records WHERE topic = ? '
+                "GROUP BY partition",
+                (self.topic,),
+            ).fetchall()
+        ends = dict.fromkeys(range(self.partitions), 0)
+        ends.update({int(p): int(o) for p, o in rows})
+        return ends
+
+    def offsets_for_time(self, timestamp_ms: int) -> dict[int, int]:
+        """Per partition, the first offset whose timestamp is >= ``timestamp_ms`` (else the end)."""
+        ends = self.end_offsets()
+        with self._db.lock:
+            rows = self._db.conn.execute(
+                'SELECT partition, MIN("offset") FROM records '
+                "WHERE topic = ? AND timestamp_ms >= ? GROUP BY partition",
+                (self.topic, timestamp_ms),
+            ).fetchall()
+        found = {int(p): int(o) for p, o in rows}
+        return {p: found.get(p, end) for p, end in ends.items()}
+
+    def _check_partition(self, partition: int) -> None:
+        if not 0 <= partition < self.partitions:
+            raise ConfigurationError(
+                f"partition {partition} does not exist in {self.topic} "
+                f"({self.partitions} partitions)"
+            )
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._db.close()
+
+
+class EmbeddedCursorStore(CursorStore):
+    """Consumer-group cursors of one embedded topic, in the same sqlite file as the log."""
+
+    def __init__(self, log: EmbeddedEventLog) -> None:
+        self._log = log
+        self._db = _Sqlite(log.path, synchronous="FULL")
+
+    def commit(self, group: str, offsets: Mapping[int, int]) -> None:
+        for p, o in offsets.items():
+            self._log._check_partition(p)
+            if o < 0:
+                raise ConfigurationError(f"cannot commit negative offset {o} for partition {p}")
+        with self._db.lock:
+            conn = self._db.conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany(
+                    "INSERT INTO cursors VALUES (?, ?, ?, ?) "
+                    'ON CONFLICT (group_id, topic, partition) DO UPDATE SET "offset" = excluded."offset"',
+                    [(group, self._log.topic, p, o) for p, o in offsets.items()],
+                )
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
+    def committed(self, group: str) -> dict[int, int]:
+        with self._db.lock:
+            rows = self._db.conn.execute(
+                'SELECT partition, "offset" FROM cursors WHERE group_id = ? AND topic = ?',
+                (group, self._log.topic),
+            ).fetchall()
+        return {int(p): int(o) for p, o in rows}
+
+    def reset(self, group: str, to: ResetTo) -> dict[int, int]:
+        if to.earliest:
+            target = dict.fromkeys(range(self._log.partitions), 0)
+        elif to.latest:
+            target = self._log.end_offsets()
+        elif to.offsets is not None:
+            target = dict(to.offsets)
+        else:
+            assert to.timestamp is not None
+            target = self._log.offsets_for_time(int(to.timestamp.timestamp() * 1000))
+        self.commit(group, target)
+        return target
+
+    def close(self) -> None:
+        self._db.close()

@@ -1,0 +1,42 @@
+"""Which partition a run lives in: Kafka's default partitioner (murmur2 of the key).
+
+Using the Java client's function means any Kafka producer keyed by run id (Java, Go, Python
+with ``partitioner=murmur2_random``) puts a run's records and its commands in the same partition
+number, which is what makes partition ownership run ownership.
+"""
+
+from __future__ import annotations
+
+_M = 0x5BD1E995
+_MASK = 0xFFFFFFFF
+
+
+def murmur2(data: bytes) -> int:
+    """Kafka's ``Utils.murmur2``: signed 32-bit result, seed 0x9747b28c."""
+    length = len(data)
+    h = (0x9747B28C ^ length) & _MASK
+    end = length - (length % 4)
+    for i in range(0, end, 4):
+        k = int.from_bytes(data[i : i + 4], "little")
+        k = (k * _M) & _MASK
+        k ^= k >> 24
+        k = (k * _M) & _MASK
+        h = (h * _M) & _MASK
+        h ^= k
+    rest = length % 4
+    if rest == 3:
+        h ^= data[end + 2] << 16
+    if rest >= 2:
+        h ^= data[end + 1] << 8
+    if rest >= 1:
+        h ^= data[end]
+        h = (h * _M) & _MASK
+    h ^= h >> 13
+    h = (h * _M) & _MASK
+    h ^= h >> 15
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def partition_for(run_id: str, partitions: int) -> int:
+    """``toPositive(murmur2(key)) % partitions``, exactly as Kafka's default partitioner."""
+    return (murmur2(run_id.encode("utf-8")) & 0x7FFFFFFF) % partitions

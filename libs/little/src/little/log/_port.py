@@ -1,0 +1,148 @@
+"""The EventLog port: the one boundary between little and a durable, partitioned log.
+
+Records are transport-neutral: a run id (the key), Avro bytes and string headers. A backend
+(Kafka, embedded sqlite) supplies partitions, offsets and consumer-group cursors with the same
+meaning, and passes the same conformance suite (``tests/conformance``). Nothing here decodes
+events: the port moves bytes.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+Header = tuple[str, bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """Where a record sits in its topic."""
+
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class OutgoingRecord:
+    """A record to append: Avro bytes plus headers (the envelope mirrored for routing)."""
+
+    payload: bytes
+    headers: tuple[Header, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRecord:
+    """A record as read back from the log."""
+
+    run_id: str
+    partition: int
+    offset: int
+    timestamp_ms: int
+    payload: bytes = field(repr=False)
+    headers: tuple[Header, ...] = field(default=(), repr=False)
+
+    @property
+    def position(self) -> Position:
+        return Position(self.partition, self.offset)
+
+    def header(self, name: str) -> bytes | None:
+        for key, value in self.headers:
+            if key == name:
+                return value
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class ResetTo:
+    """Where to move a consumer group's cursors: one of earliest, latest, offsets, timestamp."""
+
+    earliest: bool = False
+    latest: bool = False
+    offsets: Mapping[int, int] | None = None
+    timestamp: datetime | None = None
+
+    def __post_init__(self) -> None:
+        chosen = sum(
+            [self.earliest, self.latest, self.offsets is not None, self.timestamp is not None]
+        )
+        if chosen != 1:
+            raise ValueError("ResetTo needs exactly one of earliest, latest, offsets, timestamp")
+        if self.timestamp is not None and self.timestamp.tzinfo is None:
+            raise ValueError("ResetTo timestamp must be timezone-aware")
+
+
+class EventLog(ABC):
+    """One topic of run events, partitioned by run id.
+
+    Guarantees every backend keeps:
+
+    * ``append`` returns only once every record is durable (acks=all on Kafka, a committed
+      transaction on sqlite), in order, all in the run's one partition. If the outcome is
+      unknown it raises ``AppendOutcomeUnknownError``: the caller must stop writing.
+    * ``read_run`` yields one run's records in append order, never a full scan of a shared
+      partition from offset 0.
+    * ``read_partition`` returns a partition's records of every run from an offset, in order.
+    """
+
+    topic: str
+    partitions: int
+
+    @abstractmethod
+    def append(self, run_id: str, records: Sequence[OutgoingRecord]) -> list[Position]:
+        """Durably append records of one run; return their positions."""
+
+    @abstractmethod
+    def read_run(self, run_id: str, *, after: Position | None = None) -> Iterator[StoredRecord]:
+        """The run's records in order, starting after ``after`` (a cursor) if given."""
+
+    @abstractmethod
+    def read_partition(
+        self, partition: int, offset: int, *, limit: int = 1000, timeout: float = 0.0
+    ) -> list[StoredRecord]:
+        """Up to ``limit`` records of ``partition`` from ``offset`` on (may be empty)."""
+
+    @abstractmethod
+    def end_offsets(self) -> dict[int, int]:
+        """Per partition, the offset the next appended record will get (high watermark)."""
+
+    @abstractmethod
+    def first_offset(self, run_id: str) -> int | None:
+        """A lower bound of the run's first offset (None if the run has no records).
+
+        Reading a run starts here, so a run's read never scans its partition from offset 0.
+        """
+
+    def close(self) -> None:  # noqa: B027 - backends without resources need not override
+        """Flush and release connections. Idempotent."""
+
+    def partition_for(self, run_id: str) -> int:
+        from little.log._partitioner import partition_for
+
+        return partition_for(run_id, self.partitions)
+
+    def __enter__(self) -> EventLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class CursorStore(ABC):
+    """Committed consumer-group cursors: the replay cursors of projections.
+
+    A committed offset is the next offset to read, as in Kafka.
+    """
+
+    @abstractmethod
+    def commit(self, group: str, offsets: Mapping[int, int]) -> None:
+        """Durably record the next offset to read, per partition."""
+
+    @abstractmethod
+    def committed(self, group: str) -> dict[int, int]:
+        """The group's committed offsets (partitions never committed are absent)."""
+
+    @abstractmethod
+    def reset(self, group: str, to: ResetTo) -> dict[int, int]:
+        """Move the group's cursors (the group must have no live members); return them."""

@@ -1,0 +1,89 @@
+"""Create topics from their specs, or report how existing ones drifted from them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import ConfigResource, NewTopic
+
+from little.errors import ConfigurationError, LogError
+from little.log._kafka import connect_admin
+from little.log._topics import TopicSpec
+
+log = structlog.get_logger("little.log.provision")
+
+
+@dataclass(frozen=True)
+class TopicReport:
+    """What ``apply_topics`` found or did for one topic."""
+
+    name: str
+    status: str  # "created" | "ok" | "drift"
+    drift: tuple[str, ...] = field(default=())
+
+
+def apply_topics(
+    bootstrap_servers: str,
+    specs: Iterable[TopicSpec],
+    *,
+    config: Mapping[str, Any] | None = None,
+    create: bool = True,
+    timeout: float = 30.0,
+) -> list[TopicReport]:
+    """Create missing topics (if ``create``) and report drift on existing ones.
+
+    A replication factor above the broker count is capped to the broker count (with
+    ``min.insync.replicas`` capped to match), so the same file provisions a one-node dev
+    broker and a production cluster.
+    """
+    admin = connect_admin(bootstrap_servers, config, timeout=timeout)
+    metadata = admin.list_topics(timeout=timeout)
+    brokers = max(1, len(metadata.brokers))
+    reports: list[TopicReport] = []
+    to_create: list[NewTopic] = []
+    for spec in specs:
+        rf = min(spec.replication_factor, brokers)
+        wanted = dict(spec.config)
+        if "min.insync.replicas" in wanted:
+            wanted["min.insync.replicas"] = str(min(int(wanted["min.insync.replicas"]), rf))
+        existing = metadata.topics.get(spec.name)
+        if existing is None or existing.error is not None:
+            if create:
+                to_create.append(NewTopic(spec.name, spec.partitions, rf, config=wanted))
+            else:
+                reports.append(TopicReport(spec.name, "drift", ("missing",)))
+            continue
+        drift: list[str] = []
+        if len(existing.partitions) != spec.partitions:
+            drift.append(f"partitions: {len(existing.partitions)} (want {spec.partitions})")
+        resource = ConfigResource(ConfigResource.Type.TOPIC, spec.name)
+        actual = admin.describe_configs([resource], request_timeout=timeout)[resource].result()
+        for key, value in wanted.items():
+            have = actual.get(key)
+            if have is None or str(have.value) != value:
+                drift.append(f"{key}: {None if have is None else have.value} (want {value})")
+        reports.append(TopicReport(spec.name, "drift" if drift else "ok", tuple(drift)))
+    if to_create:
+        futures = admin.create_topics(to_create, request_timeout=timeout)
+        for name, future in futures.items():
+            try:
+                future.result()
+            except KafkaException as exc:
+                if exc.args[0].code() != 36:  # TOPIC_ALREADY_EXISTS: another process won the race
+                    raise LogError(f"cannot create topic {name}: {exc}") from exc
+            log.info("topic_created", topic=name)
+            reports.append(TopicReport(name, "created"))
+    return sorted(reports, key=lambda r: r.name)
+
+
+def require_no_drift(reports: Iterable[TopicReport]) -> None:
+    bad = [r for r in reports if r.status == "drift"]
+    if bad:
+        raise ConfigurationError(
+            "topics drifted from deploy/topics.yaml: "
+            + "; ".join(f"{r.name}: {', '.join(r.drift)}" for r in bad)
+        )

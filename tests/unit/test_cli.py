@@ -1,0 +1,47 @@
+"""The CLI: the demo works on a fresh directory; failures are one line and exit non-zero."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+LITTLE = [sys.executable, "-c", "from little.cli import main; main()"]
+
+
+def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*LITTLE, *args], capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+def test_demo_writes_and_replays_a_run(tmp_path: Path) -> None:
+    out = run("demo", "--data-dir", str(tmp_path / "demo"), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "events read back equal to those written" in out.stdout
+    assert "harness.model.responded" in out.stdout
+
+
+def test_events_of_unknown_run_is_one_line_and_non_zero(tmp_path: Path) -> None:
+    out = run("events", "nope", "--data-dir", str(tmp_path), cwd=tmp_path)
+    assert out.returncode == 1
+    assert out.stderr.strip().count("\n") == 0
+    assert out.stderr.startswith("error: run nope has no events")
+    assert "Traceback" not in out.stderr
+
+
+def test_events_of_a_demo_run_as_json(tmp_path: Path) -> None:
+    demo = run("demo", "--data-dir", str(tmp_path / "d"), cwd=tmp_path)
+    run_id = demo.stdout.split("wrote run ")[1].split()[0]
+    out = run("events", run_id, "--json", "--data-dir", str(tmp_path / "d"), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert len(lines) == 15
+    assert '"type": "RunClaimed"' in lines[0]
+
+
+def test_unreachable_broker_is_one_line(tmp_path: Path) -> None:
+    out = run(
+        "topics", "apply", "--bootstrap-servers", "127.0.0.1:1", "--timeout", "2", cwd=tmp_path
+    )
+    assert out.returncode == 1
+    assert "no Kafka broker answered at 127.0.0.1:1" in out.stderr
+    assert "Traceback" not in out.stderr
