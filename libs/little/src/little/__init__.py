@@ -6,7 +6,7 @@ broker) or ``kafka_world(bootstrap_servers=...)``.
 """
 
 from little import events
-from little._world import LoggedEvent, RecordDecodeError, World, kafka_world, local_world
+from little._world import RecordDecodeError, World, kafka_world, local_world
 from little.artifacts import ArtifactStore
 from little.errors import (
     AppendOutcomeUnknownError,
@@ -22,7 +22,7 @@ from little.errors import (
     LogError,
     RuntimeIntegrityError,
 )
-from little.events import ArtifactRef, Event, EventCodec, Usage
+from little.events import ArtifactRef, Event, EventCodec, LoggedEvent, Usage
 from little.log import EventLog, Position
 
 __version__ = "0.1.0"

@@ -13,7 +13,7 @@ from typing import Any
 
 from little.artifacts import ArtifactStore
 from little.errors import EventDecodeError, LittleError
-from little.events import Event, EventCodec, event_headers
+from little.events import Event, EventCodec, LoggedEvent, event_headers
 from little.log import (
     CursorStore,
     EmbeddedCursorStore,
@@ -23,15 +23,6 @@ from little.log import (
     Position,
     StoredRecord,
 )
-
-
-@dataclass(frozen=True, slots=True)
-class LoggedEvent:
-    """A decoded event and where it sits in the log."""
-
-    event: Event
-    partition: int
-    offset: int
 
 
 class RecordDecodeError(LittleError, ValueError):

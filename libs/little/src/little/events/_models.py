@@ -8,6 +8,7 @@ travel as canonical JSON strings so any Avro reader can show them.
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
@@ -291,6 +292,15 @@ class AgentCallSettled(Event):
     replayed: bool = False
     source_run_id: str | None = None
     miss_reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedEvent:
+    """A decoded event and where it sits in the log."""
+
+    event: Event
+    partition: int
+    offset: int
 
 
 EVENT_TYPES: dict[str, type[Event]] = {

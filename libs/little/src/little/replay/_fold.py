@@ -1,0 +1,488 @@
+"""The one fold: a run's events, in log order, into MaterializedRunState.
+
+Used by the runtime, the projector and replay alike. Pure: no I/O, no clock, no randomness;
+the same events always give the same state. Folding from a snapshot's state and then the
+remaining events gives the same state as folding everything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from decimal import Decimal
+from typing import Any
+
+from little.errors import RuntimeIntegrityError
+from little.events import (
+    AgentCallAdmitted,
+    AgentCallSettled,
+    ArtifactCommitted,
+    DecisionRecorded,
+    Event,
+    LoggedEvent,
+    ModelCalled,
+    ModelFailed,
+    ModelResponded,
+    ParallelBranchScheduled,
+    RunCancelled,
+    RunClaimed,
+    RunCompleted,
+    RunFailed,
+    RunStarted,
+    SessionCompleted,
+    SessionStarted,
+    StepCompleted,
+    StepFailed,
+    StepStarted,
+    SubRunReserved,
+    ToolCallFailed,
+    ToolCallStarted,
+    ToolCallSucceeded,
+    ValueRecorded,
+)
+from little.replay._pricing import price_usd
+from little.replay._state import (
+    AgentCall,
+    CommittedArtifact,
+    LogPosition,
+    MaterializedRunState,
+    ModelTurn,
+    ParallelGroup,
+    RecordedValue,
+    SessionState,
+    StepState,
+    SubRun,
+    ToolCall,
+    UsageTotals,
+)
+
+_EMPTY = UsageTotals()
+
+
+class StreamIntegrityError(RuntimeIntegrityError):
+    """A run's event stream is broken (seq gap or duplicate, event of another run, an event
+    for a session that never started). Names the run, the event and its offset."""
+
+    def __init__(
+        self, run_id: str, message: str, event: Event, position: LogPosition | None
+    ) -> None:
+        where = f" at partition {position.partition} offset {position.offset}" if position else ""
+        super().__init__(f"run {run_id}: {message} ({event.type} event {event.event_id}{where})")
+        self.run_id = run_id
+        self.event = event
+        self.position = position
+
+
+class _Session:
+    """Mutable while folding; frozen into SessionState at the end."""
+
+    __slots__ = ("frozen", "tool_calls", "turns")
+
+    def __init__(self, frozen: SessionState) -> None:
+        self.frozen = frozen
+        self.turns: dict[int, ModelTurn] = {t.turn: t for t in frozen.turns}
+        self.tool_calls: dict[str, ToolCall] = {c.call_id: c for c in frozen.tool_calls}
+
+    def freeze(self) -> SessionState:
+        if self.frozen.compacted:
+            return self.frozen
+        return self.frozen.model_copy(
+            update={
+                "turns": tuple(self.turns.values()),
+                "tool_calls": tuple(self.tool_calls.values()),
+                "turn_count": len(self.turns),
+                "tool_call_count": len(self.tool_calls),
+            }
+        )
+
+
+class _Fold:
+    def __init__(self, start: MaterializedRunState) -> None:
+        self.run: dict[str, Any] = dict(start)
+        self.run_id = start.run_id
+        self.steps: dict[str, StepState] = {s.step_path: s for s in start.steps}
+        self.sessions: dict[str, _Session] = {s.session_id: _Session(s) for s in start.sessions}
+        self.groups: dict[str, ParallelGroup] = {g.group_path: g for g in start.parallel_groups}
+        self.sub_runs = list(start.sub_runs)
+        self.values = list(start.values)
+        self.artifacts = list(start.artifacts)
+        self.agent_calls: dict[int, AgentCall] = {c.ordinal: c for c in start.agent_calls}
+        self.position: LogPosition | None = start.last_position
+
+    # -- driver --------------------------------------------------------------------------
+
+    def apply(self, item: Event | LoggedEvent) -> None:
+        if isinstance(item, LoggedEvent):
+            event = item.event
+            self.position = LogPosition(partition=item.partition, offset=item.offset)
+        else:
+            event = item
+        run = self.run
+        if event.run_id != self.run_id:
+            self._fail(f"event of run {event.run_id} in the stream of run {self.run_id}", event)
+        if isinstance(event, RunClaimed):
+            self._claim(event)
+        elif event.epoch < run["epoch"]:
+            run["fenced_events"] += 1  # a zombie writer's event, after a newer claim
+        else:
+            if event.epoch > run["epoch"]:
+                self._fail(
+                    f"event epoch {event.epoch} is ahead of the accepted claim's epoch "
+                    f"{run['epoch']}: no RunClaimed accepted that writer",
+                    event,
+                )
+            expected = run["last_seq"] + 1
+            if event.seq != expected:
+                kind = "duplicate" if event.seq < expected else "gap"
+                self._fail(f"seq {kind}: expected seq {expected}, found {event.seq}", event)
+            run["last_seq"] = event.seq
+            run["events_applied"] += 1
+            handler = _HANDLERS.get(type(event))
+            if handler is not None:
+                handler(self, event)
+        run["last_event_id"] = event.event_id
+        run["last_position"] = self.position
+
+    def freeze(self) -> MaterializedRunState:
+        return MaterializedRunState.model_validate(
+            {
+                **self.run,
+                "steps": tuple(self.steps.values()),
+                "sessions": tuple(s.freeze() for s in self.sessions.values()),
+                "parallel_groups": tuple(self.groups.values()),
+                "sub_runs": tuple(self.sub_runs),
+                "values": tuple(self.values),
+                "artifacts": tuple(self.artifacts),
+                "agent_calls": tuple(self.agent_calls.values()),
+            }
+        )
+
+    def _fail(self, message: str, event: Event) -> None:
+        raise StreamIntegrityError(self.run_id, message, event, self.position)
+
+    # -- claims (fencing, DESIGN §4) -------------------------------------------------------
+
+    def _claim(self, e: RunClaimed) -> None:
+        run = self.run
+        if e.epoch <= run["epoch"]:
+            run["rejected_claims"] += 1  # first claim in the log wins
+            return
+        if run["accepted_claims"] > 0:
+            # A resume: every call recorded so far is served from the log (or skipped with
+            # its step) instead of being paid for again.
+            run["avoided_usage"] = run["avoided_usage"].plus(run["usage"])
+            for path, step in self.steps.items():
+                if step.usage.calls:
+                    self.steps[path] = step.model_copy(
+                        update={"avoided_usage": step.avoided_usage.plus(step.usage)}
+                    )
+        run["epoch"] = e.epoch
+        run["owner"] = e.owner
+        run["accepted_claims"] += 1
+
+    # -- run ---------------------------------------------------------------------------------
+
+    def run_started(self, e: RunStarted) -> None:
+        self.run.update(
+            status="running",
+            workflow=e.workflow,
+            workflow_version=e.workflow_version,
+            input_json=e.input_json,
+            input_ref=e.input_ref,
+            parent_run_id=e.parent_run_id,
+            parent_call_id=e.parent_call_id,
+            max_agent_calls=e.max_agent_calls,
+            max_tokens=e.max_tokens,
+        )
+
+    def run_completed(self, e: RunCompleted) -> None:
+        self.run.update(status="completed", output_json=e.output_json, output_ref=e.output_ref)
+
+    def run_failed(self, e: RunFailed) -> None:
+        self.run.update(status="failed", error=f"{e.error_type}: {e.message}")
+
+    def run_cancelled(self, e: RunCancelled) -> None:
+        self.run.update(status="cancelled", error=f"cancelled: {e.reason}" if e.reason else None)
+
+    # -- steps -------------------------------------------------------------------------------
+
+    def _step(self, e: Event, step_id: str | None = None) -> StepState:
+        path = e.step_path
+        if path is None:
+            self._fail("a step event without step_path", e)
+            raise AssertionError  # unreachable: _fail raises
+        step = self.steps.get(path)
+        if step is None:
+            step = StepState(
+                step_path=path, step_id=step_id or path.rsplit("/", 1)[-1], status="running"
+            )
+        return step
+
+    def step_started(self, e: StepStarted) -> None:
+        step = self._step(e, e.step_id)
+        self.steps[step.step_path] = step.model_copy(
+            update={
+                "status": "running",
+                "attempts": step.attempts + 1,
+                "max_visits": e.max_visits,
+                "branch_path": e.branch_path,
+                "error": None,
+            }
+        )
+
+    def step_completed(self, e: StepCompleted) -> None:
+        step = self._step(e, e.step_id)
+        self.steps[step.step_path] = step.model_copy(
+            update={
+                "status": "completed",
+                "visits": step.visits + 1,
+                "branch_path": e.branch_path,
+                "output_json": e.output_json,
+                "output_ref": e.output_ref,
+                "artifact_refs": e.artifact_refs,
+                "error": None,
+            }
+        )
+        for sid, session in self.sessions.items():
+            if session.frozen.step_path == step.step_path and not session.frozen.compacted:
+                done = session.freeze()
+                self.sessions[sid] = _Session(
+                    done.model_copy(update={"turns": (), "tool_calls": (), "compacted": True})
+                )
+
+    def step_failed(self, e: StepFailed) -> None:
+        step = self._step(e, e.step_id)
+        self.steps[step.step_path] = step.model_copy(
+            update={
+                "status": "pending" if e.will_retry else "failed",
+                "error": f"{e.error_type}: {e.message}",
+            }
+        )
+
+    def parallel_scheduled(self, e: ParallelBranchScheduled) -> None:
+        path = e.step_path or ""
+        self.groups[path] = ParallelGroup(
+            group_path=path, branches=e.branches, branch_set_hash=e.branch_set_hash
+        )
+
+    def decision(self, e: DecisionRecorded) -> None:
+        step = self._step(e, e.step_id)
+        self.steps[step.step_path] = step.model_copy(update={"decision_target": e.target})
+        self.run["pending_decision_target"] = e.target
+
+    def artifact(self, e: ArtifactCommitted) -> None:
+        self.artifacts.append(CommittedArtifact(name=e.name, ref=e.ref, step_path=e.step_path))
+
+    def sub_run(self, e: SubRunReserved) -> None:
+        self.sub_runs.append(
+            SubRun(
+                sub_run_id=e.sub_run_id,
+                workflow=e.workflow,
+                input_json=e.input_json,
+                call_id=e.call_id,
+                step_path=e.step_path,
+            )
+        )
+
+    def value(self, e: ValueRecorded) -> None:
+        self.values.append(
+            RecordedValue(
+                kind=e.kind, ordinal=e.ordinal, value_json=e.value_json, step_path=e.step_path
+            )
+        )
+
+    # -- harness sessions --------------------------------------------------------------------
+
+    def _session(self, e: Event) -> _Session:
+        session = self.sessions.get(e.session_id or "")
+        if session is None:
+            self._fail(f"{e.type} for session {e.session_id!r}, which never started", e)
+            raise AssertionError  # unreachable
+        return session
+
+    def session_started(self, e: SessionStarted) -> None:
+        if not e.session_id:
+            self._fail("harness.session.started without session_id", e)
+        self.sessions[e.session_id or ""] = _Session(
+            SessionState(
+                session_id=e.session_id or "",
+                step_path=e.step_path,
+                name=e.session_name,
+                model=e.model,
+                manifest_hash=e.manifest_hash,
+                manifest_json=e.manifest_json,
+            )
+        )
+
+    def session_completed(self, e: SessionCompleted) -> None:
+        # e.usage is a rollup of this session's harness.model.responded events: skipped, or
+        # every call would be counted twice.
+        session = self._session(e)
+        session.frozen = session.frozen.model_copy(
+            update={"status": "completed", "output_json": e.output_json}
+        )
+
+    def model_called(self, e: ModelCalled) -> None:
+        self._session(e).turns[e.turn] = ModelTurn(
+            turn=e.turn,
+            status="called",
+            provider=e.provider,
+            model=e.model,
+            request_hash=e.request_hash,
+            previous_request_hash=e.previous_request_hash,
+            appended_messages_json=e.appended_messages_json,
+            appended_messages_ref=e.appended_messages_ref,
+            message_count=e.message_count,
+        )
+
+    def model_responded(self, e: ModelResponded) -> None:
+        session = self._session(e)
+        called = session.turns.get(e.turn)
+        if called is None:
+            self._fail(f"response to turn {e.turn}, which was never called", e)
+            raise AssertionError  # unreachable
+        session.turns[e.turn] = called.model_copy(
+            update={
+                "status": "responded",
+                "response_json": e.response_json,
+                "response_ref": e.response_ref,
+                "usage": e.usage,
+                "error": None,
+                "replayed_from_run_id": e.replayed_from_run_id,
+            }
+        )
+        cost = price_usd(e.provider, e.model, e.usage, e.occurred_at)
+        self._account(e, cost, avoided=e.replayed_from_run_id is not None)
+
+    def _account(self, e: ModelResponded, cost: Decimal | None, *, avoided: bool) -> None:
+        key = "avoided_usage" if avoided else "usage"
+        self.run[key] = self.run[key].add(e.usage, cost)
+        if e.step_path is not None:
+            step = self._step(e)
+            self.steps[step.step_path] = step.model_copy(
+                update={key: getattr(step, key).add(e.usage, cost)}
+            )
+
+    def model_failed(self, e: ModelFailed) -> None:
+        session = self._session(e)
+        called = session.turns.get(e.turn)
+        if called is None:
+            self._fail(f"failure of turn {e.turn}, which was never called", e)
+            raise AssertionError  # unreachable
+        session.turns[e.turn] = called.model_copy(
+            update={"status": "failed", "error": f"{e.error_type}: {e.message}"}
+        )
+
+    def tool_started(self, e: ToolCallStarted) -> None:
+        self._session(e).tool_calls[e.call_id] = ToolCall(
+            call_id=e.call_id,
+            tool=e.tool,
+            turn=e.turn,
+            status="started",
+            arguments_json=e.arguments_json,
+            idempotency_key=e.idempotency_key,
+        )
+
+    def _started_call(self, e: ToolCallSucceeded | ToolCallFailed) -> tuple[_Session, ToolCall]:
+        session = self._session(e)
+        call = session.tool_calls.get(e.call_id)
+        if call is None:
+            self._fail(f"result of tool call {e.call_id!r}, which never started", e)
+            raise AssertionError  # unreachable
+        return session, call
+
+    def tool_succeeded(self, e: ToolCallSucceeded) -> None:
+        session, call = self._started_call(e)
+        session.tool_calls[e.call_id] = call.model_copy(
+            update={"status": "succeeded", "result_json": e.result_json, "result_ref": e.result_ref}
+        )
+
+    def tool_failed(self, e: ToolCallFailed) -> None:
+        session, call = self._started_call(e)
+        session.tool_calls[e.call_id] = call.model_copy(
+            update={"status": "failed", "error": f"{e.error_type}: {e.message}"}
+        )
+
+    # -- recorded-call replay (seed 003) -----------------------------------------------------
+
+    def agent_admitted(self, e: AgentCallAdmitted) -> None:
+        self.agent_calls[e.ordinal] = AgentCall(
+            ordinal=e.ordinal,
+            request_key=e.request_key,
+            node_phase=e.node_phase,
+            node_label=e.node_label,
+            node_occurrence=e.node_occurrence,
+            side_effecting=e.side_effecting,
+            step_path=e.step_path,
+        )
+
+    def agent_settled(self, e: AgentCallSettled) -> None:
+        admitted = self.agent_calls.get(e.ordinal)
+        if admitted is None:
+            self._fail(f"settlement of agent call {e.ordinal}, which was never admitted", e)
+            raise AssertionError  # unreachable
+        self.agent_calls[e.ordinal] = admitted.model_copy(
+            update={
+                "outcome": e.outcome,
+                "result_json": e.result_json,
+                "result_ref": e.result_ref,
+                "usage": e.usage,
+                "replayed": e.replayed,
+                "source_run_id": e.source_run_id,
+                "miss_reason": e.miss_reason,
+            }
+        )
+
+
+_HANDLERS: dict[type[Event], Callable[[_Fold, Any], None]] = {
+    RunStarted: _Fold.run_started,
+    RunCompleted: _Fold.run_completed,
+    RunFailed: _Fold.run_failed,
+    RunCancelled: _Fold.run_cancelled,
+    StepStarted: _Fold.step_started,
+    StepCompleted: _Fold.step_completed,
+    StepFailed: _Fold.step_failed,
+    ParallelBranchScheduled: _Fold.parallel_scheduled,
+    DecisionRecorded: _Fold.decision,
+    ArtifactCommitted: _Fold.artifact,
+    SubRunReserved: _Fold.sub_run,
+    ValueRecorded: _Fold.value,
+    SessionStarted: _Fold.session_started,
+    SessionCompleted: _Fold.session_completed,
+    ModelCalled: _Fold.model_called,
+    ModelResponded: _Fold.model_responded,
+    ModelFailed: _Fold.model_failed,
+    ToolCallStarted: _Fold.tool_started,
+    ToolCallSucceeded: _Fold.tool_succeeded,
+    ToolCallFailed: _Fold.tool_failed,
+    AgentCallAdmitted: _Fold.agent_admitted,
+    AgentCallSettled: _Fold.agent_settled,
+}
+
+
+def materialize_run_state_from_events(
+    events: Iterable[Event | LoggedEvent],
+    *,
+    start: MaterializedRunState | None = None,
+    run_id: str | None = None,
+) -> MaterializedRunState:
+    """Fold ``events`` (one run's, in log order) onto ``start`` (or an empty run).
+
+    ``run_id`` names the run when there is no ``start``; otherwise the first event does. Raises
+    ``StreamIntegrityError`` (a ``RuntimeIntegrityError``) naming run, event and offset when
+    the stream is broken. Events of a fenced writer are counted in ``fenced_events`` and ignored.
+    """
+    iterator = iter(events)
+    if start is None:
+        first = next(iterator, None)
+        if first is None:
+            if run_id is None:
+                raise ValueError("an empty stream needs run_id or start")
+            return MaterializedRunState(run_id=run_id)
+        first_event = first.event if isinstance(first, LoggedEvent) else first
+        fold = _Fold(MaterializedRunState(run_id=run_id or first_event.run_id))
+        fold.apply(first)
+    else:
+        fold = _Fold(start)
+    for item in iterator:
+        fold.apply(item)
+    return fold.freeze()

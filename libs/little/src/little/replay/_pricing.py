@@ -1,0 +1,90 @@
+"""Dollars for recorded tokens: the one place a price is computed (seed 000).
+
+Prices come from the table bundled with the pinned ``genai-prices`` release, never from the
+network, and each call is priced at its event's ``occurred_at``, so one log always folds to
+the same dollars. An unknown provider or model is unpriced (``None``), never zero.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from functools import lru_cache
+from typing import Any
+
+from genai_prices import Usage as _PriceUsage
+from genai_prices.data_snapshot import _bundled_snapshot  # the table shipped in the wheel
+
+from little.events import Usage
+
+
+@lru_cache(maxsize=1)
+def _snapshot() -> Any:
+    # Not genai_prices.calc_price: that uses a snapshot downloaded by update_prices() if any
+    # code in the process called it, and a fold must not depend on what was fetched when.
+    return _bundled_snapshot()
+
+
+@lru_cache(maxsize=4096)
+def _lookup(provider: str, model: str) -> tuple[Any, Any] | None:
+    try:
+        return _snapshot().find_provider_model(model, None, provider, None)  # type: ignore[no-any-return]
+    except LookupError:
+        return None
+
+
+_MTOK = 1_000_000
+_PROBE = (123_457, 2_345, 6_789)  # an off-grid usage to check linearity against the library
+_rates_by_price: dict[int, tuple[Any, tuple[Decimal, Decimal, Decimal] | None]] = {}
+
+
+def _library_price(
+    price_model: Any, price_provider: Any, at: datetime, i: int, c: int, o: int
+) -> Decimal:
+    usage = _PriceUsage(input_tokens=i, output_tokens=o, cache_read_tokens=c)
+    calc = price_model.calc_price(usage, price_provider, genai_request_timestamp=at)
+    return Decimal(calc.total_price)
+
+
+def _rates(
+    price_model: Any, price_provider: Any, at: datetime
+) -> tuple[Decimal, Decimal, Decimal] | None:
+    """Per-token rates (input, cached input, output) of the price in force at ``at``.
+
+    Derived from the library's own results for unit usages and kept only if the library
+    agrees at an off-grid point, i.e. the price is linear (not tiered); else ``None`` and
+    every call is priced by the library directly. The library call costs ~100 us, which
+    would dominate a fold.
+    """
+    model_price = price_model.get_prices(at)
+    cached = _rates_by_price.get(id(model_price))
+    if cached is not None and cached[0] is model_price:
+        return cached[1]
+    per_in = _library_price(price_model, price_provider, at, _MTOK, 0, 0) / _MTOK
+    per_cached = _library_price(price_model, price_provider, at, _MTOK, _MTOK, 0) / _MTOK
+    per_out = _library_price(price_model, price_provider, at, 0, 0, _MTOK) / _MTOK
+    i, c, o = _PROBE
+    linear = (i - c) * per_in + c * per_cached + o * per_out
+    rates: tuple[Decimal, Decimal, Decimal] | None = (per_in, per_cached, per_out)
+    if linear != _library_price(price_model, price_provider, at, i, c, o):
+        rates = None
+    _rates_by_price[id(model_price)] = (model_price, rates)
+    return rates
+
+
+def price_usd(provider: str, model: str, usage: Usage, at: datetime) -> Decimal | None:
+    """The cost of one call, or ``None`` when the price table does not know the model.
+
+    ``usage.input_tokens`` counts all input tokens, cached ones included (as providers'
+    ``prompt_tokens``); ``cached_input_tokens`` is the part read from cache.
+    """
+    found = _lookup(provider, model)
+    if found is None:
+        return None
+    price_provider, price_model = found
+    rates = _rates(price_model, price_provider, at)
+    i, c, o = usage.input_tokens, usage.cached_input_tokens, usage.output_tokens
+    if rates is None:
+        return _library_price(price_model, price_provider, at, i, c, o)
+    per_in, per_cached, per_out = rates
+    return (i - c) * per_in + c * per_cached + o * per_out

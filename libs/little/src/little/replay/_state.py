@@ -1,0 +1,278 @@
+"""MaterializedRunState: what folding a run's events gives, frozen and deeply immutable.
+
+Pure data: no I/O. Collections are tuples (ordered by first appearance in the log) with
+lookup helpers, so a state can be compared, hashed into snapshots and shared freely.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, computed_field
+
+from little.events import ArtifactRef, Usage
+
+RunStatus = Literal["pending", "running", "completed", "failed", "cancelled"]
+StepStatus = Literal["pending", "running", "completed", "failed"]
+CallStatus = Literal["called", "responded", "failed"]
+ToolStatus = Literal["started", "succeeded", "failed"]
+
+STATE_VERSION = 1
+"""Bumped whenever the shape or meaning of the state changes; older snapshots are ignored."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class UsageTotals(_Frozen):
+    """Tokens and dollars of a scope (run, step or session).
+
+    ``cost_usd`` is ``None`` only when every call in the scope was unpriced; when some were
+    priced it covers those and ``unpriced_calls`` records the shortfall. A true ``0`` is a real
+    zero-dollar total, normally because there were no calls.
+    """
+
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    reasoning_tokens: int = 0
+    priced_cost_usd: Decimal = Decimal(0)
+    unpriced_calls: int = 0
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def cost_usd(self) -> Decimal | None:
+        if self.calls > 0 and self.unpriced_calls == self.calls:
+            return None
+        return self.priced_cost_usd
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def add(self, usage: Usage, cost: Decimal | None) -> UsageTotals:
+        return UsageTotals(
+            calls=self.calls + 1,
+            input_tokens=self.input_tokens + usage.input_tokens,
+            output_tokens=self.output_tokens + usage.output_tokens,
+            cached_input_tokens=self.cached_input_tokens + usage.cached_input_tokens,
+            reasoning_tokens=self.reasoning_tokens + usage.reasoning_tokens,
+            priced_cost_usd=self.priced_cost_usd + (cost or Decimal(0)),
+            unpriced_calls=self.unpriced_calls + (cost is None),
+        )
+
+    def plus(self, other: UsageTotals) -> UsageTotals:
+        return UsageTotals(
+            calls=self.calls + other.calls,
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+            priced_cost_usd=self.priced_cost_usd + other.priced_cost_usd,
+            unpriced_calls=self.unpriced_calls + other.unpriced_calls,
+        )
+
+
+class ModelTurn(_Frozen):
+    """One model call of a session: ``called`` until its terminal event lands."""
+
+    turn: int
+    status: CallStatus
+    provider: str
+    model: str
+    request_hash: str
+    previous_request_hash: str | None = None
+    appended_messages_json: str | None = None
+    appended_messages_ref: ArtifactRef | None = None
+    message_count: int = 0
+    response_json: str | None = None
+    response_ref: ArtifactRef | None = None
+    usage: Usage | None = None
+    error: str | None = None
+    replayed_from_run_id: str | None = None
+
+
+class ToolCall(_Frozen):
+    """One tool call of a session: ``started`` until its terminal event lands."""
+
+    call_id: str
+    tool: str
+    turn: int
+    status: ToolStatus
+    arguments_json: str
+    idempotency_key: str
+    result_json: str | None = None
+    result_ref: ArtifactRef | None = None
+    error: str | None = None
+
+
+class SessionState(_Frozen):
+    """A harness session, with every turn and tool call while its step is in progress.
+
+    When the step commits, its sessions are compacted to counts (``compacted=True``): a
+    completed step never runs again, so its calls are never fast-forwarded, and the state of a
+    long run grows with its steps, not its events.
+    """
+
+    session_id: str
+    step_path: str | None
+    name: str
+    model: str
+    manifest_hash: str
+    manifest_json: str
+    status: Literal["running", "completed"] = "running"
+    turns: tuple[ModelTurn, ...] = ()
+    tool_calls: tuple[ToolCall, ...] = ()
+    turn_count: int = 0
+    tool_call_count: int = 0
+    compacted: bool = False
+    output_json: str | None = None
+
+    def turn(self, number: int) -> ModelTurn | None:
+        for t in self.turns:
+            if t.turn == number:
+                return t
+        return None
+
+    def tool_call(self, call_id: str) -> ToolCall | None:
+        for c in self.tool_calls:
+            if c.call_id == call_id:
+                return c
+        return None
+
+
+class StepState(_Frozen):
+    step_path: str
+    step_id: str
+    status: StepStatus
+    branch_path: str | None = None
+    attempts: int = 0
+    visits: int = 0
+    """Committed visits: StepCompleted events of this (step id, branch path)."""
+    max_visits: int = 1
+    output_json: str | None = None
+    output_ref: ArtifactRef | None = None
+    artifact_refs: tuple[ArtifactRef, ...] = ()
+    error: str | None = None
+    decision_target: str | None = None
+    usage: UsageTotals = UsageTotals()
+    avoided_usage: UsageTotals = UsageTotals()
+
+
+class ParallelGroup(_Frozen):
+    group_path: str
+    branches: tuple[str, ...]
+    branch_set_hash: str
+
+
+class SubRun(_Frozen):
+    sub_run_id: str
+    workflow: str
+    input_json: str | None = None
+    call_id: str | None = None
+    step_path: str | None = None
+
+
+class RecordedValue(_Frozen):
+    kind: str
+    ordinal: int
+    value_json: str
+    step_path: str | None = None
+
+
+class CommittedArtifact(_Frozen):
+    name: str
+    ref: ArtifactRef
+    step_path: str | None = None
+
+
+class AgentCall(_Frozen):
+    """A recorded agent call (seed 003): admission ordinal, request key, settlement."""
+
+    ordinal: int
+    request_key: str
+    node_phase: str | None = None
+    node_label: str | None = None
+    node_occurrence: int | None = None
+    side_effecting: bool = False
+    step_path: str | None = None
+    outcome: str | None = None
+    result_json: str | None = None
+    result_ref: ArtifactRef | None = None
+    usage: Usage | None = None
+    replayed: bool = False
+    source_run_id: str | None = None
+    miss_reason: str | None = None
+
+
+class LogPosition(_Frozen):
+    partition: int
+    offset: int
+
+
+class MaterializedRunState(_Frozen):
+    """The state of one run as of the last event folded into it."""
+
+    run_id: str
+    state_version: int = STATE_VERSION
+    status: RunStatus = "pending"
+    workflow: str | None = None
+    workflow_version: str | None = None
+    input_json: str | None = None
+    input_ref: ArtifactRef | None = None
+    parent_run_id: str | None = None
+    parent_call_id: str | None = None
+    max_agent_calls: int | None = None
+    max_tokens: int | None = None
+    output_json: str | None = None
+    output_ref: ArtifactRef | None = None
+    error: str | None = None
+
+    epoch: int = 0
+    owner: str | None = None
+    accepted_claims: int = 0
+    rejected_claims: int = 0
+    fenced_events: int = 0
+    last_seq: int = -1
+    last_event_id: str | None = None
+    last_position: LogPosition | None = None
+    events_applied: int = 0
+
+    steps: tuple[StepState, ...] = ()
+    sessions: tuple[SessionState, ...] = ()
+    parallel_groups: tuple[ParallelGroup, ...] = ()
+    sub_runs: tuple[SubRun, ...] = ()
+    values: tuple[RecordedValue, ...] = ()
+    artifacts: tuple[CommittedArtifact, ...] = ()
+    agent_calls: tuple[AgentCall, ...] = ()
+    pending_decision_target: str | None = None
+
+    usage: UsageTotals = UsageTotals()
+    """Billed: every model call actually made for this run."""
+    avoided_usage: UsageTotals = UsageTotals()
+    """Avoided: calls a restart did not pay again because the log served them."""
+
+    def step(self, step_path: str) -> StepState | None:
+        for s in self.steps:
+            if s.step_path == step_path:
+                return s
+        return None
+
+    def session(self, session_id: str) -> SessionState | None:
+        for s in self.sessions:
+            if s.session_id == session_id:
+                return s
+        return None
+
+    def parallel_group(self, group_path: str) -> ParallelGroup | None:
+        for g in self.parallel_groups:
+            if g.group_path == group_path:
+                return g
+        return None
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in ("completed", "failed", "cancelled")
