@@ -24,6 +24,7 @@ from little.errors import (
 )
 from little.events import ArtifactRef, Event, EventCodec, LoggedEvent, Usage
 from little.log import EventLog, Position
+from little.replay import MaterializedRunState, ReplayResult, replay_run
 
 __version__ = "0.1.0"
 
@@ -45,8 +46,10 @@ __all__ = [
     "LittleError",
     "LogError",
     "LoggedEvent",
+    "MaterializedRunState",
     "Position",
     "RecordDecodeError",
+    "ReplayResult",
     "RuntimeIntegrityError",
     "Usage",
     "World",
@@ -54,4 +57,5 @@ __all__ = [
     "events",
     "kafka_world",
     "local_world",
+    "replay_run",
 ]

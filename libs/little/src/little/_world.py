@@ -18,11 +18,13 @@ from little.log import (
     CursorStore,
     EmbeddedCursorStore,
     EmbeddedEventLog,
+    EmbeddedSnapshotStore,
     EventLog,
     OutgoingRecord,
     Position,
     StoredRecord,
 )
+from little.snapshots import SnapshotStore
 
 
 class RecordDecodeError(LittleError, ValueError):
@@ -45,6 +47,7 @@ class World:
     cursors: CursorStore
     artifacts: ArtifactStore
     codec: EventCodec
+    snapshots: SnapshotStore
     description: str = field(default="")
 
     def append(self, events: Sequence[Event]) -> list[Position]:
@@ -72,6 +75,7 @@ class World:
 
     def close(self) -> None:
         self.log.close()
+        self.snapshots.close()
         close = getattr(self.cursors, "close", None)
         if close is not None:
             close()
@@ -94,6 +98,7 @@ def local_world(
         cursors=EmbeddedCursorStore(log),
         artifacts=ArtifactStore(root / "artifacts"),
         codec=EventCodec(),
+        snapshots=EmbeddedSnapshotStore(root / "log.sqlite3"),
         description=f"embedded:{root}",
     )
 
@@ -114,7 +119,7 @@ def kafka_world(
     With ``schema_registry_url`` set, events are written in the Confluent wire format.
     ``provision=True`` creates missing topics from ``deploy/topics.yaml`` first.
     """
-    from little.log._kafka import KafkaCursorStore, KafkaEventLog
+    from little.log._kafka import KafkaCursorStore, KafkaEventLog, KafkaSnapshotStore
 
     config = {key.replace("_", "."): value for key, value in librdkafka_config.items()}
     if provision:
@@ -133,5 +138,6 @@ def kafka_world(
         cursors=KafkaCursorStore(bootstrap_servers, config=config),
         artifacts=ArtifactStore(Path(artifacts_dir)),
         codec=EventCodec(registry=registry),
+        snapshots=KafkaSnapshotStore(bootstrap_servers, config=config),
         description=f"kafka:{bootstrap_servers}",
     )

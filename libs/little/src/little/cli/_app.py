@@ -119,6 +119,68 @@ def events(
 
 
 @app.command()
+def report(
+    run_id: Annotated[str, typer.Argument(help="The run to report on.")],
+    data_dir: DataDir = None,
+    bootstrap_servers: Bootstrap = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    no_snapshot: Annotated[
+        bool, typer.Option("--no-snapshot", help="Fold the whole log, ignoring snapshots.")
+    ] = False,
+) -> None:
+    """Replay a run from its log and print steps, visits, tokens and dollars."""
+    from little.replay import replay_run
+    from little.report import report_data
+
+    with open_world(data_dir, bootstrap_servers) as world:
+        result = replay_run(world, run_id, use_snapshot=not no_snapshot)
+        if result.events_folded == 0 and result.from_snapshot is None:
+            raise LittleError(f"run {run_id} has no events in {world.description}")
+    if as_json:
+        print(__import__("json").dumps(report_data(result), indent=2))
+        return
+    print_report(result)
+
+
+def print_report(result: Any) -> None:
+    from little.report import dollars, tokens
+
+    s = result.state
+    console.print(
+        f"[bold]run {s.run_id}[/]  workflow {s.workflow} v{s.workflow_version}  "
+        f"status [bold]{s.status}[/]" + (f"  ({s.error})" if s.error else "")
+    )
+    console.print(
+        f"epoch {s.epoch}: {s.accepted_claims} claim(s) accepted, {s.rejected_claims} rejected, "
+        f"{s.fenced_events} fenced event(s); {result.events_folded} event(s) folded"
+        + (
+            f" after the snapshot at offset {result.from_snapshot.offset}"
+            if result.from_snapshot
+            else ""
+        )
+    )
+    table = Table()
+    for col in ("step", "status", "visits", "attempts", "tokens billed", "$ billed", "$ avoided"):
+        table.add_column(col)
+    for step in s.steps:
+        table.add_row(
+            step.step_path,
+            step.status,
+            str(step.visits),
+            str(step.attempts),
+            tokens(step.usage),
+            dollars(step.usage) if step.usage.calls else "-",
+            dollars(step.avoided_usage) if step.avoided_usage.calls else "-",
+        )
+    console.print(table)
+    console.print(f"billed:  {s.usage.calls} model call(s), {tokens(s.usage)}, {dollars(s.usage)}")
+    console.print(
+        f"avoided: {s.avoided_usage.calls} model call(s), {tokens(s.avoided_usage)}, "
+        f"{dollars(s.avoided_usage)}"
+    )
+
+
+@app.command()
 def demo(
     data_dir: Annotated[
         Path, typer.Option("--data-dir", help="Embedded world directory for the demo.")

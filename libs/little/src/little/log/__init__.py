@@ -1,6 +1,6 @@
 """The EventLog port and its backends: Kafka (confluent-kafka) and embedded (sqlite)."""
 
-from little.log._embedded import EmbeddedCursorStore, EmbeddedEventLog
+from little.log._embedded import EmbeddedCursorStore, EmbeddedEventLog, EmbeddedSnapshotStore
 from little.log._partitioner import murmur2, partition_for
 from little.log._port import (
     CursorStore,
@@ -30,6 +30,7 @@ __all__ = [
     "CursorStore",
     "EmbeddedCursorStore",
     "EmbeddedEventLog",
+    "EmbeddedSnapshotStore",
     "EventLog",
     "Header",
     "OutgoingRecord",

@@ -25,6 +25,7 @@ from little.log._port import (
     StoredRecord,
 )
 from little.log._topics import RUNS_TOPIC
+from little.snapshots import SnapshotStore
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS topics (
@@ -42,6 +43,10 @@ CREATE TABLE IF NOT EXISTS records (
     PRIMARY KEY (topic, partition, "offset")
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS records_by_run ON records (topic, run_id, partition, "offset");
+CREATE TABLE IF NOT EXISTS snapshots (
+    run_id TEXT PRIMARY KEY,
+    payload BLOB NOT NULL
+);
 CREATE TABLE IF NOT EXISTS cursors (
     group_id TEXT NOT NULL,
     topic TEXT NOT NULL,
@@ -293,6 +298,31 @@ class EmbeddedCursorStore(CursorStore):
             target = self._log.offsets_for_time(int(to.timestamp.timestamp() * 1000))
         self.commit(group, target)
         return target
+
+    def close(self) -> None:
+        self._db.close()
+
+
+class EmbeddedSnapshotStore(SnapshotStore):
+    """The newest snapshot per run, in the embedded world's sqlite file."""
+
+    def __init__(self, path: str | Path) -> None:
+        self._db = _Sqlite(Path(path), synchronous="NORMAL")
+
+    def put(self, run_id: str, payload: bytes) -> None:
+        with self._db.lock:
+            self._db.conn.execute(
+                "INSERT INTO snapshots VALUES (?, ?) "
+                "ON CONFLICT (run_id) DO UPDATE SET payload = excluded.payload",
+                (run_id, payload),
+            )
+
+    def get(self, run_id: str) -> bytes | None:
+        with self._db.lock:
+            row = self._db.conn.execute(
+                "SELECT payload FROM snapshots WHERE run_id = ?", (run_id,)
+            ).fetchone()
+        return None if row is None else bytes(row[0])
 
     def close(self) -> None:
         self._db.close()

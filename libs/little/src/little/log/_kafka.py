@@ -35,7 +35,8 @@ from little.log._port import (
     ResetTo,
     StoredRecord,
 )
-from little.log._topics import RUN_INDEX_TOPIC, RUNS_TOPIC
+from little.log._topics import RUN_INDEX_TOPIC, RUNS_TOPIC, SNAPSHOTS_TOPIC
+from little.snapshots import SnapshotStore
 
 log = structlog.get_logger("little.log.kafka")
 
@@ -494,3 +495,78 @@ class KafkaCursorStore(CursorStore):
 
     def close(self) -> None:
         pass
+
+
+class KafkaSnapshotStore(SnapshotStore):
+    """Snapshots on the compacted ``little.snapshots.v1`` topic, keyed by run id.
+
+    ``get`` reads the key's partition to its end and keeps the newest value: compaction bounds
+    that to about one record per run of the partition.
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        *,
+        topic: str = SNAPSHOTS_TOPIC,
+        config: Mapping[str, Any] | None = None,
+        timeout: float = 30.0,
+    ) -> None:
+        self.topic = topic
+        self.timeout = timeout
+        cfg = _client_config(bootstrap_servers, config)
+        admin = connect_admin(bootstrap_servers, config)
+        self.partitions = topic_partitions(admin, topic)
+        self._producer = Producer(
+            {**cfg, "enable.idempotence": True, "acks": "all", "linger.ms": 5}
+        )
+        self._consumer = Consumer(
+            {
+                **cfg,
+                "group.id": f"little-snapshots-{uuid.uuid4()}",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "fetch.wait.max.ms": 10,
+            }
+        )
+        self._lock = threading.Lock()
+
+    def put(self, run_id: str, payload: bytes) -> None:
+        failures: list[KafkaError] = []
+
+        def delivered(err: KafkaError | None, _msg: Message) -> None:
+            if err is not None:
+                failures.append(err)
+
+        self._producer.produce(
+            self.topic,
+            key=run_id,
+            value=payload,
+            partition=partition_for(run_id, self.partitions),
+            on_delivery=delivered,
+        )
+        if self._producer.flush(self.timeout) or failures:
+            raise LogError(f"snapshot of run {run_id} not stored: {failures or 'timed out'}")
+
+    def get(self, run_id: str) -> bytes | None:
+        partition = partition_for(run_id, self.partitions)
+        tp = TopicPartition(self.topic, partition)
+        key = run_id.encode()
+        newest: bytes | None = None
+        with self._lock:
+            low, high = self._consumer.get_watermark_offsets(tp, timeout=self.timeout, cached=False)
+            if high <= low:
+                return None
+            self._consumer.assign([TopicPartition(self.topic, partition, low)])
+            try:
+                for msg in _consume_until(self._consumer, low, high, self.timeout):
+                    if msg.key() == key:
+                        value = msg.value()
+                        newest = value if value else None  # an empty value is a tombstone
+            finally:
+                self._consumer.unassign()
+        return newest
+
+    def close(self) -> None:
+        self._producer.flush(self.timeout)
+        self._consumer.close()

@@ -4,8 +4,25 @@ Nothing in this package imports Kafka, sqlite or a network client; ``replay_run`
 log only through the world it is given, and never writes.
 """
 
+from little.replay._checks import (
+    ParallelBranchMismatchError,
+    assert_completed_parallel_replay_matches_input,
+    assert_completed_step_artifacts_valid,
+    assert_harness_manifest_consistent,
+    branch_set_hash,
+    manifest_hash,
+)
 from little.replay._fold import StreamIntegrityError, materialize_run_state_from_events
 from little.replay._pricing import price_usd
+from little.replay._replay import (
+    ArtifactMismatchError,
+    HydratedArtifact,
+    ReplayPlanStep,
+    ReplayResult,
+    fold_run,
+    replay_run,
+)
+from little.replay._snapshot import Snapshot, SnapshotError, decode_snapshot, encode_snapshot
 from little.replay._state import (
     STATE_VERSION,
     AgentCall,
@@ -25,18 +42,34 @@ from little.replay._state import (
 __all__ = [
     "STATE_VERSION",
     "AgentCall",
+    "ArtifactMismatchError",
     "CommittedArtifact",
+    "HydratedArtifact",
     "LogPosition",
     "MaterializedRunState",
     "ModelTurn",
+    "ParallelBranchMismatchError",
     "ParallelGroup",
     "RecordedValue",
+    "ReplayPlanStep",
+    "ReplayResult",
     "SessionState",
+    "Snapshot",
+    "SnapshotError",
     "StepState",
     "StreamIntegrityError",
     "SubRun",
     "ToolCall",
     "UsageTotals",
+    "assert_completed_parallel_replay_matches_input",
+    "assert_completed_step_artifacts_valid",
+    "assert_harness_manifest_consistent",
+    "branch_set_hash",
+    "decode_snapshot",
+    "encode_snapshot",
+    "fold_run",
+    "manifest_hash",
     "materialize_run_state_from_events",
     "price_usd",
+    "replay_run",
 ]

@@ -240,6 +240,8 @@ class _Fold:
                 "output_ref": e.output_ref,
                 "artifact_refs": e.artifact_refs,
                 "error": None,
+                "completed_event_id": e.event_id,
+                "completed_position": self.position,
             }
         )
         for sid, session in self.sessions.items():

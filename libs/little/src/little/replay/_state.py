@@ -7,9 +7,9 @@ lookup helpers, so a state can be compared, hashed into snapshots and shared fre
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, computed_field
+from pydantic import BaseModel, ConfigDict, computed_field, model_validator
 
 from little.events import ArtifactRef, Usage
 
@@ -24,6 +24,11 @@ STATE_VERSION = 1
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class LogPosition(_Frozen):
+    partition: int
+    offset: int
 
 
 class UsageTotals(_Frozen):
@@ -41,6 +46,15 @@ class UsageTotals(_Frozen):
     reasoning_tokens: int = 0
     priced_cost_usd: Decimal = Decimal(0)
     unpriced_calls: int = 0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_derived_cost(cls, data: Any) -> Any:
+        # ``cost_usd`` is computed, yet model_dump_json() writes it: drop it on the way back in
+        # so a state read from JSON (a snapshot) validates and equals the state written.
+        if isinstance(data, dict) and "cost_usd" in data:
+            data = {k: v for k, v in data.items() if k != "cost_usd"}
+        return data
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -158,6 +172,9 @@ class StepState(_Frozen):
     artifact_refs: tuple[ArtifactRef, ...] = ()
     error: str | None = None
     decision_target: str | None = None
+    completed_event_id: str | None = None
+    completed_position: LogPosition | None = None
+    """Where the latest StepCompleted of this step sits, for error messages."""
     usage: UsageTotals = UsageTotals()
     avoided_usage: UsageTotals = UsageTotals()
 
@@ -206,11 +223,6 @@ class AgentCall(_Frozen):
     replayed: bool = False
     source_run_id: str | None = None
     miss_reason: str | None = None
-
-
-class LogPosition(_Frozen):
-    partition: int
-    offset: int
 
 
 class MaterializedRunState(_Frozen):

@@ -1,0 +1,110 @@
+"""Snapshots: a run's folded state plus the log position it covers, Avro-encoded.
+
+Replay starts from the newest snapshot that decodes and matches the log, and folds only what
+follows it; anything else about a snapshot is a warning and a full refold, never trust.
+Pure: encoding and decoding only, no store.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from fastavro import schemaless_reader, schemaless_writer
+
+from little.events._catalog import SINGLE_OBJECT_MAGIC, SchemaVersion, load_schema_version
+from little.replay._state import STATE_VERSION, LogPosition, MaterializedRunState
+
+
+class SnapshotError(ValueError):
+    """A snapshot that cannot be used; replay falls back to folding the whole run."""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A folded state and where in the log it stops."""
+
+    state: MaterializedRunState
+    position: LogPosition
+    last_event_id: str
+    taken_at: datetime
+
+    @property
+    def run_id(self) -> str:
+        return self.state.run_id
+
+    @property
+    def last_seq(self) -> int:
+        return self.state.last_seq
+
+    @classmethod
+    def of(cls, state: MaterializedRunState, *, taken_at: datetime | None = None) -> Snapshot:
+        if state.last_position is None or state.last_event_id is None:
+            raise SnapshotError(
+                f"run {state.run_id}: a snapshot needs a state folded from logged events"
+            )
+        return cls(state, state.last_position, state.last_event_id, taken_at or datetime.now(UTC))
+
+
+@cache
+def _schema() -> SchemaVersion:
+    text = (
+        resources.files("little") / "schemas" / "snapshots" / "RunSnapshot" / "v1.avsc"
+    ).read_text("utf-8")
+    return load_schema_version("RunSnapshot", 1, text)
+
+
+def encode_snapshot(snapshot: Snapshot) -> bytes:
+    schema = _schema()
+    out = io.BytesIO()
+    out.write(schema.single_object_header)
+    record: dict[str, Any] = {
+        "run_id": snapshot.run_id,
+        "state_version": snapshot.state.state_version,
+        "last_seq": snapshot.last_seq,
+        "epoch": snapshot.state.epoch,
+        "partition": snapshot.position.partition,
+        "offset": snapshot.position.offset,
+        "last_event_id": snapshot.last_event_id,
+        "taken_at": snapshot.taken_at,
+        "state_json": snapshot.state.model_dump_json(),
+    }
+    schemaless_writer(out, schema.parsed, record)
+    return out.getvalue()
+
+
+def decode_snapshot(data: bytes) -> Snapshot:
+    """Decode and check a snapshot; raises ``SnapshotError`` saying why it cannot be used."""
+    schema = _schema()
+    if data[:2] != SINGLE_OBJECT_MAGIC or data[2:10] != schema.fingerprint:
+        raise SnapshotError("not a RunSnapshot v1 (framing or fingerprint differs)")
+    try:
+        body = io.BytesIO(data[10:])
+        record: Any = schemaless_reader(body, schema.parsed, None)
+        if body.tell() != len(data) - 10:
+            raise SnapshotError("trailing bytes after the snapshot record")
+    except SnapshotError:
+        raise
+    except Exception as exc:
+        raise SnapshotError(f"snapshot body does not decode: {type(exc).__name__}: {exc}") from exc
+    if record["state_version"] != STATE_VERSION:
+        raise SnapshotError(
+            f"snapshot state version {record['state_version']} is not {STATE_VERSION}"
+        )
+    try:
+        state = MaterializedRunState.model_validate_json(record["state_json"])
+    except ValueError as exc:
+        raise SnapshotError(f"snapshot state does not validate: {exc}") from exc
+    position = LogPosition(partition=record["partition"], offset=record["offset"])
+    if (
+        state.run_id != record["run_id"]
+        or state.last_position != position
+        or state.last_event_id != record["last_event_id"]
+        or state.last_seq != record["last_seq"]
+    ):
+        raise SnapshotError("snapshot header and state disagree")
+    return Snapshot(state, position, record["last_event_id"], record["taken_at"])
