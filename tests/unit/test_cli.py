@@ -16,8 +16,13 @@ def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_demo_writes_and_replays_a_run(tmp_path: Path) -> None:
     out = run("demo", "--data-dir", str(tmp_path / "demo"), cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    assert "events read back equal to those written" in out.stdout
-    assert "harness.model.responded" in out.stdout
+    text = " ".join(out.stdout.split())
+    assert "plan │ completed │ skip" in text
+    assert "model turn 1 │ responded │ served from the log" in text
+    assert "model turn 2 │ called │ invoke again" in text
+    assert "1 fenced event(s)" in text
+    assert "folded 6 event(s) instead of 17, same state" in text
+    assert "avoided: 1 model call(s), 1,200 in / 300 out, $0.000360" in text
 
 
 def test_events_of_unknown_run_is_one_line_and_non_zero(tmp_path: Path) -> None:
@@ -30,11 +35,11 @@ def test_events_of_unknown_run_is_one_line_and_non_zero(tmp_path: Path) -> None:
 
 def test_events_of_a_demo_run_as_json(tmp_path: Path) -> None:
     demo = run("demo", "--data-dir", str(tmp_path / "d"), cwd=tmp_path)
-    run_id = demo.stdout.split("wrote run ")[1].split()[0]
+    run_id = demo.stdout.split("writer 1 recorded ")[1].split()[0]
     out = run("events", run_id, "--json", "--data-dir", str(tmp_path / "d"), cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.strip().splitlines()
-    assert len(lines) == 15
+    assert len(lines) == 17
     assert '"type": "RunClaimed"' in lines[0]
 
 
