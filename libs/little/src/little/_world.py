@@ -131,7 +131,8 @@ def kafka_world(
     if schema_registry_url:
         from confluent_kafka.schema_registry import SchemaRegistryClient
 
-        registry = SchemaRegistryClient({"url": schema_registry_url})
+        # new_client gives the in-memory registry for mock:// URLs (tests) and a real one else
+        registry = SchemaRegistryClient.new_client({"url": schema_registry_url})
     log = KafkaEventLog(bootstrap_servers, config=config, producer_profile=producer_profile)
     return World(
         log=log,

@@ -1,0 +1,100 @@
+"""The whole path on a real broker: kafka_world, topics from deploy/topics.yaml, replay and
+snapshots on Kafka, and the report CLI against it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+import little
+from little.cli._demo import first_writer, second_writer
+from little.events import RunClaimed
+from little.log import RUNS_TOPIC, SNAPSHOTS_TOPIC, load_topic_specs
+from little.log._provision import apply_topics
+from little.replay import Snapshot, encode_snapshot, replay_run
+
+
+@pytest.fixture
+def world(kafka_bootstrap_servers: str, tmp_path: object) -> Iterator[little.World]:
+    with little.kafka_world(
+        kafka_bootstrap_servers, provision=True, artifacts_dir=f"{tmp_path}/artifacts"
+    ) as w:
+        yield w
+
+
+def test_topics_are_provisioned_as_specified_and_report_no_drift(
+    kafka_bootstrap_servers: str, world: little.World
+) -> None:
+    reports = apply_topics(kafka_bootstrap_servers, load_topic_specs().values(), create=False)
+    assert {r.name: r.status for r in reports} == {name: "ok" for name in load_topic_specs()}
+    assert world.log.partitions == load_topic_specs()[RUNS_TOPIC].partitions
+
+
+def test_crashed_run_replays_from_kafka_and_from_a_kafka_snapshot(
+    world: little.World, unique: str
+) -> None:
+    run_id = f"run-{unique}"
+    world.append(first_writer(run_id))
+    before = replay_run(world, run_id)
+    assert before.pending_step_paths == ("research",)
+    world.snapshots.put(run_id, encode_snapshot(Snapshot.of(before.state)))
+    world.append([RunClaimed(run_id=run_id, epoch=2, owner="w2", observed_seq=9)])
+    world.append(second_writer(run_id, 9))
+
+    full = replay_run(world, run_id, use_snapshot=False)
+    late = replay_run(world, run_id)
+    assert full.state.status == "completed"
+    assert late.from_snapshot == before.state.last_position
+    assert late.events_folded == 5
+    assert late.state == full.state
+    assert full.state.avoided_usage.calls == 1
+
+
+def test_snapshot_topic_keeps_the_newest_per_run(world: little.World, unique: str) -> None:
+    world.snapshots.put(f"a-{unique}", b"first")
+    world.snapshots.put(f"a-{unique}", b"second")
+    world.snapshots.put(f"b-{unique}", b"other")
+    assert world.snapshots.get(f"a-{unique}") == b"second"
+    assert world.snapshots.get(f"none-{unique}") is None
+    assert SNAPSHOTS_TOPIC == "little.snapshots.v1"
+
+
+def test_report_cli_on_kafka(
+    world: little.World, unique: str, kafka_bootstrap_servers: str
+) -> None:
+    run_id = f"cli-{unique}"
+    world.append(first_writer(run_id))
+    out = subprocess.run(
+        [sys.executable, "-c", "from little.cli import main; main()", "report", run_id, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"LITTLE_KAFKA_BOOTSTRAP": kafka_bootstrap_servers, "PATH": "/usr/bin:/bin"},
+    )
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["status"] == "running"
+    assert [s["should_run"] for s in report["steps"]] == [False, True]
+
+
+def test_confluent_wire_format_on_kafka_with_a_registry(
+    kafka_bootstrap_servers: str, unique: str, tmp_path: object
+) -> None:
+    """With a registry configured, records on the topic are Confluent-framed and read back."""
+    with little.kafka_world(
+        kafka_bootstrap_servers,
+        schema_registry_url=f"mock://{unique}",
+        provision=True,
+        artifacts_dir=f"{tmp_path}/a",
+    ) as world:
+        run_id = f"sr-{unique}"
+        world.append(first_writer(run_id))
+        raw = list(world.log.read_run(run_id))
+        assert {r.payload[:1] for r in raw} == {b"\x00"}
+        assert replay_run(world, run_id).pending_step_paths == ("research",)
+        subjects = world.codec.registry.get_subjects()  # type: ignore[union-attr]
+        assert f"{RUNS_TOPIC}-little.events.RunStarted" in subjects
