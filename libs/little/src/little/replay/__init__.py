@@ -37,6 +37,7 @@ from little.replay._state import (
     SubRun,
     ToolCall,
     UsageTotals,
+    VisitOutput,
 )
 
 __all__ = [
@@ -61,6 +62,7 @@ __all__ = [
     "SubRun",
     "ToolCall",
     "UsageTotals",
+    "VisitOutput",
     "assert_completed_parallel_replay_matches_input",
     "assert_completed_step_artifacts_valid",
     "assert_harness_manifest_consistent",

@@ -53,6 +53,7 @@ from little.replay._state import (
     SubRun,
     ToolCall,
     UsageTotals,
+    VisitOutput,
 )
 
 _EMPTY = UsageTotals()
@@ -231,8 +232,20 @@ class _Fold:
 
     def step_completed(self, e: StepCompleted) -> None:
         step = self._step(e, e.step_id)
+        visit_outputs = step.visit_outputs
+        if step.max_visits > 1:
+            visit_outputs = (
+                *visit_outputs,
+                VisitOutput(
+                    visit=e.visit,
+                    output_json=e.output_json,
+                    output_ref=e.output_ref,
+                    decision_target=step.decision_target,
+                ),
+            )
         self.steps[step.step_path] = step.model_copy(
             update={
+                "visit_outputs": visit_outputs,
                 "status": "completed",
                 "visits": step.visits + 1,
                 "branch_path": e.branch_path,

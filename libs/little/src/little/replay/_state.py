@@ -158,6 +158,13 @@ class SessionState(_Frozen):
         return None
 
 
+class VisitOutput(_Frozen):
+    visit: int
+    output_json: str | None = None
+    output_ref: ArtifactRef | None = None
+    decision_target: str | None = None
+
+
 class StepState(_Frozen):
     step_path: str
     step_id: str
@@ -170,6 +177,8 @@ class StepState(_Frozen):
     output_json: str | None = None
     output_ref: ArtifactRef | None = None
     artifact_refs: tuple[ArtifactRef, ...] = ()
+    visit_outputs: tuple[VisitOutput, ...] = ()
+    """Outputs of committed visits, for steps with ``max_visits > 1`` (loops)."""
     error: str | None = None
     decision_target: str | None = None
     completed_event_id: str | None = None

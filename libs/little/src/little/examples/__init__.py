@@ -1,0 +1,1 @@
+"""Example workflows shipped with little: the demo's and the crash tests' reference run."""

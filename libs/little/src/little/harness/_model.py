@@ -1,0 +1,158 @@
+"""Models as the harness sees them: a request of messages and tools in, a response out.
+
+Messages are plain JSON dicts in the common chat shape (``role``, ``content``, assistant
+``tool_calls`` of ``{id, name, arguments}``, tool results with ``tool_call_id``), so a request
+hashes canonically and replays byte for byte. Adapters translate to each provider's SDK.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from little._canonical import canonical_json
+from little.events import Usage
+
+Message = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """What a model is told about a tool."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object"})
+
+    def as_json(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    system: str | None
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...]
+
+    def canonical(self) -> dict[str, Any]:
+        return {
+            "system": self.system,
+            "messages": list(self.messages),
+            "tools": [t.as_json() for t in self.tools],
+        }
+
+
+@dataclass(frozen=True)
+class ToolCallRequest:
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ModelResponse:
+    """One assistant turn: text, tool calls, and tokens (never a cost)."""
+
+    content: str | None = None
+    tool_calls: tuple[ToolCallRequest, ...] = ()
+    usage: Usage = field(default_factory=lambda: Usage(input_tokens=0, output_tokens=0))
+    finish_reason: str | None = None
+
+    def as_message(self) -> Message:
+        message: Message = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            message["tool_calls"] = [
+                {"id": c.id, "name": c.name, "arguments": c.arguments} for c in self.tool_calls
+            ]
+        return message
+
+    def to_json(self) -> str:
+        return canonical_json(
+            {
+                "content": self.content,
+                "tool_calls": [
+                    {"id": c.id, "name": c.name, "arguments": c.arguments} for c in self.tool_calls
+                ],
+                "finish_reason": self.finish_reason,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, text: str, usage: Usage) -> ModelResponse:
+        data = json.loads(text)
+        return cls(
+            content=data.get("content"),
+            tool_calls=tuple(
+                ToolCallRequest(c["id"], c["name"], c.get("arguments") or {})
+                for c in data.get("tool_calls") or ()
+            ),
+            usage=usage,
+            finish_reason=data.get("finish_reason"),
+        )
+
+
+@runtime_checkable
+class Model(Protocol):
+    """A chat model with tool calling. ``provider``/``name`` key the price table."""
+
+    provider: str
+    name: str
+
+    async def complete(self, request: ModelRequest) -> ModelResponse: ...
+
+
+class ScriptedModel:
+    """A deterministic model for tests and the demo.
+
+    The reply to a request is chosen by how many assistant turns the request already holds,
+    not by how often the model was called, so a resumed session asking for turn 3 gets turn 3's
+    reply. Every real invocation is appended to ``invocation_log`` (JSON lines) when given, so
+    tests in other processes can count calls. ``provider``/``name`` may name a priced model the
+    script stands in for.
+    """
+
+    def __init__(
+        self,
+        script: Sequence[ModelResponse],
+        *,
+        provider: str = "scripted",
+        name: str = "script",
+        latency: float = 0.0,
+        invocation_log: str | Path | None = None,
+    ) -> None:
+        self.script = tuple(script)
+        self.provider = provider
+        self.name = name
+        self.latency = latency
+        self.invocation_log = Path(invocation_log) if invocation_log else None
+        self.invocations = 0
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        turn = sum(1 for m in request.messages if m.get("role") == "assistant")
+        self.invocations += 1
+        if self.invocation_log is not None:
+            with self.invocation_log.open("a") as f:
+                f.write(json.dumps({"pid": os.getpid(), "turn": turn + 1}) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+        if self.latency:
+            await asyncio.sleep(self.latency)
+        if turn >= len(self.script):
+            return ModelResponse(content="(script exhausted)", finish_reason="stop")
+        return self.script[turn]
+
+
+def count_invocations(invocation_log: str | Path) -> dict[int, int]:
+    """Per turn, how many times a ScriptedModel was really invoked (read from its log)."""
+    counts: dict[int, int] = {}
+    path = Path(invocation_log)
+    if path.exists():
+        for line in path.read_text().splitlines():
+            turn = json.loads(line)["turn"]
+            counts[turn] = counts.get(turn, 0) + 1
+    return counts

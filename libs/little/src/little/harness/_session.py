@@ -1,0 +1,295 @@
+"""Agent sessions: a tool-calling loop whose every model and tool call is on the log.
+
+Write-ahead: ``harness.model.called`` / ``harness.tool_call.started`` are acked before the
+model or tool is invoked; the terminal event is written after. On resume the session is
+rebuilt from the run's replayed state: responded turns and finished tool calls are served from
+the log, and only a call with no terminal event is invoked again, with the same messages or
+the same arguments and idempotency key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from little._canonical import canonical_hash, canonical_json
+from little.errors import LittleError
+from little.events import (
+    ModelCalled,
+    ModelFailed,
+    ModelResponded,
+    SessionCompleted,
+    SessionStarted,
+    ToolCallFailed,
+    ToolCallStarted,
+    ToolCallSucceeded,
+    Usage,
+)
+from little.harness._model import Message, Model, ModelRequest, ModelResponse, ToolCallRequest
+from little.harness._tools import Tool, ToolContext
+from little.replay import SessionState, assert_harness_manifest_consistent, manifest_hash
+from little.runtime._errors import SessionDivergedError
+from little.runtime._writer import FAULTS
+
+if TYPE_CHECKING:
+    from little.runtime._context import StepContext
+    from little.runtime._runner import Execution
+
+
+class ToolError(LittleError):
+    """Raise from a tool to report a failure to the model (recorded, not retried)."""
+
+
+class AgentSession:
+    """``async with step.session(...) as agent: answer = await agent.run(prompt)``."""
+
+    def __init__(
+        self,
+        execution: Execution,
+        step: StepContext,
+        session_id: str,
+        name: str,
+        model: Model,
+        tools: list[Tool],
+        system: str | None,
+        manifest: Mapping[str, Any] | None,
+    ) -> None:
+        self._x = execution
+        self._step = step
+        self.session_id = session_id
+        self.name = name
+        self.model = model
+        self.tools = {t.name: t for t in tools}
+        self.system = system
+        self.manifest: dict[str, Any] = {
+            "model": f"{model.provider}:{model.name}",
+            "tools": [t.spec.as_json() for t in tools],
+            "system_prompt_hash": hashlib.sha256((system or "").encode()).hexdigest(),
+            **dict(manifest or {}),
+        }
+        self._recorded: SessionState | None = execution.replayed.session(session_id)
+        self.turns = 0
+        self.served_calls = 0
+        self.fresh_calls = 0
+        self._usage = Usage(input_tokens=0, output_tokens=0)
+        self._previous_request: dict[str, Any] | None = None
+
+    async def __aenter__(self) -> AgentSession:
+        if self._recorded is not None:
+            assert_harness_manifest_consistent(self._x.replayed, self.session_id, self.manifest)
+        else:
+            self._emit(
+                SessionStarted,
+                session_name=self.name,
+                model=f"{self.model.provider}:{self.model.name}",
+                manifest_json=canonical_json(self.manifest),
+                manifest_hash=manifest_hash(self.manifest),
+            )
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        return None
+
+    def _emit(self, cls: Any, **fields: Any) -> Any:
+        event, _ = self._x.writer.emit(
+            cls, step_path=self._step.step_path, session_id=self.session_id, **fields
+        )
+        return event
+
+    # -- the loop ------------------------------------------------------------------------
+
+    async def run(self, prompt: str, *, max_turns: int = 10) -> str | None:
+        """Ask, call tools until the model answers without tool calls; return its text."""
+        messages: list[Message] = [{"role": "user", "content": prompt}]
+        answer: str | None = None
+        for turn in range(1, max_turns + 1):
+            self.turns = turn
+            response = await self._model_turn(turn, messages)
+            messages.append(response.as_message())
+            if not response.tool_calls:
+                answer = response.content
+                break
+            for call in response.tool_calls:
+                messages.append(await self._tool_call(turn, call))
+        if self._recorded is None or self._recorded.status != "completed":
+            self._emit(
+                SessionCompleted,
+                turns=self.turns,
+                output_json=canonical_json(answer),
+                usage=self._usage,
+            )
+        return answer
+
+    def _request(self, messages: list[Message]) -> tuple[ModelRequest, dict[str, Any], str]:
+        request = ModelRequest(
+            self.system, tuple(messages), tuple(t.spec for t in self.tools.values())
+        )
+        canonical = {
+            "model": f"{self.model.provider}:{self.model.name}",
+            **request.canonical(),
+        }
+        return request, canonical, canonical_hash(canonical)
+
+    async def _model_turn(self, turn: int, messages: list[Message]) -> ModelResponse:
+        request, canonical, request_hash = self._request(messages)
+        previous = self._previous_request
+        self._previous_request = canonical
+        recorded = self._recorded.turn(turn) if self._recorded is not None else None
+        if recorded is not None and recorded.request_hash != request_hash:
+            raise SessionDivergedError(
+                f"run {self._x.run_id}: session {self.session_id} turn {turn} builds request "
+                f"{request_hash[:12]}... but the log recorded {recorded.request_hash[:12]}...: the "
+                "conversation diverged from its log (non-deterministic code before this call?)"
+            )
+        if recorded is not None and recorded.status == "responded" and recorded.usage is not None:
+            text = self._x.load_text(recorded.response_json, recorded.response_ref)
+            self.served_calls += 1
+            self._x.served_calls += 1
+            return ModelResponse.from_json(text or "{}", recorded.usage)
+
+        self._x.check_budget()
+        appended = (
+            canonical["messages"][len(previous["messages"]) :]
+            if previous
+            else canonical["messages"]
+        )
+        appended_json, appended_ref = self._x.store_json(appended)
+        self._emit(
+            ModelCalled,
+            turn=turn,
+            provider=self.model.provider,
+            model=self.model.name,
+            request_hash=request_hash,
+            previous_request_hash=canonical_hash(previous) if previous else None,
+            appended_messages_json=appended_json,
+            appended_messages_ref=appended_ref,
+            message_count=len(messages),
+            tools_hash=canonical_hash([t.spec.as_json() for t in self.tools.values()]),
+        )
+        try:
+            response = await self.model.complete(request)
+        except Exception as exc:
+            FAULTS.call_returned()
+            self._emit(
+                ModelFailed,
+                turn=turn,
+                provider=self.model.provider,
+                model=self.model.name,
+                request_hash=request_hash,
+                error_type=type(exc).__name__,
+                message=str(exc),
+                retryable=True,
+            )
+            raise
+        FAULTS.call_returned()
+        response_json, response_ref = self._x.store_json(json.loads(response.to_json()))
+        self._emit(
+            ModelResponded,
+            turn=turn,
+            provider=self.model.provider,
+            model=self.model.name,
+            request_hash=request_hash,
+            response_json=response_json,
+            response_ref=response_ref,
+            usage=response.usage,
+            finish_reason=response.finish_reason,
+        )
+        self.fresh_calls += 1
+        self._x.billed(response.usage.input_tokens, response.usage.output_tokens)
+        u = response.usage
+        self._usage = Usage(
+            input_tokens=self._usage.input_tokens + u.input_tokens,
+            output_tokens=self._usage.output_tokens + u.output_tokens,
+            cached_input_tokens=self._usage.cached_input_tokens + u.cached_input_tokens,
+            reasoning_tokens=self._usage.reasoning_tokens + u.reasoning_tokens,
+        )
+        return response
+
+    async def _tool_call(self, turn: int, call: ToolCallRequest) -> Message:
+        call_id = f"{turn}:{call.id}"
+        recorded = self._recorded.tool_call(call_id) if self._recorded is not None else None
+        if recorded is not None and recorded.status == "succeeded":
+            self.served_calls += 1
+            text = self._x.load_text(recorded.result_json, recorded.result_ref)
+            return {"role": "tool", "tool_call_id": call.id, "content": text}
+        if recorded is not None and recorded.status == "failed":
+            self.served_calls += 1
+            return {
+                "role": "tool",
+                "tool_call_id": call.id,
+                "content": canonical_json({"error": recorded.error}),
+            }
+        key = f"{self._x.run_id}/{self._step.step_path}/{call_id}"
+        tool = self.tools.get(call.name)
+        attempt = 2 if recorded is not None else 1
+        self._emit(
+            ToolCallStarted,
+            call_id=call_id,
+            tool=call.name,
+            turn=turn,
+            arguments_json=canonical_json(call.arguments),
+            idempotency_key=key,
+        )
+        try:
+            if tool is None:
+                raise ToolError(f"the model called unknown tool {call.name!r}")
+            ctx = ToolContext(self._x.run_id, self._step.step_path, call_id, key, attempt)
+            result = await tool.invoke(call.arguments, ctx)
+        except Exception as exc:
+            FAULTS.call_returned()
+            if self._x.is_fatal(exc):
+                raise
+            error = f"{type(exc).__name__}: {exc}"
+            self._emit(
+                ToolCallFailed,
+                call_id=call_id,
+                tool=call.name,
+                error_type=type(exc).__name__,
+                message=str(exc),
+                retryable=False,
+            )
+            return {
+                "role": "tool",
+                "tool_call_id": call.id,
+                "content": canonical_json({"error": error}),
+            }
+        FAULTS.call_returned()
+        result_json, result_ref = self._x.store_json(result)
+        self._emit(
+            ToolCallSucceeded,
+            call_id=call_id,
+            tool=call.name,
+            result_json=result_json,
+            result_ref=result_ref,
+        )
+        return {"role": "tool", "tool_call_id": call.id, "content": canonical_json(result)}
+
+
+def workflow_tool(step: StepContext, name: str = "run_workflow") -> Tool:
+    """A tool that runs a registered workflow as a sub-run: ``{"workflow": ..., "input": ...}``.
+
+    The sub-run id is reserved per tool call before the sub-run starts; a re-invoked call gets
+    the same id, and a sub-run whose own log is already complete is not executed again.
+    """
+
+    async def run_workflow(args: dict[str, Any], ctx: ToolContext) -> Any:
+        return await step.start_workflow(args["workflow"], args.get("input"), call_id=ctx.call_id)
+
+    return Tool(
+        name,
+        run_workflow,
+        "Run a registered workflow as a durable sub-run and return its output.",
+        {
+            "type": "object",
+            "properties": {"workflow": {"type": "string"}, "input": {}},
+            "required": ["workflow"],
+        },
+    )

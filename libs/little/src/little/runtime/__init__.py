@@ -1,0 +1,34 @@
+"""Workflow execution: steps, parallel groups, decisions, sub-runs, resume and fencing."""
+
+from little.runtime._context import Retry, StepContext, WorkflowContext
+from little.runtime._errors import (
+    BudgetExceededError,
+    ClaimRejectedError,
+    LoopLimitError,
+    SessionDivergedError,
+    StepFailedError,
+    WorkflowVersionError,
+)
+from little.runtime._registry import REGISTRY, Workflow, lookup, workflow
+from little.runtime._runner import RunResult, claim, execute, resume, run
+
+__all__ = [
+    "REGISTRY",
+    "BudgetExceededError",
+    "ClaimRejectedError",
+    "LoopLimitError",
+    "Retry",
+    "RunResult",
+    "SessionDivergedError",
+    "StepContext",
+    "StepFailedError",
+    "Workflow",
+    "WorkflowContext",
+    "WorkflowVersionError",
+    "claim",
+    "execute",
+    "lookup",
+    "resume",
+    "run",
+    "workflow",
+]

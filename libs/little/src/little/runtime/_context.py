@@ -1,0 +1,365 @@
+"""What a workflow sees: steps, parallel groups, decisions, sub-runs, recorded values.
+
+Every call is memoized in the run's log. On resume the context holds the state replayed
+before the execution began: a step with a committed StepCompleted returns its output without
+running; a recorded value returns what it returned the first time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import random as _random
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from little._canonical import canonical_json
+from little.errors import ConfigurationError
+from little.events import (
+    ArtifactCommitted,
+    ArtifactRef,
+    DecisionRecorded,
+    ParallelBranchScheduled,
+    StepCompleted,
+    StepFailed,
+    StepStarted,
+    SubRunReserved,
+    ValueRecorded,
+)
+from little.replay import (
+    MaterializedRunState,
+    assert_completed_parallel_replay_matches_input,
+    branch_set_hash,
+)
+from little.runtime._errors import LoopLimitError, StepFailedError
+from little.runtime._registry import lookup
+
+if TYPE_CHECKING:
+    from little.harness._model import Model
+    from little.harness._session import AgentSession
+    from little.harness._tools import Tool
+    from little.runtime._runner import Execution
+
+LARGE_PAYLOAD = 64 * 1024
+"""Outputs and bodies larger than this (bytes of canonical JSON) go to the artifact store."""
+
+
+@dataclass(frozen=True)
+class Retry:
+    """Step retry policy: attempts in all, and the wait before each retry (doubling)."""
+
+    max_attempts: int = 1
+    backoff: float = 0.0
+
+
+class WorkflowContext:
+    """The durable API of one scope of a run (the run itself or a parallel branch)."""
+
+    def __init__(self, execution: Execution, scope: str = "", branch_path: str | None = None):
+        self._x = execution
+        self._scope = scope
+        self._branch_path = branch_path
+        self._value_ordinal = 0
+        self._calls: dict[str, int] = {}
+
+    @property
+    def run_id(self) -> str:
+        return self._x.run_id
+
+    @property
+    def replayed(self) -> MaterializedRunState:
+        """The run's state as replayed when this execution began."""
+        return self._x.replayed
+
+    def _path(self, path: str) -> str:
+        if not path or "#" in path:
+            raise ConfigurationError(f"step path {path!r} must be non-empty and contain no '#'")
+        return f"{self._scope}{path}"
+
+    def _visit(self, path: str, max_visits: int) -> int:
+        visit = self._calls.get(path, 0) + 1
+        if visit > max_visits:
+            raise LoopLimitError(
+                f"run {self.run_id}: step {path} visited {visit} times, max_visits={max_visits}"
+            )
+        self._calls[path] = visit
+        return visit
+
+    # -- steps ---------------------------------------------------------------------------
+
+    async def step(
+        self,
+        path: str,
+        fn: Callable[..., Any],
+        *args: Any,
+        max_visits: int = 1,
+        retry: Retry | None = None,
+    ) -> Any:
+        """Run ``fn(step_ctx, *args)`` once per visit, durably; return its output.
+
+        A visit with a committed StepCompleted returns the recorded output and does not run.
+        """
+        full = self._path(path)
+        visit = self._visit(full, max_visits)
+        recorded = self._recorded_visit(full, visit, max_visits)
+        if recorded is not None:
+            return recorded[0]
+        policy = retry or Retry()
+        attempt = self._attempts_before(full)
+        while True:
+            attempt += 1
+            self._x.writer.emit(
+                StepStarted,
+                step_path=full,
+                step_id=path.rsplit("/", 1)[-1],
+                attempt=attempt,
+                visit=visit,
+                max_visits=max_visits,
+                branch_path=self._branch_path,
+            )
+            sctx = StepContext(self, full, visit)
+            try:
+                result = fn(sctx, *args)
+                if inspect.isawaitable(result):
+                    result = await result
+            except Exception as exc:
+                if self._x.is_fatal(exc):
+                    raise
+                retrying = attempt < policy.max_attempts
+                self._x.writer.emit(
+                    StepFailed,
+                    step_path=full,
+                    step_id=path.rsplit("/", 1)[-1],
+                    attempt=attempt,
+                    visit=visit,
+                    branch_path=self._branch_path,
+                    error_type=type(exc).__name__,
+                    message=str(exc),
+                    retryable=retrying,
+                    will_retry=retrying,
+                )
+                if not retrying:
+                    raise StepFailedError(full, exc) from exc
+                await asyncio.sleep(policy.backoff * 2 ** (attempt - 1))
+                continue
+            output_json, output_ref = self._x.store_json(result)
+            self._x.writer.emit(
+                StepCompleted,
+                step_path=full,
+                step_id=path.rsplit("/", 1)[-1],
+                attempt=attempt,
+                visit=visit,
+                branch_path=self._branch_path,
+                output_json=output_json,
+                output_ref=output_ref,
+                artifact_refs=tuple(sctx.artifact_refs),
+            )
+            return result
+
+    def _attempts_before(self, full: str) -> int:
+        step = self.replayed.step(full)
+        return 0 if step is None or step.status == "completed" else step.attempts
+
+    def _recorded_visit(self, full: str, visit: int, max_visits: int) -> tuple[Any] | None:
+        step = self.replayed.step(full)
+        if step is None or step.visits < visit:
+            return None
+        if max_visits > 1:
+            for v in step.visit_outputs:
+                if v.visit == visit:
+                    return (self._x.load_json(v.output_json, v.output_ref),)
+            return None
+        return (self._x.load_json(step.output_json, step.output_ref),)
+
+    async def decide(
+        self, path: str, fn: Callable[..., Any], *args: Any, max_visits: int = 1
+    ) -> str | None:
+        """A decision step: ``fn`` returns the next step's name (or None to stop).
+
+        The target is recorded (DecisionRecorded) before the step commits, so a resume goes to
+        the decided target without deciding again.
+        """
+
+        async def decision(sctx: StepContext, *a: Any) -> str | None:
+            target = fn(sctx, *a)
+            if inspect.isawaitable(target):
+                target = await target
+            if target is not None and not isinstance(target, str):
+                raise ConfigurationError(f"decision {path} must return a step name or None")
+            self._x.writer.emit(
+                DecisionRecorded,
+                step_path=sctx.step_path,
+                step_id=path.rsplit("/", 1)[-1],
+                visit=sctx.visit,
+                target=target,
+            )
+            return target
+
+        result = await self.step(path, decision, *args, max_visits=max_visits)
+        return None if result is None else str(result)
+
+    async def parallel(
+        self, path: str, branches: Mapping[str, Callable[[WorkflowContext], Awaitable[Any]]]
+    ) -> dict[str, Any]:
+        """Run branches concurrently, each ``async fn(branch_ctx)``; returns outputs by name.
+
+        The resolved branch set is recorded (ParallelBranchScheduled) and checked on resume.
+        """
+        full = self._path(path)
+        names = list(branches)
+        if self.replayed.parallel_group(full) is not None:
+            assert_completed_parallel_replay_matches_input(self.replayed, full, names)
+        else:
+            self._x.writer.emit(
+                ParallelBranchScheduled,
+                step_path=full,
+                branches=tuple(names),
+                branch_set_hash=branch_set_hash(names),
+            )
+        contexts = {n: WorkflowContext(self._x, f"{full}/{n}/", f"{full}/{n}") for n in names}
+        results = await asyncio.gather(*(branches[n](contexts[n]) for n in names))
+        return dict(zip(names, results, strict=True))
+
+    # -- sub-runs ------------------------------------------------------------------------
+
+    async def start_workflow(self, name: str, input: Any = None, *, key: str | None = None) -> Any:
+        """Run workflow ``name`` as a sub-run with a reserved id; returns its output.
+
+        The sub-run id is reserved (SubRunReserved) before it starts and derived from this
+        run's id and the call's path, so a resume re-dispatches the same sub-run; a sub-run
+        that already completed is not executed again, its output is read from its own log.
+        """
+        label = key or f"{name}.{self._calls.get(f'start_workflow:{name}', 0) + 1}"
+        self._calls[f"start_workflow:{name}"] = self._calls.get(f"start_workflow:{name}", 0) + 1
+
+        async def run_sub(sctx: StepContext) -> Any:
+            return await sctx.start_workflow(name, input)
+
+        return await self.step(f"start_workflow/{label}", run_sub)
+
+    # -- recorded values -----------------------------------------------------------------
+
+    def _value(self, kind: str, produce: Callable[[], Any], step_path: str | None = None) -> Any:
+        scope = step_path if step_path is not None else (self._scope or None)
+        ordinal = self._value_ordinal
+        self._value_ordinal += 1
+        for v in self.replayed.values:
+            if v.ordinal == ordinal and v.step_path == scope:
+                if v.kind != kind:
+                    raise ConfigurationError(
+                        f"run {self.run_id}: recorded value {ordinal} of {scope or 'the run'} is a "
+                        f"{v.kind}, but the workflow now asks for a {kind}: the code changed"
+                    )
+                return json.loads(v.value_json)
+        value = produce()
+        self._x.writer.emit(
+            ValueRecorded,
+            step_path=scope,
+            kind=kind,
+            ordinal=ordinal,
+            value_json=canonical_json(value),
+        )
+        return value
+
+    def now(self) -> datetime:
+        """The current time, recorded: a resume sees the same instant."""
+        micros = self._value("clock", lambda: time.time_ns() // 1000)
+        return datetime.fromtimestamp(micros / 1_000_000, UTC)
+
+    def random(self) -> float:
+        """A random float in [0, 1), recorded."""
+        return float(self._value("random", _random.random))
+
+    def uuid4(self) -> uuid.UUID:
+        """A random UUID, recorded."""
+        return uuid.UUID(self._value("uuid", lambda: str(uuid.uuid4())))
+
+
+class StepContext:
+    """What a step function sees: its path, its visit, agent sessions, artifacts, sub-runs."""
+
+    def __init__(self, parent: WorkflowContext, step_path: str, visit: int) -> None:
+        self._parent = parent
+        self._x = parent._x
+        self.step_path = step_path
+        self.visit = visit
+        self.artifact_refs: list[ArtifactRef] = []
+        self._value_ordinal = 0
+        self._sub_runs = 0
+
+    @property
+    def run_id(self) -> str:
+        return self._x.run_id
+
+    def session(
+        self,
+        name: str,
+        *,
+        model: Model,
+        tools: list[Tool] | None = None,
+        system: str | None = None,
+        manifest: Mapping[str, Any] | None = None,
+    ) -> AgentSession:
+        """An agent session whose model and tool calls are recorded and fast-forwarded."""
+        from little.harness._session import AgentSession
+
+        session_id = f"{self.step_path}#{name}" + (f"@{self.visit}" if self.visit > 1 else "")
+        return AgentSession(self._x, self, session_id, name, model, tools or [], system, manifest)
+
+    def artifact(
+        self, name: str, data: bytes, media_type: str = "application/octet-stream"
+    ) -> ArtifactRef:
+        """Store bytes in the artifact store and commit them to this step."""
+        ref: ArtifactRef = self._x.world.artifacts.put(self.run_id, data, media_type)
+        self._x.writer.emit(ArtifactCommitted, step_path=self.step_path, name=name, ref=ref)
+        self.artifact_refs.append(ref)
+        return ref
+
+    def _value(self, kind: str, produce: Callable[[], Any]) -> Any:
+        saved = self._parent._value_ordinal
+        self._parent._value_ordinal = self._value_ordinal
+        try:
+            return self._parent._value(kind, produce, step_path=self.step_path)
+        finally:
+            self._value_ordinal = self._parent._value_ordinal
+            self._parent._value_ordinal = saved
+
+    def now(self) -> datetime:
+        micros = self._value("clock", lambda: time.time_ns() // 1000)
+        return datetime.fromtimestamp(micros / 1_000_000, UTC)
+
+    def random(self) -> float:
+        return float(self._value("random", _random.random))
+
+    def uuid4(self) -> uuid.UUID:
+        return uuid.UUID(self._value("uuid", lambda: str(uuid.uuid4())))
+
+    def reserve_sub_run(self, name: str, input: Any, call_id: str) -> str:
+        """The sub-run id for ``call_id``: the reserved one if any, else reserve a new one."""
+        for sub in self._x.replayed.sub_runs:
+            if sub.call_id == call_id and sub.step_path == self.step_path:
+                return sub.sub_run_id
+        sub_run_id = f"{self.run_id}~{call_id}"
+        self._x.writer.emit(
+            SubRunReserved,
+            step_path=self.step_path,
+            sub_run_id=sub_run_id,
+            workflow=name,
+            input_json=canonical_json(input),
+            call_id=call_id,
+        )
+        return sub_run_id
+
+    async def start_workflow(
+        self, name: str, input: Any = None, *, call_id: str | None = None
+    ) -> Any:
+        """Run a sub-run from inside a step (or a tool); see WorkflowContext.start_workflow."""
+        self._sub_runs += 1
+        call_id = call_id or f"{self.step_path}/sub{self._sub_runs}"
+        sub_run_id = self.reserve_sub_run(name, input, call_id)
+        return await self._x.run_sub(lookup(name), sub_run_id, input, call_id)

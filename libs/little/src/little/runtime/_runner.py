@@ -1,0 +1,267 @@
+"""Executing a run: claim, replay, check, then run the workflow with memoized steps.
+
+Every execution is a resume: starting a run is resuming an empty stream. The executor claims
+the run with the next epoch, reads its log up to that claim, refuses to proceed if the log and
+the code disagree (restart checks), and runs the workflow; completed steps return their
+recorded outputs, and agent sessions fast-forward through their recorded calls.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import socket
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from little._canonical import canonical_json
+from little.errors import LittleError, LogError, RuntimeIntegrityError
+from little.events import ArtifactRef, RunClaimed, RunCompleted, RunFailed, RunStarted
+from little.log import Position
+from little.replay import (
+    MaterializedRunState,
+    assert_completed_step_artifacts_valid,
+    fold_run,
+    materialize_run_state_from_events,
+)
+from little.runtime._context import LARGE_PAYLOAD, WorkflowContext
+from little.runtime._errors import (
+    BudgetExceededError,
+    ClaimRejectedError,
+    StepFailedError,
+    WorkflowVersionError,
+)
+from little.runtime._registry import Workflow, lookup
+from little.runtime._writer import FAULTS, RunWriter
+
+log = structlog.get_logger("little.runtime")
+
+
+@dataclass(frozen=True)
+class RunResult:
+    run_id: str
+    status: str
+    output: Any = None
+    error: str | None = None
+
+
+def default_owner() -> str:
+    return f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:6]}"
+
+
+class Execution:
+    """One execution of one run: its writer, its replayed state, its budget counters."""
+
+    def __init__(
+        self, world: Any, run_id: str, replayed: MaterializedRunState, writer: RunWriter, owner: str
+    ) -> None:
+        self.world = world
+        self.run_id = run_id
+        self.replayed = replayed
+        self.writer = writer
+        self.owner = owner
+        self.billed_calls = replayed.usage.calls
+        self.billed_tokens = replayed.usage.input_tokens + replayed.usage.output_tokens
+        self.fresh_calls = 0
+        self.served_calls = 0
+
+    # -- payloads ------------------------------------------------------------------------
+
+    def store_json(self, value: Any) -> tuple[str | None, ArtifactRef | None]:
+        """Canonical JSON inline, or in the artifact store when larger than LARGE_PAYLOAD."""
+        text = canonical_json(value)
+        if len(text) <= LARGE_PAYLOAD:
+            return text, None
+        ref = self.world.artifacts.put(self.run_id, text.encode(), "application/json")
+        return None, ref
+
+    def load_json(self, text: str | None, ref: ArtifactRef | None) -> Any:
+        if ref is not None:
+            return json.loads(self.world.artifacts.get(ref))
+        return None if text is None else json.loads(text)
+
+    def load_text(self, text: str | None, ref: ArtifactRef | None) -> str | None:
+        if ref is not None:
+            return bytes(self.world.artifacts.get(ref)).decode()
+        return text
+
+    # -- budget --------------------------------------------------------------------------
+
+    def check_budget(self) -> None:
+        """Before a fresh model call: calls served from the log never count here."""
+        cap_calls, cap_tokens = self.replayed.max_agent_calls, self.replayed.max_tokens
+        if cap_calls is not None and self.billed_calls >= cap_calls:
+            raise BudgetExceededError(
+                f"run {self.run_id}: budget of {cap_calls} agent call(s) spent "
+                f"({self.served_calls} more served from the log, free)"
+            )
+        if cap_tokens is not None and self.billed_tokens >= cap_tokens:
+            raise BudgetExceededError(
+                f"run {self.run_id}: budget of {cap_tokens:,} tokens spent ({self.billed_tokens:,})"
+            )
+
+    def billed(self, input_tokens: int, output_tokens: int) -> None:
+        self.billed_calls += 1
+        self.fresh_calls += 1
+        self.billed_tokens += input_tokens + output_tokens
+
+    # -- control -------------------------------------------------------------------------
+
+    @staticmethod
+    def is_fatal(exc: BaseException) -> bool:
+        """Errors that end the writer or the run at once, never retried as a step failure."""
+        return isinstance(
+            exc, LogError | ClaimRejectedError | RuntimeIntegrityError | BudgetExceededError
+        )
+
+    async def run_sub(self, workflow: Workflow, sub_run_id: str, input: Any, call_id: str) -> Any:
+        result = await execute(
+            self.world,
+            sub_run_id,
+            workflow,
+            input,
+            owner=self.owner,
+            parent_run_id=self.run_id,
+            parent_call_id=call_id,
+        )
+        if result.status != "completed":
+            raise LittleError(
+                f"sub-run {sub_run_id} ({workflow.name}) {result.status}: {result.error}"
+            )
+        return result.output
+
+
+def _result(state: MaterializedRunState, world: Any) -> RunResult:
+    output = None
+    if state.output_ref is not None:
+        output = json.loads(world.artifacts.get(state.output_ref))
+    elif state.output_json is not None:
+        output = json.loads(state.output_json)
+    return RunResult(state.run_id, state.status, output, state.error)
+
+
+def claim(world: Any, run_id: str, owner: str) -> tuple[MaterializedRunState, RunWriter]:
+    """Append RunClaimed with the next epoch, then fold the run up to that claim.
+
+    Returns the state as of the claim and a writer continuing at the last accepted seq + 1.
+    Raises ClaimRejectedError if an earlier claim in the log holds an equal or higher epoch.
+    """
+    state, _, _ = fold_run(world, run_id)
+    epoch = state.epoch + 1
+    (position,) = world.append(
+        [RunClaimed(run_id=run_id, epoch=epoch, owner=owner, observed_seq=state.last_seq)]
+    )
+    FAULTS.event_acked()
+    after = (
+        Position(state.last_position.partition, state.last_position.offset)
+        if state.last_position is not None
+        else None
+    )
+    upto = itertools.takewhile(
+        lambda logged: logged.offset <= position.offset, world.read_run(run_id, after=after)
+    )
+    state = materialize_run_state_from_events(upto, start=state)
+    if state.epoch != epoch:
+        raise ClaimRejectedError(
+            f"run {run_id}: claim at epoch {epoch} by {owner} was rejected; {state.owner} holds "
+            f"epoch {state.epoch}"
+        )
+    log.debug("run_claimed", run_id=run_id, epoch=epoch, owner=owner, last_seq=state.last_seq)
+    return state, RunWriter(world, run_id, epoch, state.last_seq + 1)
+
+
+async def execute(
+    world: Any,
+    run_id: str,
+    workflow: Workflow | None = None,
+    input: Any = None,
+    *,
+    owner: str | None = None,
+    parent_run_id: str | None = None,
+    parent_call_id: str | None = None,
+    max_agent_calls: int | None = None,
+    max_tokens: int | None = None,
+) -> RunResult:
+    """Run or resume ``run_id`` to its end in this process."""
+    owner = owner or default_owner()
+    state, _, _ = fold_run(world, run_id)
+    if state.terminal:
+        return _result(state, world)  # nothing to claim: read the outcome from the log
+    state, writer = claim(world, run_id, owner)
+    if state.terminal:
+        return _result(state, world)
+    assert_completed_step_artifacts_valid(state, world.artifacts.get)
+
+    if state.workflow is None:
+        if workflow is None:
+            raise LittleError(f"run {run_id} has not started and no workflow was given")
+        input_json, input_ref = Execution(world, run_id, state, writer, owner).store_json(input)
+        started, _ = writer.emit(
+            RunStarted,
+            workflow=workflow.name,
+            workflow_version=workflow.version,
+            input_json=input_json,
+            input_ref=input_ref,
+            parent_run_id=parent_run_id,
+            parent_call_id=parent_call_id,
+            max_agent_calls=max_agent_calls,
+            max_tokens=max_tokens,
+        )
+        state = materialize_run_state_from_events([started], start=state)
+    else:
+        if workflow is None:
+            workflow = lookup(state.workflow)
+        if workflow.name != state.workflow or workflow.version != state.workflow_version:
+            raise WorkflowVersionError(
+                f"run {run_id} was started by workflow {state.workflow} "
+                f"v{state.workflow_version}, not {workflow.name} v{workflow.version}: resuming "
+                "it with other code would mix two programs' answers"
+            )
+    execution = Execution(world, run_id, state, writer, owner)
+    input = execution.load_json(state.input_json, state.input_ref)
+    log.info("run_executing", run_id=run_id, epoch=writer.epoch, resumed_from_seq=state.last_seq)
+    try:
+        output = await workflow(WorkflowContext(execution), input)
+    except Exception as exc:
+        if isinstance(exc, LogError | ClaimRejectedError | RuntimeIntegrityError):
+            raise  # the writer must stop; a later resume decides
+        cause = exc.error if isinstance(exc, StepFailedError) else exc
+        writer.emit(
+            RunFailed,
+            error_type=type(cause).__name__,
+            message=str(exc),
+            retryable=False,
+        )
+        return RunResult(run_id, "failed", None, f"{type(cause).__name__}: {exc}")
+    output_json, output_ref = execution.store_json(output)
+    writer.emit(RunCompleted, output_json=output_json, output_ref=output_ref)
+    return RunResult(run_id, "completed", output)
+
+
+async def run(
+    world: Any,
+    workflow: Workflow,
+    input: Any = None,
+    *,
+    run_id: str | None = None,
+    max_agent_calls: int | None = None,
+    max_tokens: int | None = None,
+) -> RunResult:
+    """Start ``workflow`` with ``input`` as a new run (or resume ``run_id`` if it exists)."""
+    return await execute(
+        world,
+        run_id or f"run_{uuid.uuid4().hex}",
+        workflow,
+        input,
+        max_agent_calls=max_agent_calls,
+        max_tokens=max_tokens,
+    )
+
+
+async def resume(world: Any, run_id: str, workflow: Workflow | None = None) -> RunResult:
+    """Resume ``run_id`` from its log (its workflow is looked up by name if not given)."""
+    return await execute(world, run_id, workflow)

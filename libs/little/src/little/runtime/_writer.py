@@ -1,0 +1,73 @@
+"""The run writer: assigns seq and epoch, appends write-ahead, and holds the crash hooks.
+
+One writer per execution of a run. Every event it appends is acked by the log before
+``emit`` returns. An append with an unknown outcome ends the writer (the exception
+propagates and nothing else is written): the next resume reads what actually landed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+from typing import Any, TypeVar
+
+from little.events import Event
+from little.log import Position
+
+E = TypeVar("E", bound=Event)
+
+PRODUCER = f"little/{socket.gethostname()}/{os.getpid()}"
+
+
+def _env_int(name: str) -> int | None:
+    value = os.environ.get(name)
+    return int(value) if value else None
+
+
+class FaultInjection:
+    """Real crashes for crash tests: SIGKILL this process at a chosen point.
+
+    ``LITTLE_CRASH_AFTER_EVENT=k``: right after the k-th event (0-based) this process appends
+    is acked. ``LITTLE_CRASH_AFTER_CALL=n``: right after the n-th model or tool invocation
+    (0-based) returns, before its terminal event is written. Unset in normal use.
+    """
+
+    def __init__(self) -> None:
+        self.after_event = _env_int("LITTLE_CRASH_AFTER_EVENT")
+        self.after_call = _env_int("LITTLE_CRASH_AFTER_CALL")
+        self.events = 0
+        self.calls = 0
+
+    def event_acked(self) -> None:
+        if self.after_event is not None and self.events == self.after_event:
+            os.kill(os.getpid(), signal.SIGKILL)
+        self.events += 1
+
+    def call_returned(self) -> None:
+        if self.after_call is not None and self.calls == self.after_call:
+            os.kill(os.getpid(), signal.SIGKILL)
+        self.calls += 1
+
+
+FAULTS = FaultInjection()
+
+
+class RunWriter:
+    """Appends one run's events with contiguous seq under one epoch."""
+
+    def __init__(self, world: Any, run_id: str, epoch: int, next_seq: int) -> None:
+        self.world = world
+        self.run_id = run_id
+        self.epoch = epoch
+        self.next_seq = next_seq
+
+    def emit(self, cls: type[E], **fields: Any) -> tuple[E, Position]:
+        """Build, append and wait for the ack of one event; returns it and its position."""
+        event = cls(
+            run_id=self.run_id, seq=self.next_seq, epoch=self.epoch, producer=PRODUCER, **fields
+        )
+        (position,) = self.world.append([event])
+        self.next_seq += 1
+        FAULTS.event_acked()
+        return event, position
