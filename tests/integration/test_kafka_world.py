@@ -11,11 +11,11 @@ from collections.abc import Iterator
 import pytest
 
 import little
-from little.cli._demo import first_writer, second_writer
 from little.events import RunClaimed
 from little.log import RUNS_TOPIC, SNAPSHOTS_TOPIC, load_topic_specs
 from little.log._provision import apply_topics
 from little.replay import Snapshot, encode_snapshot, replay_run
+from tests.sample_runs import first_writer, second_writer
 
 
 @pytest.fixture

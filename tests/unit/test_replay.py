@@ -14,7 +14,6 @@ import pytest
 
 import little
 from little._canonical import canonical_json
-from little.cli._demo import first_writer, second_writer
 from little.events import (
     ArtifactRef,
     LoggedEvent,
@@ -38,6 +37,7 @@ from little.replay import (
     replay_run,
 )
 from little.replay._state import MaterializedRunState
+from tests.sample_runs import first_writer, second_writer
 
 
 class WatchedLog(EventLog):
@@ -186,8 +186,8 @@ def test_inline_output_must_match_its_artifact(world: little.World) -> None:
 
 
 def test_parallel_and_manifest_checks() -> None:
-    from little.cli._demo import MANIFEST, SESSION
     from little.events import ParallelBranchScheduled
+    from tests.sample_runs import MANIFEST, SESSION
 
     events = [
         *first_writer("r"),

@@ -9,9 +9,9 @@ from decimal import Decimal
 from pathlib import Path
 
 import little
-from little.cli._demo import first_writer, second_writer
 from little.events import RunClaimed, RunStarted, StepStarted
 from little.log import OutgoingRecord
+from tests.sample_runs import first_writer, second_writer
 
 LITTLE = [sys.executable, "-c", "from little.cli import main; main()"]
 

@@ -7,11 +7,11 @@ exits non-zero; ``--verbose`` adds the traceback.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
 
-import structlog
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -30,7 +30,7 @@ app = typer.Typer(
 topics_app = typer.Typer(help="Create or check the Kafka topics of deploy/topics.yaml.")
 app.add_typer(topics_app, name="topics")
 
-console = Console()
+console = Console(width=None if sys.stdout.isatty() else 120)
 err_console = Console(stderr=True)
 
 _state: dict[str, Any] = {"verbose": False}
@@ -54,14 +54,9 @@ def _root(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks.")] = False,
 ) -> None:
     _state["verbose"] = verbose
-    structlog.configure(
-        processors=[
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="%H:%M:%S"),
-            structlog.dev.ConsoleRenderer(colors=False),
-        ],
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-    )
+    from little.logs import configure
+
+    configure(json=False, level=None if verbose else os.environ.get("LITTLE_LOG_LEVEL", "warning"))
 
 
 def open_world(data_dir: Path | None, bootstrap: str | None) -> World:
@@ -185,11 +180,19 @@ def demo(
     data_dir: Annotated[
         Path, typer.Option("--data-dir", help="Embedded world directory for the demo.")
     ] = Path(".little/demo"),
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            help="openai:<model> or anthropic:<model> (needs OPENAI_API_KEY / ANTHROPIC_API_KEY); "
+            "default: a scripted stand-in for openai:gpt-4o-mini",
+        ),
+    ] = None,
 ) -> None:
-    """Write a sample run on the embedded world and print its replay."""
+    """Run the research workflow, SIGKILL it mid-session, resume it, print the report."""
     from little.cli._demo import run_demo
 
-    run_demo(data_dir, console)
+    run_demo(data_dir, console, model=model)
 
 
 @topics_app.command("apply")

@@ -12,14 +12,24 @@ import os
 from pathlib import Path
 from typing import Any
 
+from little.errors import ConfigurationError
 from little.events import Usage
-from little.harness import ModelResponse, ScriptedModel, ToolCallRequest, ToolContext, tool
+from little.harness import (
+    Model,
+    ModelResponse,
+    ScriptedModel,
+    ToolCallRequest,
+    ToolContext,
+    tool,
+)
 from little.runtime import StepContext, WorkflowContext, workflow
 
 CALLS_DIR = "LITTLE_EXAMPLE_CALLS_DIR"
 """Where the example's model and tools log their real invocations (one JSON line each)."""
 
 MODEL_LATENCY = "LITTLE_EXAMPLE_MODEL_LATENCY"
+REAL_MODEL = "LITTLE_EXAMPLE_MODEL"
+"""``openai:<model>`` or ``anthropic:<model>`` to run the example against a real model."""
 
 
 def _calls_dir() -> Path | None:
@@ -60,7 +70,19 @@ SCRIPT = (
 )
 
 
-def model() -> ScriptedModel:
+def model() -> Model:
+    real = os.environ.get(REAL_MODEL)
+    if real:
+        provider, _, name = real.partition(":")
+        if provider == "openai":
+            from little.harness.adapters.openai import OpenAIModel
+
+            return OpenAIModel(name)
+        if provider == "anthropic":
+            from little.harness.adapters.anthropic import AnthropicModel
+
+            return AnthropicModel(name)
+        raise ConfigurationError(f"{REAL_MODEL}={real!r}: use openai:<model> or anthropic:<model>")
     d = _calls_dir()
     return ScriptedModel(
         SCRIPT,

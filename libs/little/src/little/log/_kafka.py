@@ -139,7 +139,7 @@ class _RunIndex:
 
     def _catch_up(self, partition: int, timeout: float) -> None:
         tp = TopicPartition(self.topic, partition)
-        _low, high = self._consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)
+        _low, high = _watermarks(self._consumer, tp, timeout)
         start = self._read_to.get(partition, 0)
         if start >= high:
             return
@@ -258,9 +258,10 @@ class KafkaEventLog(EventLog):
 
     def _ensure_indexed(self, run_id: str, partition: int) -> None:
         if self._index.lookup(run_id, self.timeout) is None:
-            _low, high = self._reader.get_watermark_offsets(
-                TopicPartition(self.topic, partition), timeout=self.timeout, cached=False
-            )
+            with self._reader_lock:
+                _low, high = _watermarks(
+                    self._reader, TopicPartition(self.topic, partition), self.timeout
+                )
             value = json.dumps({"topic": self.topic, "partition": partition, "offset": high})
             self._produce(
                 self._index_topic,
@@ -330,7 +331,7 @@ class KafkaEventLog(EventLog):
     def _read_range(self, partition: int, start: int, run_id: str | None) -> list[StoredRecord]:
         tp = TopicPartition(self.topic, partition)
         with self._reader_lock:
-            _low, high = self._reader.get_watermark_offsets(tp, timeout=self.timeout, cached=False)
+            _low, high = _watermarks(self._reader, tp, self.timeout)
             if start >= high:
                 return []
             self._reader.assign([TopicPartition(self.topic, partition, start)])
@@ -357,9 +358,7 @@ class KafkaEventLog(EventLog):
         deadline = time.monotonic() + timeout
         with self._reader_lock:
             while True:
-                _low, high = self._reader.get_watermark_offsets(
-                    tp, timeout=self.timeout, cached=False
-                )
+                _low, high = _watermarks(self._reader, tp, self.timeout)
                 if offset < high or time.monotonic() >= deadline:
                     break
                 time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
@@ -382,6 +381,15 @@ class KafkaEventLog(EventLog):
         self._producer.flush(self.timeout)
         self._reader.close()
         self._index.close()
+
+
+def _watermarks(consumer: Consumer, tp: TopicPartition, timeout: float) -> tuple[int, int]:
+    """(low, high) offsets of a partition, asked of the broker (never a cached value)."""
+    try:
+        low, high = consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)
+    except KafkaException as exc:
+        raise LogError(f"cannot read the offsets of {tp.topic}[{tp.partition}]: {exc}") from exc
+    return int(low), int(high)
 
 
 def _int(value: int | None) -> int:
@@ -554,7 +562,7 @@ class KafkaSnapshotStore(SnapshotStore):
         key = run_id.encode()
         newest: bytes | None = None
         with self._lock:
-            low, high = self._consumer.get_watermark_offsets(tp, timeout=self.timeout, cached=False)
+            low, high = _watermarks(self._consumer, tp, self.timeout)
             if high <= low:
                 return None
             self._consumer.assign([TopicPartition(self.topic, partition, low)])
