@@ -1,0 +1,7 @@
+"""``little submit / resume / cancel / status``: commands for the resume coordinator."""
+
+from __future__ import annotations
+
+from little.cli._app import app
+
+__all__ = ["app"]

@@ -1,0 +1,1 @@
+"""little's services: thin processes over the library (projector, resume coordinator)."""
