@@ -9,6 +9,11 @@ from little.runtime._errors import (
     StepFailedError,
     WorkflowVersionError,
 )
+from little.runtime._outer_loop import (
+    OuterLoopManifest,
+    load_manifest,
+    outer_loop,
+)
 from little.runtime._registry import REGISTRY, Workflow, lookup, workflow
 from little.runtime._runner import RunResult, claim, execute, resume, run
 
@@ -17,6 +22,7 @@ __all__ = [
     "BudgetExceededError",
     "ClaimRejectedError",
     "LoopLimitError",
+    "OuterLoopManifest",
     "Retry",
     "RunResult",
     "SessionDivergedError",
@@ -27,7 +33,9 @@ __all__ = [
     "WorkflowVersionError",
     "claim",
     "execute",
+    "load_manifest",
     "lookup",
+    "outer_loop",
     "resume",
     "run",
     "workflow",

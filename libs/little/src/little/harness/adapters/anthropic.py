@@ -1,0 +1,204 @@
+"""The Anthropic adapter: the harness's ``Model`` over ``AsyncAnthropic`` Messages.
+
+Translation (deterministic, so equal requests send equal bodies):
+
+* the system prompt is the ``system`` parameter, not a message;
+* a user message keeps its content; an assistant message becomes a ``text`` block (when it has
+  text) followed by one ``tool_use`` block per tool call (``input`` is the arguments dict); an
+  assistant message with neither is left out;
+* tool results become ``tool_result`` blocks of a user message, and consecutive messages of one
+  role are merged into one message (all results of a turn go back in one user message, as the
+  API requires);
+* tools are ``{"name", "description", "input_schema"}``.
+
+From the response, the ``text`` blocks joined are the content and the ``tool_use`` blocks the
+tool calls; other blocks (thinking, server tools) are not kept. ``stop_reason`` maps
+``tool_use`` to ``tool_calls`` and ``end_turn`` to ``stop`` (others as they are). Usage is
+tokens only: Anthropic's ``input_tokens`` excludes cache reads and writes, so
+``input_tokens`` here is ``input_tokens + cache_read_input_tokens +
+cache_creation_input_tokens`` (all input, as the price table expects),
+``cached_input_tokens`` is ``cache_read_input_tokens`` and ``reasoning_tokens`` is
+``output_tokens_details.thinking_tokens`` when reported.
+
+The SDK is imported when an ``AnthropicModel`` is constructed, never when ``little.harness``
+is. Provider errors propagate as the SDK's exceptions (after the SDK's own retries); the
+session records them as ``harness.model.failed``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+from little.errors import ConfigurationError
+from little.events import Usage
+from little.harness._model import Message, ModelRequest, ModelResponse, ToolCallRequest, ToolSpec
+
+if TYPE_CHECKING:
+    from anthropic import AsyncAnthropic
+    from anthropic.types import (
+        ContentBlockParam,
+        MessageParam,
+        ToolParam,
+    )
+    from anthropic.types import Message as AnthropicMessage
+    from anthropic.types import Usage as AnthropicUsage
+
+PROVIDER = "anthropic"
+STOP_REASONS = {"tool_use": "tool_calls", "end_turn": "stop"}
+"""Anthropic stop reasons that have a common name; others are recorded as they are."""
+
+
+def _sdk() -> Any:
+    try:
+        import anthropic
+    except ImportError as exc:
+        raise ConfigurationError(
+            "AnthropicModel needs the Anthropic SDK: pip install 'little-workflow[anthropic]'"
+        ) from exc
+    return anthropic
+
+
+class AnthropicModel:
+    """A chat model served by the Anthropic Messages API.
+
+    ``client`` is an ``anthropic.AsyncAnthropic`` (one is made from ``api_key``, else from
+    the SDK's defaults, ``ANTHROPIC_API_KEY``, when not given). ``max_tokens`` is required by
+    the API; other keyword arguments (``temperature``, ``thinking``, ...) are passed to every
+    ``messages.create`` call.
+    """
+
+    provider: str
+    name: str
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        client: AsyncAnthropic | None = None,
+        api_key: str | None = None,
+        max_tokens: int = 1024,
+        **kw: Any,
+    ) -> None:
+        if client is None:
+            client = _sdk().AsyncAnthropic(api_key=api_key)
+        self.provider = PROVIDER
+        self.name = model
+        self.client: AsyncAnthropic = client
+        self.max_tokens = max_tokens
+        self.options: dict[str, Any] = dict(kw)
+
+    def __repr__(self) -> str:
+        return f"AnthropicModel({self.name!r})"
+
+    def request_params(self, request: ModelRequest) -> dict[str, Any]:
+        """The keyword arguments of ``messages.create`` for ``request``."""
+        params: dict[str, Any] = {
+            "model": self.name,
+            "max_tokens": self.max_tokens,
+            "messages": to_anthropic_messages(request.messages),
+        }
+        if request.system:
+            params["system"] = request.system
+        if request.tools:
+            params["tools"] = [to_anthropic_tool(t) for t in request.tools]
+        params.update(self.options)
+        return params
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        message: AnthropicMessage = await self.client.messages.create(
+            **self.request_params(request)
+        )
+        return from_anthropic_message(message)
+
+
+# -- request translation -------------------------------------------------------------------
+
+
+def to_anthropic_tool(spec: ToolSpec) -> ToolParam:
+    tool: ToolParam = {"name": spec.name, "input_schema": spec.parameters}
+    if spec.description:
+        tool["description"] = spec.description
+    return tool
+
+
+def _blocks(m: Message) -> tuple[Literal["user", "assistant"], list[ContentBlockParam] | str]:
+    role = m.get("role")
+    if role == "tool":
+        return "user", [
+            {
+                "type": "tool_result",
+                "tool_use_id": m["tool_call_id"],
+                "content": m.get("content") or "",
+            }
+        ]
+    if role == "assistant":
+        blocks: list[ContentBlockParam] = []
+        content = m.get("content")
+        if isinstance(content, str) and content:
+            blocks.append({"type": "text", "text": content})
+        elif isinstance(content, list):
+            blocks.extend(content)
+        blocks.extend(
+            {
+                "type": "tool_use",
+                "id": c["id"],
+                "name": c["name"],
+                "input": c.get("arguments") or {},
+            }
+            for c in m.get("tool_calls") or ()
+        )
+        return "assistant", blocks
+    content = m.get("content")
+    return "user", content if isinstance(content, str | list) else ""
+
+
+def to_anthropic_messages(messages: tuple[Message, ...] | list[Message]) -> list[MessageParam]:
+    """The harness's chat messages as Messages API messages, roles alternating."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        role, content = _blocks(m)
+        if role == "assistant" and not content:
+            continue
+        if out and out[-1]["role"] == role:
+            previous = out[-1]["content"]
+            merged: list[Any] = [
+                *([{"type": "text", "text": previous}] if isinstance(previous, str) else previous),
+                *([{"type": "text", "text": content}] if isinstance(content, str) else content),
+            ]
+            out[-1] = {"role": role, "content": merged}
+        else:
+            out.append({"role": role, "content": content})
+    return cast("list[MessageParam]", out)
+
+
+# -- response translation ------------------------------------------------------------------
+
+
+def to_usage(usage: AnthropicUsage) -> Usage:
+    """Tokens of one message; ``input_tokens`` counts cache reads and writes too."""
+    cache_read = usage.cache_read_input_tokens or 0
+    cache_write = usage.cache_creation_input_tokens or 0
+    details = usage.output_tokens_details
+    return Usage(
+        input_tokens=usage.input_tokens + cache_read + cache_write,
+        output_tokens=usage.output_tokens,
+        cached_input_tokens=cache_read,
+        reasoning_tokens=details.thinking_tokens if details is not None else 0,
+    )
+
+
+def from_anthropic_message(message: AnthropicMessage) -> ModelResponse:
+    texts: list[str] = []
+    calls: list[ToolCallRequest] = []
+    for block in message.content:
+        if block.type == "text":
+            texts.append(block.text)
+        elif block.type == "tool_use":
+            calls.append(ToolCallRequest(block.id, block.name, dict(block.input)))
+    stop = message.stop_reason
+    return ModelResponse(
+        content="".join(texts) if texts else None,
+        tool_calls=tuple(calls),
+        usage=to_usage(message.usage),
+        finish_reason=STOP_REASONS.get(stop, stop) if stop is not None else None,
+    )

@@ -1,0 +1,223 @@
+"""The OpenAI adapter: the harness's ``Model`` over ``AsyncOpenAI`` Chat Completions.
+
+Translation (deterministic, so equal requests send equal bodies):
+
+* the system prompt is the first message, ``{"role": "system", ...}``;
+* user and tool-result messages keep their shape (``tool_call_id`` and string ``content``);
+* assistant tool calls become ``{"id", "type": "function", "function": {"name", "arguments"}}``
+  with the arguments as canonical JSON (sorted keys, no whitespace); arguments recorded as
+  ``{"_raw": text}`` (the model sent invalid JSON) are sent back as that text;
+* tools are sent in the function format, ``{"type": "function", "function": {...}}``.
+
+The response's tool-call arguments (a JSON string) are parsed to a dict, or kept as
+``{"_raw": text}`` when they do not parse to a JSON object. Usage is tokens only:
+``input_tokens`` is ``prompt_tokens`` (cached tokens included), ``cached_input_tokens`` is
+``prompt_tokens_details.cached_tokens`` and ``reasoning_tokens`` is
+``completion_tokens_details.reasoning_tokens``.
+
+The SDK is imported when an ``OpenAIModel`` is constructed, never when ``little.harness`` is.
+Provider errors propagate as the SDK's exceptions (after the SDK's own retries); the session
+records them as ``harness.model.failed``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from little._canonical import canonical_json
+from little.errors import ConfigurationError
+from little.events import Usage
+from little.harness._model import Message, ModelRequest, ModelResponse, ToolCallRequest, ToolSpec
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+    from openai.types.chat import (
+        ChatCompletion,
+        ChatCompletionFunctionToolParam,
+        ChatCompletionMessageFunctionToolCallParam,
+        ChatCompletionMessageParam,
+    )
+    from openai.types.completion_usage import CompletionUsage
+    from openai.types.shared_params import FunctionDefinition
+
+PROVIDER = "openai"
+RAW_ARGUMENTS = "_raw"
+"""The key holding tool-call arguments that were not a JSON object, verbatim."""
+
+
+def _sdk() -> Any:
+    try:
+        import openai
+    except ImportError as exc:
+        raise ConfigurationError(
+            "OpenAIModel needs the OpenAI SDK: pip install 'little-workflow[openai]'"
+        ) from exc
+    return openai
+
+
+class OpenAIModel:
+    """A chat model served by the OpenAI Chat Completions API.
+
+    ``client`` is an ``openai.AsyncOpenAI`` (one is made from ``api_key``, else from the
+    SDK's defaults, ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL``, when not given).
+    ``max_tokens`` is sent as ``max_completion_tokens``; other keyword arguments
+    (``temperature``, ``seed``, ...) are passed to every ``chat.completions.create`` call.
+    """
+
+    provider: str
+    name: str
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        client: AsyncOpenAI | None = None,
+        api_key: str | None = None,
+        max_tokens: int | None = None,
+        **kw: Any,
+    ) -> None:
+        if client is None:
+            client = _sdk().AsyncOpenAI(api_key=api_key)
+        self.provider = PROVIDER
+        self.name = model
+        self.client: AsyncOpenAI = client
+        self.max_tokens = max_tokens
+        self.options: dict[str, Any] = dict(kw)
+
+    def __repr__(self) -> str:
+        return f"OpenAIModel({self.name!r})"
+
+    def request_params(self, request: ModelRequest) -> dict[str, Any]:
+        """The keyword arguments of ``chat.completions.create`` for ``request``."""
+        params: dict[str, Any] = {
+            "model": self.name,
+            "messages": to_openai_messages(request.system, request.messages),
+        }
+        if request.tools:
+            params["tools"] = [to_openai_tool(t) for t in request.tools]
+        if self.max_tokens is not None:
+            params["max_completion_tokens"] = self.max_tokens
+        params.update(self.options)
+        return params
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        completion: ChatCompletion = await self.client.chat.completions.create(
+            **self.request_params(request)
+        )
+        return from_openai_completion(completion)
+
+
+# -- request translation -------------------------------------------------------------------
+
+
+def to_openai_tool(spec: ToolSpec) -> ChatCompletionFunctionToolParam:
+    function: FunctionDefinition = {"name": spec.name, "parameters": spec.parameters}
+    if spec.description:
+        function["description"] = spec.description
+    return {"type": "function", "function": function}
+
+
+def _arguments_text(arguments: dict[str, Any]) -> str:
+    if set(arguments) == {RAW_ARGUMENTS} and isinstance(arguments[RAW_ARGUMENTS], str):
+        return str(arguments[RAW_ARGUMENTS])
+    return canonical_json(arguments)
+
+
+def to_openai_messages(
+    system: str | None, messages: tuple[Message, ...] | list[Message]
+) -> list[ChatCompletionMessageParam]:
+    """The harness's chat messages as Chat Completions messages, system prompt first."""
+    out: list[ChatCompletionMessageParam] = []
+    if system:
+        out.append({"role": "system", "content": system})
+    for m in messages:
+        role = m.get("role")
+        if role == "assistant":
+            calls: list[ChatCompletionMessageFunctionToolCallParam] = [
+                {
+                    "id": c["id"],
+                    "type": "function",
+                    "function": {
+                        "name": c["name"],
+                        "arguments": _arguments_text(c.get("arguments") or {}),
+                    },
+                }
+                for c in m.get("tool_calls") or ()
+            ]
+            content = m.get("content")
+            if calls:
+                out.append({"role": "assistant", "content": content, "tool_calls": calls})
+            else:
+                out.append({"role": "assistant", "content": "" if content is None else content})
+        elif role == "tool":
+            out.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": m["tool_call_id"],
+                    "content": m.get("content") or "",
+                }
+            )
+        elif role == "system":
+            out.append({"role": "system", "content": m.get("content") or ""})
+        else:
+            out.append({"role": "user", "content": m.get("content") or ""})
+    return out
+
+
+# -- response translation ------------------------------------------------------------------
+
+
+def parse_arguments(text: str | None) -> dict[str, Any]:
+    """Tool-call arguments as a dict; text that is not a JSON object is kept as ``_raw``."""
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {RAW_ARGUMENTS: text}
+    if not isinstance(value, dict):
+        return {RAW_ARGUMENTS: text}
+    return value
+
+
+def to_usage(usage: CompletionUsage | None) -> Usage:
+    """Tokens of one completion; ``input_tokens`` counts cached ones too (``prompt_tokens``)."""
+    if usage is None:
+        return Usage(input_tokens=0, output_tokens=0)
+    prompt = usage.prompt_tokens_details
+    completion = usage.completion_tokens_details
+    return Usage(
+        input_tokens=usage.prompt_tokens,
+        output_tokens=usage.completion_tokens,
+        cached_input_tokens=(prompt.cached_tokens or 0) if prompt else 0,
+        reasoning_tokens=(completion.reasoning_tokens or 0) if completion else 0,
+    )
+
+
+def from_openai_completion(completion: ChatCompletion) -> ModelResponse:
+    """The first choice as a ModelResponse (a refusal is its content when there is no text)."""
+    usage = to_usage(completion.usage)
+    if not completion.choices:
+        return ModelResponse(usage=usage)
+    choice = completion.choices[0]
+    message = choice.message
+    calls: list[ToolCallRequest] = []
+    for call in message.tool_calls or ():
+        if call.type == "function":
+            calls.append(
+                ToolCallRequest(
+                    call.id, call.function.name, parse_arguments(call.function.arguments)
+                )
+            )
+        else:  # a custom tool's free-form input
+            calls.append(
+                ToolCallRequest(call.id, call.custom.name, {RAW_ARGUMENTS: call.custom.input})
+            )
+    content = message.content if message.content is not None else message.refusal
+    return ModelResponse(
+        content=content,
+        tool_calls=tuple(calls),
+        usage=usage,
+        finish_reason=choice.finish_reason,
+    )
