@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 
 import little
 from little._canonical import canonical_json
@@ -233,9 +234,7 @@ def test_snapshot_folds_only_what_follows_and_equals_a_full_fold(world: little.W
 @pytest.mark.parametrize(
     "damage", ["garbage", "truncated", "foreign-event", "other-run", "old-version"]
 )
-def test_bad_snapshot_is_ignored_with_a_warning(
-    world: little.World, damage: str, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_bad_snapshot_is_ignored_with_a_warning(world: little.World, damage: str) -> None:
     crashed_and_resumed(world)
     state = replay_run(world, "run-1", use_snapshot=False).state
     good = encode_snapshot(Snapshot.of(state))
@@ -250,10 +249,12 @@ def test_bad_snapshot_is_ignored_with_a_warning(
     else:
         payload = encode_snapshot(Snapshot.of(state.model_copy(update={"state_version": 0})))
     world.snapshots.put("run-1", payload)
-    result = replay_run(world, "run-1")
+    with structlog.testing.capture_logs() as logs:
+        result = replay_run(world, "run-1")
     assert result.from_snapshot is None
     assert result.state == state
-    assert "snapshot_ignored" in capsys.readouterr().out
+    assert [(e["event"], e["log_level"]) for e in logs] == [("snapshot_ignored", "warning")]
+    assert logs[0]["run_id"] == "run-1"
 
 
 def test_seq_gap_names_run_seq_event_and_offset(world: little.World) -> None:

@@ -33,3 +33,16 @@ def configure(*, json: bool | None = None, level: str | None = None) -> None:
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
         cache_logger_on_first_use=False,
     )
+
+
+def quiet_default() -> None:
+    """Unless the application configured structlog, log warnings and errors only, to stderr.
+
+    Called when ``little`` is imported: a library should not print its debug lines into an
+    application's stdout.
+    """
+    if not structlog.is_configured():
+        structlog.configure(
+            wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+            logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        )
