@@ -66,3 +66,17 @@ async def revise(ctx: WorkflowContext, input: dict[str, Any]) -> list[str]:
 
         target = await ctx.decide("review", review, max_visits=3)
     return drafts
+
+
+@workflow("test.values", version="1")
+async def values(ctx: WorkflowContext, _: Any) -> list[Any]:
+    """Records clock/random/uuid values at run, branch and step scope."""
+    now, rnd, uid = ctx.now().isoformat(), ctx.random(), str(ctx.uuid4())
+
+    async def branch(b: WorkflowContext) -> float:
+        return b.random()
+
+    branches = await ctx.parallel("p", {"x": branch, "y": branch})
+    in_step = await ctx.step("s", lambda step: [step.random(), str(step.uuid4())])
+    late = ctx.random()  # recorded after the step: the crash below lands before it
+    return [now, rnd, uid, branches, in_step, late]

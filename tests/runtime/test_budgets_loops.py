@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -158,3 +159,37 @@ def test_outer_loop_context_drift_starts_a_fresh_cycle(tmp_path: Path, calls: Pa
     ]
     assert final.pending_cycle_run_id is None
     assert final.cycles[2].output["result"] == "did plan for cycle 3"
+
+
+def test_recorded_values_replay_identically_after_a_crash(tmp_path: Path) -> None:
+    data = tmp_path / "w"
+    code = (
+        "import asyncio, sys, json, little; from tests.runtime import loops; from little.runtime import run\n"
+        "w = little.local_world(sys.argv[1])\n"
+        "r = asyncio.run(run(w, loops.values, None, run_id='v'))\n"
+        "print(json.dumps(r.output))\n"
+    )
+    # events: claim, RunStarted, 3 values, branch set, 2 branch values, StepStarted, 2 values,
+    # StepCompleted (index 11): die right after it, before the last value is recorded
+    first = child(code, data, {"LITTLE_CRASH_AFTER_EVENT": "11"})
+    assert first.returncode == -9, first.stderr
+    with little.local_world(data) as world:
+        recorded = replay_run(world, "v").state.values
+        assert len(recorded) == 7
+        result = asyncio.run(resume(world, "v"))
+        final = replay_run(world, "v").state.values
+    now, rnd, uid, branches, in_step, late = result.output
+    by_scope = {(v.step_path, v.ordinal): json.loads(v.value_json) for v in recorded}
+    assert rnd == by_scope[(None, 1)]
+    assert uid == by_scope[(None, 2)]
+    assert branches == {"x": by_scope[("p/x/", 0)], "y": by_scope[("p/y/", 0)]}
+    assert in_step == [by_scope[("s", 0)], by_scope[("s", 1)]]
+    assert now == datetime.fromtimestamp(by_scope[(None, 0)] / 1_000_000, UTC).isoformat()
+        str(
+            __import__("datetime")
+            .datetime.fromtimestamp(by_scope[(None, 0)] / 1e6, __import__("datetime").UTC)
+            .date()
+        )
+    )
+    assert len(final) == 8  # only the value after the crash point was new
+    assert late == json.loads(final[-1].value_json)

@@ -57,14 +57,65 @@ class Retry:
     backoff: float = 0.0
 
 
-class WorkflowContext:
+class _RecordedValues:
+    """Clock, random and uuid values of one scope (run, branch or step), recorded in order.
+
+    Keyed by (scope, ordinal within the scope), so concurrent branches cannot swap values.
+    """
+
+    def __init__(self, execution: Execution, scope: str | None) -> None:
+        self._x = execution
+        self._scope = scope
+        self._ordinal = 0
+
+    def get(self, kind: str, produce: Callable[[], Any]) -> Any:
+        ordinal = self._ordinal
+        self._ordinal += 1
+        for v in self._x.replayed.values:
+            if v.ordinal == ordinal and v.step_path == self._scope:
+                if v.kind != kind:
+                    raise ConfigurationError(
+                        f"run {self._x.run_id}: recorded value {ordinal} of "
+                        f"{self._scope or 'the run'} is a {v.kind}, but the workflow now asks "
+                        f"for a {kind}: the code changed"
+                    )
+                return json.loads(v.value_json)
+        value = produce()
+        self._x.writer.emit(
+            ValueRecorded,
+            step_path=self._scope,
+            kind=kind,
+            ordinal=ordinal,
+            value_json=canonical_json(value),
+        )
+        return value
+
+
+class _ValuesMixin:
+    _values: _RecordedValues
+
+    def now(self) -> datetime:
+        """The current time, recorded: a resume sees the same instant."""
+        micros = self._values.get("clock", lambda: time.time_ns() // 1000)
+        return datetime.fromtimestamp(micros / 1_000_000, UTC)
+
+    def random(self) -> float:
+        """A random float in [0, 1), recorded."""
+        return float(self._values.get("random", _random.random))
+
+    def uuid4(self) -> uuid.UUID:
+        """A random UUID, recorded."""
+        return uuid.UUID(self._values.get("uuid", lambda: str(uuid.uuid4())))
+
+
+class WorkflowContext(_ValuesMixin):
     """The durable API of one scope of a run (the run itself or a parallel branch)."""
 
     def __init__(self, execution: Execution, scope: str = "", branch_path: str | None = None):
         self._x = execution
         self._scope = scope
         self._branch_path = branch_path
-        self._value_ordinal = 0
+        self._values = _RecordedValues(execution, scope or None)
         self._calls: dict[str, int] = {}
 
     @property
@@ -242,45 +293,8 @@ class WorkflowContext:
 
         return await self.step(f"start_workflow/{label}", run_sub)
 
-    # -- recorded values -----------------------------------------------------------------
 
-    def _value(self, kind: str, produce: Callable[[], Any], step_path: str | None = None) -> Any:
-        scope = step_path if step_path is not None else (self._scope or None)
-        ordinal = self._value_ordinal
-        self._value_ordinal += 1
-        for v in self.replayed.values:
-            if v.ordinal == ordinal and v.step_path == scope:
-                if v.kind != kind:
-                    raise ConfigurationError(
-                        f"run {self.run_id}: recorded value {ordinal} of {scope or 'the run'} is a "
-                        f"{v.kind}, but the workflow now asks for a {kind}: the code changed"
-                    )
-                return json.loads(v.value_json)
-        value = produce()
-        self._x.writer.emit(
-            ValueRecorded,
-            step_path=scope,
-            kind=kind,
-            ordinal=ordinal,
-            value_json=canonical_json(value),
-        )
-        return value
-
-    def now(self) -> datetime:
-        """The current time, recorded: a resume sees the same instant."""
-        micros = self._value("clock", lambda: time.time_ns() // 1000)
-        return datetime.fromtimestamp(micros / 1_000_000, UTC)
-
-    def random(self) -> float:
-        """A random float in [0, 1), recorded."""
-        return float(self._value("random", _random.random))
-
-    def uuid4(self) -> uuid.UUID:
-        """A random UUID, recorded."""
-        return uuid.UUID(self._value("uuid", lambda: str(uuid.uuid4())))
-
-
-class StepContext:
+class StepContext(_ValuesMixin):
     """What a step function sees: its path, its visit, agent sessions, artifacts, sub-runs."""
 
     def __init__(self, parent: WorkflowContext, step_path: str, visit: int) -> None:
@@ -289,7 +303,7 @@ class StepContext:
         self.step_path = step_path
         self.visit = visit
         self.artifact_refs: list[ArtifactRef] = []
-        self._value_ordinal = 0
+        self._values = _RecordedValues(self._x, step_path)
         self._sub_runs = 0
 
     @property
@@ -319,25 +333,6 @@ class StepContext:
         self._x.writer.emit(ArtifactCommitted, step_path=self.step_path, name=name, ref=ref)
         self.artifact_refs.append(ref)
         return ref
-
-    def _value(self, kind: str, produce: Callable[[], Any]) -> Any:
-        saved = self._parent._value_ordinal
-        self._parent._value_ordinal = self._value_ordinal
-        try:
-            return self._parent._value(kind, produce, step_path=self.step_path)
-        finally:
-            self._value_ordinal = self._parent._value_ordinal
-            self._parent._value_ordinal = saved
-
-    def now(self) -> datetime:
-        micros = self._value("clock", lambda: time.time_ns() // 1000)
-        return datetime.fromtimestamp(micros / 1_000_000, UTC)
-
-    def random(self) -> float:
-        return float(self._value("random", _random.random))
-
-    def uuid4(self) -> uuid.UUID:
-        return uuid.UUID(self._value("uuid", lambda: str(uuid.uuid4())))
 
     def reserve_sub_run(self, name: str, input: Any, call_id: str) -> str:
         """The sub-run id for ``call_id``: the reserved one if any, else reserve a new one."""
