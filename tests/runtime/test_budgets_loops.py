@@ -185,11 +185,5 @@ def test_recorded_values_replay_identically_after_a_crash(tmp_path: Path) -> Non
     assert branches == {"x": by_scope[("p/x/", 0)], "y": by_scope[("p/y/", 0)]}
     assert in_step == [by_scope[("s", 0)], by_scope[("s", 1)]]
     assert now == datetime.fromtimestamp(by_scope[(None, 0)] / 1_000_000, UTC).isoformat()
-        str(
-            __import__("datetime")
-            .datetime.fromtimestamp(by_scope[(None, 0)] / 1e6, __import__("datetime").UTC)
-            .date()
-        )
-    )
     assert len(final) == 8  # only the value after the crash point was new
     assert late == json.loads(final[-1].value_json)
