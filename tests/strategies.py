@@ -3,24 +3,71 @@
 ``events()`` draws valid events of every type (or of the ``types`` given); ``usage()`` draws
 token counts. Strategies are derived from each model's fields, with integer widths taken from
 the newest Avro schema, so a new field or a new event type is covered without editing this file.
+
+``run_streams()`` draws whole, valid streams of one run (claims, crashes, resumes, fenced
+writers included) as ``LoggedEvent`` lists; ``generated_runs()`` draws the same with what the
+generator knows about them (which events were fenced, which claims resumed or were rejected).
 """
 
 from __future__ import annotations
 
+import random
 import types as _types
+import uuid
 from collections.abc import Iterable
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import Any, Union, get_args, get_origin
 
 import annotated_types
 from hypothesis import strategies as st
 
-from little._canonical import canonical_json
-from little.events import EVENT_TYPES, ArtifactRef, Event, Usage, default_catalog
+from little._canonical import canonical_hash, canonical_json
+from little.events import (
+    EVENT_TYPES,
+    AgentCallAdmitted,
+    AgentCallSettled,
+    ArtifactCommitted,
+    ArtifactRef,
+    DecisionRecorded,
+    Event,
+    LoggedEvent,
+    ModelCalled,
+    ModelFailed,
+    ModelResponded,
+    ParallelBranchScheduled,
+    RunCancelled,
+    RunClaimed,
+    RunCompleted,
+    RunFailed,
+    RunStarted,
+    SessionCompleted,
+    SessionStarted,
+    StepCompleted,
+    StepFailed,
+    StepStarted,
+    SubRunReserved,
+    ToolCallFailed,
+    ToolCallStarted,
+    ToolCallSucceeded,
+    Usage,
+    ValueRecorded,
+    default_catalog,
+)
 from little.events._catalog import schema_json
 
-__all__ = ["artifact_refs", "events", "json_texts", "texts", "usage"]
+__all__ = [
+    "GeneratedRun",
+    "artifact_refs",
+    "events",
+    "generated_runs",
+    "json_texts",
+    "run_streams",
+    "run_usage",
+    "texts",
+    "usage",
+]
 
 INT32 = (-(2**31), 2**31 - 1)
 INT64 = (-(2**63), 2**63 - 1)
@@ -59,14 +106,20 @@ def occurred_at() -> st.SearchStrategy[datetime]:
 
 
 def usage() -> st.SearchStrategy[Usage]:
+    """Any valid usage: cached input tokens are part of the input tokens."""
     count = st.integers(0, INT64[1])
-    return st.builds(
-        Usage,
-        input_tokens=count,
-        output_tokens=count,
-        cached_input_tokens=count,
-        reasoning_tokens=count,
-    )
+
+    @st.composite
+    def build(draw: st.DrawFn) -> Usage:
+        input_tokens = draw(count)
+        return Usage(
+            input_tokens=input_tokens,
+            output_tokens=draw(count),
+            cached_input_tokens=draw(st.integers(0, input_tokens)),
+            reasoning_tokens=draw(count),
+        )
+
+    return build()
 
 
 def artifact_refs() -> st.SearchStrategy[ArtifactRef]:
@@ -169,6 +222,25 @@ RUN_TIME_MAX = datetime(2026, 12, 31, 23, 59, 59, tzinfo=UTC)
 MAX_PROGRAM_EVENTS = 46
 """Accepted events of the run's program (the claims and a fenced writer's events come on top)."""
 
+# Built once: hypothesis validates a strategy the first time it is drawn from.
+_MODELS = st.sampled_from(PRICED_MODELS + UNPRICED_MODELS)
+_TURNS = st.sampled_from([1, 2, 0, 3])
+_OUTCOMES = st.sampled_from(["responded", "responded", "replayed", "failed"])
+_TOOLS = st.sampled_from(["search", "write_file"])
+_EXTRAS = st.lists(
+    st.sampled_from(["session", "session", "artifact", "value", "sub_run", "agent_call"]),
+    max_size=2,
+)
+_VALUE_KINDS = st.sampled_from(["now", "random", "uuid"])
+_BRANCHES = st.sampled_from([("a", "b"), ("a", "b", "c")])
+_BLOCKS = st.lists(
+    st.sampled_from(["step", "step", "loop", "parallel", "planner"]), min_size=2, max_size=5
+)
+_RUN_ENDS = st.sampled_from(["completed", "completed", "running", "cancelled"])
+_CUT_SHORT = st.sampled_from([False, False, False, True])
+_SIZES = st.sampled_from([1_000, 0, 30_000, 199_000, 200_001])
+_LONG_SIZES = st.sampled_from([200_001, 1_000, 260_000])
+
 _Spec = tuple[type[Event], dict[str, Any]]
 """An event the run's program writes, without its envelope (run, seq, epoch, id, time)."""
 
@@ -190,13 +262,15 @@ class GeneratedRun:
     final_epoch: int
 
 
-def run_usage() -> st.SearchStrategy[Usage]:
+def run_usage(*, long_context: bool = False) -> st.SearchStrategy[Usage]:
     """Realistic token counts of one call: cached <= input, reasoning <= output, input up to
-    300k so tiered prices cross their 200k threshold."""
+    ~260k so tiered prices cross their 200k threshold (mostly, with ``long_context``)."""
+    sizes = _LONG_SIZES if long_context else _SIZES
 
     @st.composite
     def draw_usage(draw: st.DrawFn) -> Usage:
-        i = draw(st.integers(0, 300_000))
+        size = draw(sizes)
+        i = size + draw(st.integers(0, 999))
         o = draw(st.integers(0, 20_000))
         return Usage(
             input_tokens=i,
@@ -225,7 +299,7 @@ class _Program:
         draw = self.draw
         sid = f"{self.run_id}/session-{self.sessions}"
         self.sessions += 1
-        first_provider, first_model = draw(st.sampled_from(PRICED_MODELS + UNPRICED_MODELS))
+        first_provider, first_model = draw(_MODELS)
         manifest = canonical_json({"name": name, "model": first_model, "tools": ["search"]})
         env = {"step_path": step_path, "session_id": sid}
         specs: list[_Spec] = [
@@ -242,9 +316,9 @@ class _Program:
         ]
         rollup = Usage(input_tokens=0, output_tokens=0)
         previous: str | None = None
-        turns = draw(st.integers(0, 2))
+        turns = draw(_TURNS)
         for turn in range(turns):
-            provider, model = draw(st.sampled_from(PRICED_MODELS + UNPRICED_MODELS))
+            provider, model = draw(_MODELS)
             request_hash = canonical_hash([sid, turn])
             call = {"turn": turn, "provider": provider, "model": model}
             specs.append(
@@ -261,7 +335,7 @@ class _Program:
                 )
             )
             previous = request_hash
-            outcome = draw(st.sampled_from(["responded", "responded", "replayed", "failed"]))
+            outcome = draw(_OUTCOMES)
             if outcome == "failed":
                 specs.append(
                     (
@@ -277,7 +351,7 @@ class _Program:
                     )
                 )
                 continue
-            used = draw(run_usage())
+            used = draw(run_usage(long_context=model == "gemini-2.5-pro"))
             rollup = Usage(
                 input_tokens=rollup.input_tokens + used.input_tokens,
                 output_tokens=rollup.output_tokens + used.output_tokens,
@@ -302,7 +376,7 @@ class _Program:
             )
             for n in range(draw(st.integers(0, 1))):
                 call_id = f"call-{turn}-{n}"
-                tool = draw(st.sampled_from(["search", "write_file"]))
+                tool = draw(_TOOLS)
                 specs.append(
                     (
                         ToolCallStarted,
@@ -349,12 +423,7 @@ class _Program:
         """What a step body may record besides its sessions."""
         draw = self.draw
         specs: list[_Spec] = []
-        kinds = draw(
-            st.lists(
-                st.sampled_from(["session", "artifact", "value", "sub_run", "agent_call"]),
-                max_size=2,
-            )
-        )
+        kinds = draw(_EXTRAS)
         for kind in kinds:
             if kind == "session":
                 specs += self.session(step_path, "worker")
@@ -378,7 +447,7 @@ class _Program:
                         ValueRecorded,
                         {
                             "step_path": step_path,
-                            "kind": draw(st.sampled_from(["now", "random", "uuid"])),
+                            "kind": draw(_VALUE_KINDS),
                             "ordinal": self.values,
                             "value_json": canonical_json(self.values * 7),
                         },
@@ -472,7 +541,7 @@ class _Program:
                         },
                     )
                 )
-            ending = ["completed", "completed", "retry"] if attempt == 1 else ["completed"]
+            ending = ["completed"] * 3 + ["retry"] if attempt == 1 else ["completed"]
             if may_fail:
                 ending.append("failed")
             end = self.draw(st.sampled_from(ending))
@@ -515,7 +584,7 @@ class _Program:
 
     def parallel(self, group: str) -> list[_Spec]:
         draw = self.draw
-        branches = tuple(draw(st.sampled_from([("a", "b"), ("a", "b", "c")])))
+        branches = tuple(draw(_BRANCHES))
         specs: list[_Spec] = [
             (
                 ParallelBranchScheduled,
@@ -539,9 +608,7 @@ class _Program:
         specs: list[_Spec] = []
         for visit in range(1, visits + 1):
             target = path if visit < visits else after
-            specs += self.step(
-                path, visit=visit, max_visits=max_visits, decision_target=target
-            )[0]
+            specs += self.step(path, visit=visit, max_visits=max_visits, decision_target=target)[0]
         return specs
 
     def run(self) -> list[_Spec]:
@@ -558,13 +625,7 @@ class _Program:
                 },
             )
         ]
-        blocks = draw(
-            st.lists(
-                st.sampled_from(["step", "step", "loop", "parallel", "planner"]),
-                min_size=1,
-                max_size=4,
-            )
-        )
+        blocks = draw(_BLOCKS)
         failed = False
         for n, block in enumerate(blocks):
             if block == "step":
@@ -581,7 +642,7 @@ class _Program:
         if failed:
             specs.append((RunFailed, {"error_type": "StepError", "message": "gave up"}))
         else:
-            end = draw(st.sampled_from(["completed", "completed", "running", "cancelled"]))
+            end = draw(_RUN_ENDS)
             if end == "completed":
                 specs.append((RunCompleted, {"output_json": canonical_json({"ok": True})}))
             elif end == "cancelled":
@@ -597,21 +658,26 @@ def generated_runs(draw: st.DrawFn) -> GeneratedRun:
     program = _Program(draw, run_id, other_run_id=f"run-{run_number ^ 0xFFFF:08x}").run()
     # Keep the whole program most of the time; else the run was cut short by a crash nobody
     # resumed (a prefix of a valid run is valid).
-    length = draw(st.one_of(st.just(len(program)), st.integers(1, len(program))))
-    program = program[:length]
+    if draw(_CUT_SHORT):
+        program = program[: draw(st.integers(1, len(program)))]
 
     # (cls, fields, seq, epoch, kind); kind: event | claim | resume | rejected | zombie
     records: list[tuple[type[Event], dict[str, Any], int, int, str]] = []
     owner = {"owner": "worker-1", "observed_seq": -1}
     records.append((RunClaimed, owner, -1, 1, "claim"))
-    crashes = sorted(
-        set(draw(st.lists(st.integers(0, max(len(program) - 1, 0)), max_size=2)))
-    )
+    crashes = sorted(set(draw(st.lists(st.integers(0, len(program) - 1), max_size=2))))
     epoch = 1
     position = 0
+    zombies: list[tuple[type[Event], dict[str, Any], int, int, str]] = []
     for cut in [*crashes, len(program)]:
-        segment = [(cls, fields, position + i, epoch, "event") for i, (cls, fields) in enumerate(program[position:cut])]
-        records += segment
+        live = [
+            (cls, fields, position + i, epoch, "event")
+            for i, (cls, fields) in enumerate(program[position:cut])
+        ]
+        # A fenced writer's events land interleaved with the new writer's.
+        while zombies or live:
+            take_zombie = bool(zombies) and (not live or draw(st.booleans()))
+            records.append(zombies.pop(0) if take_zombie else live.pop(0))
         position = cut
         if cut == len(program):
             break
@@ -621,31 +687,21 @@ def generated_runs(draw: st.DrawFn) -> GeneratedRun:
             (RunClaimed, {"owner": f"worker-{epoch}", "observed_seq": cut - 1}, -1, epoch, "resume")
         )
         # The stalled writer wakes up and lands some of its next events, with its old epoch
-        # and its own continuation of the seq chain, interleaved with the new writer's.
-        nxt = crashes[crashes.index(cut) + 1] if cut != crashes[-1] else len(program)
-        zombie_count = draw(st.integers(0, min(3, len(program) - cut)))
+        # and its own continuation of the seq chain.
         zombies = [
             (cls, fields, cut + i, epoch - 1, "zombie")
-            for i, (cls, fields) in enumerate(program[cut : cut + zombie_count])
+            for i, (cls, fields) in enumerate(
+                program[cut : cut + draw(st.integers(0, min(3, len(program) - cut)))]
+            )
         ]
-        if zombies:
-            live = [(cls, fields, cut + i, epoch, "event") for i, (cls, fields) in enumerate(program[cut:nxt])]
-            position = nxt
-            while zombies or live:
-                take_zombie = bool(zombies) and (not live or draw(st.booleans()))
-                records.append(zombies.pop(0) if take_zombie else live.pop(0))
-            if nxt == len(program):
-                break
-            # the loop continues with the crash at ``nxt``: its segment is already written
-            crashes = [c for c in crashes if c != nxt] + [nxt]
     if draw(st.booleans()):
         # A late claimer whose epoch is not above the accepted one: rejected, so it backs off
         # and writes nothing.
-        at = draw(st.integers(1, len(records)))
-        seen = [r[3] for r in records[:at] if r[4] in ("claim", "resume")]
-        last_seq = max((r[2] for r in records[:at] if r[4] == "event"), default=-1)
+        where = draw(st.integers(1, len(records)))
+        seen = [r[3] for r in records[:where] if r[4] in ("claim", "resume")]
+        last_seq = max((r[2] for r in records[:where] if r[4] == "event"), default=-1)
         records.insert(
-            at,
+            where,
             (
                 RunClaimed,
                 {"owner": "worker-late", "observed_seq": last_seq},
@@ -655,8 +711,10 @@ def generated_runs(draw: st.DrawFn) -> GeneratedRun:
             ),
         )
 
-    partition = draw(st.integers(0, 11))
-    offset = draw(st.integers(0, 1_000_000))
+    # Where and when: cosmetic, so one seeded Random rather than a draw per event.
+    rng = random.Random(draw(st.integers(0, 2**32 - 1)))
+    partition = rng.randrange(12)
+    offset = rng.randrange(1_000_000)
     at = draw(
         st.datetimes(
             min_value=RUN_TIME_MIN.replace(tzinfo=None),
@@ -680,8 +738,8 @@ def generated_runs(draw: st.DrawFn) -> GeneratedRun:
         logged.append(LoggedEvent(event=event, partition=partition, offset=offset))
         kinds.get(kind, set()).add(event_id)
         # other runs' records of the same partition land between this run's
-        offset += 1 + draw(st.sampled_from([0, 0, 0, 1, 4]))
-        at += timedelta(milliseconds=draw(st.integers(1, 120_000)))
+        offset += 1 + rng.choice([0, 0, 0, 1, 4])
+        at += timedelta(milliseconds=rng.randint(1, 120_000))
     assert at <= RUN_TIME_MAX
     return GeneratedRun(
         run_id=run_id,

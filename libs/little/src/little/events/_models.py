@@ -48,6 +48,16 @@ class Usage(_Frozen):
             )
         return data
 
+    @model_validator(mode="after")
+    def _cached_within_input(self) -> Usage:
+        # input_tokens counts every input token, cached ones included (docs/architecture.md)
+        if self.cached_input_tokens > self.input_tokens:
+            raise ValueError(
+                f"cached_input_tokens ({self.cached_input_tokens}) cannot exceed input_tokens "
+                f"({self.input_tokens}): input_tokens counts cached tokens too"
+            )
+        return self
+
 
 def _now() -> datetime:
     return datetime.now(UTC)

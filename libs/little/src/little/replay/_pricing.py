@@ -14,6 +14,7 @@ from typing import Any
 
 from genai_prices import Usage as _PriceUsage
 from genai_prices.data_snapshot import _bundled_snapshot  # the table shipped in the wheel
+from genai_prices.types import TieredPrices as _TieredPrices
 
 from little.events import Usage
 
@@ -51,15 +52,20 @@ def _rates(
 ) -> tuple[Decimal, Decimal, Decimal] | None:
     """Per-token rates (input, cached input, output) of the price in force at ``at``.
 
-    Derived from the library's own results for unit usages and kept only if the library
-    agrees at an off-grid point, i.e. the price is linear (not tiered); else ``None`` and
-    every call is priced by the library directly. The library call costs ~100 us, which
-    would dominate a fold.
+    Derived from the library's own results for unit usages and kept only if the price has
+    no tiers and the library agrees at an off-grid point, i.e. the price is linear; else
+    ``None`` and every call is priced by the library directly. The library call costs
+    ~100 us, which would dominate a fold.
     """
     model_price = price_model.get_prices(at)
     cached = _rates_by_price.get(id(model_price))
     if cached is not None and cached[0] is model_price:
         return cached[1]
+    if any(isinstance(p, _TieredPrices) for p in vars(model_price).values()):
+        # A probe cannot see a tier that starts below it (tiers start at 32k in the table):
+        # unit rates taken above the tier would overcharge every smaller call.
+        _rates_by_price[id(model_price)] = (model_price, None)
+        return None
     per_in = _library_price(price_model, price_provider, at, _MTOK, 0, 0) / _MTOK
     per_cached = _library_price(price_model, price_provider, at, _MTOK, _MTOK, 0) / _MTOK
     per_out = _library_price(price_model, price_provider, at, 0, 0, _MTOK) / _MTOK
