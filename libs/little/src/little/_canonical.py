@@ -27,3 +27,10 @@ def sha256_hex(data: bytes | str) -> str:
 def canonical_hash(value: Any) -> str:
     """sha256 of the canonical JSON of ``value``."""
     return sha256_hex(canonical_json(value))
+
+
+def chain_hash(previous: str, appended: Any) -> str:
+    """Extend a hash chain: sha256 of the previous link and the canonical JSON of what was
+    appended. Hashing a growing conversation this way costs the new messages only, while the
+    last link still commits to everything before it."""
+    return sha256_hex(f"{previous}\n{canonical_json(appended)}")

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from little._canonical import canonical_hash, canonical_json
+from little._canonical import canonical_hash, canonical_json, chain_hash
 from little.errors import LittleError
 from little.events import (
     ModelCalled,
@@ -75,7 +75,15 @@ class AgentSession:
         self.served_calls = 0
         self.fresh_calls = 0
         self._usage = Usage(input_tokens=0, output_tokens=0)
-        self._previous_request: dict[str, Any] | None = None
+        tools_json = [t.spec.as_json() for t in tools]
+        self._tools_hash = canonical_hash(tools_json)
+        # The request hash is a chain: the first link covers model, system prompt and tools;
+        # each request extends the previous request's hash with the messages appended since.
+        self._previous_hash: str | None = None
+        self._chain = canonical_hash(
+            {"model": f"{model.provider}:{model.name}", "system": system, "tools": tools_json}
+        )
+        self._hashed_messages = 0
 
     async def __aenter__(self) -> AgentSession:
         if self._recorded is not None:
@@ -128,20 +136,15 @@ class AgentSession:
             )
         return answer
 
-    def _request(self, messages: list[Message]) -> tuple[ModelRequest, dict[str, Any], str]:
+    async def _model_turn(self, turn: int, messages: list[Message]) -> ModelResponse:
         request = ModelRequest(
             self.system, tuple(messages), tuple(t.spec for t in self.tools.values())
         )
-        canonical = {
-            "model": f"{self.model.provider}:{self.model.name}",
-            **request.canonical(),
-        }
-        return request, canonical, canonical_hash(canonical)
-
-    async def _model_turn(self, turn: int, messages: list[Message]) -> ModelResponse:
-        request, canonical, request_hash = self._request(messages)
-        previous = self._previous_request
-        self._previous_request = canonical
+        appended = messages[self._hashed_messages :]
+        previous_hash = self._previous_hash
+        request_hash = chain_hash(self._chain, appended)
+        self._chain = self._previous_hash = request_hash
+        self._hashed_messages = len(messages)
         recorded = self._recorded.turn(turn) if self._recorded is not None else None
         if recorded is not None and recorded.request_hash != request_hash:
             raise SessionDivergedError(
@@ -156,11 +159,6 @@ class AgentSession:
             return ModelResponse.from_json(text or "{}", recorded.usage)
 
         self._x.check_budget()
-        appended = (
-            canonical["messages"][len(previous["messages"]) :]
-            if previous
-            else canonical["messages"]
-        )
         appended_json, appended_ref = self._x.store_json(appended)
         self._emit(
             ModelCalled,
@@ -168,11 +166,11 @@ class AgentSession:
             provider=self.model.provider,
             model=self.model.name,
             request_hash=request_hash,
-            previous_request_hash=canonical_hash(previous) if previous else None,
+            previous_request_hash=previous_hash,
             appended_messages_json=appended_json,
             appended_messages_ref=appended_ref,
             message_count=len(messages),
-            tools_hash=canonical_hash([t.spec.as_json() for t in self.tools.values()]),
+            tools_hash=self._tools_hash,
         )
         try:
             response = await self.model.complete(request)
