@@ -102,6 +102,12 @@ class _Fold:
         self.run_id = start.run_id
         self.steps: dict[str, StepState] = {s.step_path: s for s in start.steps}
         self.sessions: dict[str, _Session] = {s.session_id: _Session(s) for s in start.sessions}
+        # sessions not yet compacted, by step path: compacting on StepCompleted touches these
+        # only, not every session of the run
+        self.open_sessions: dict[str | None, list[str]] = {}
+        for s in start.sessions:
+            if not s.compacted:
+                self.open_sessions.setdefault(s.step_path, []).append(s.session_id)
         self.groups: dict[str, ParallelGroup] = {g.group_path: g for g in start.parallel_groups}
         self.sub_runs = list(start.sub_runs)
         self.values = list(start.values)
@@ -234,8 +240,9 @@ class _Fold:
         step = self._step(e, e.step_id)
         visit_outputs = step.visit_outputs
         if step.max_visits > 1:
+            # one entry per visit number (bounded by max_visits), the newest commit wins
             visit_outputs = (
-                *visit_outputs,
+                *(v for v in visit_outputs if v.visit != e.visit),
                 VisitOutput(
                     visit=e.visit,
                     output_json=e.output_json,
@@ -257,12 +264,11 @@ class _Fold:
                 "completed_position": self.position,
             }
         )
-        for sid, session in self.sessions.items():
-            if session.frozen.step_path == step.step_path and not session.frozen.compacted:
-                done = session.freeze()
-                self.sessions[sid] = _Session(
-                    done.model_copy(update={"turns": (), "tool_calls": (), "compacted": True})
-                )
+        for sid in self.open_sessions.pop(step.step_path, ()):
+            done = self.sessions[sid].freeze()
+            self.sessions[sid] = _Session(
+                done.model_copy(update={"turns": (), "tool_calls": (), "compacted": True})
+            )
 
     def step_failed(self, e: StepFailed) -> None:
         step = self._step(e, e.step_id)
@@ -317,6 +323,9 @@ class _Fold:
     def session_started(self, e: SessionStarted) -> None:
         if not e.session_id:
             self._fail("harness.session.started without session_id", e)
+        existing = self.sessions.get(e.session_id or "")
+        if existing is None or existing.frozen.compacted:
+            self.open_sessions.setdefault(e.step_path, []).append(e.session_id or "")
         self.sessions[e.session_id or ""] = _Session(
             SessionState(
                 session_id=e.session_id or "",

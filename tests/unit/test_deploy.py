@@ -1,0 +1,92 @@
+"""The deploy assets agree with the code: compose, Dockerfiles, entry points, topics."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tomllib
+from pathlib import Path
+
+import yaml
+
+from little.log import load_topic_specs
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def compose() -> dict:  # type: ignore[type-arg]
+    return yaml.safe_load((REPO / "docker-compose.yml").read_text())
+
+
+def entry_points() -> set[str]:
+    scripts: set[str] = set()
+    for pyproject in (REPO / "libs/little/pyproject.toml", REPO / "services/pyproject.toml"):
+        scripts |= set(tomllib.loads(pyproject.read_text())["project"]["scripts"])
+    return scripts
+
+
+def test_compose_services_build_from_dockerfiles_that_exist() -> None:
+    services = compose()["services"]
+    assert {"redpanda", "console", "topics", "projector", "resume-coordinator"} <= set(services)
+    for name, service in services.items():
+        if "build" in service:
+            dockerfile = REPO / service["build"]["dockerfile"]
+            assert dockerfile.is_file(), f"{name}: {dockerfile} is missing"
+
+
+def test_compose_commands_are_the_installed_entry_points() -> None:
+    scripts = entry_points()
+    for name, service in compose()["services"].items():
+        if "build" in service:
+            assert service["command"][0] in scripts, f"{name} runs {service['command'][0]}"
+
+
+def test_dockerfiles_run_entry_points_and_the_supported_python() -> None:
+    scripts = entry_points()
+    requires = tomllib.loads((REPO / "libs/little/pyproject.toml").read_text())["project"][
+        "requires-python"
+    ]
+    minimum = tuple(int(x) for x in requires.removeprefix(">=").split("."))
+    for dockerfile in REPO.glob("services/*/Dockerfile"):
+        text = dockerfile.read_text()
+        cmd = re.findall(r'^CMD \["([^"]+)"', text, re.M)
+        assert cmd, f"{dockerfile} has no CMD"
+        assert cmd[-1] in scripts, f"{dockerfile}: CMD {cmd}"
+        for version in re.findall(r"^FROM python:(\d+)\.(\d+)", text, re.M):
+            assert tuple(map(int, version)) >= minimum, dockerfile
+        assert "uv.lock" in text, f"{dockerfile} must install from the lock file"
+
+
+def test_compose_uses_the_confluent_wire_format_and_one_node_topic_settings() -> None:
+    env = compose()["x-little-env"]
+    assert env["LITTLE_SCHEMA_REGISTRY_URL"].startswith("http://")
+    assert env["LITTLE_TOPIC_REPLICATION_FACTOR"] == "1"
+    assert all(key.startswith("LITTLE_") for key in env)
+
+
+def test_runs_and_commands_topics_are_copartitioned() -> None:
+    specs = load_topic_specs()
+    assert specs["little.runs.v1"].partitions == specs["little.commands.v1"].partitions
+    assert specs["little.snapshots.v1"].partitions == specs["little.runs.v1"].partitions
+
+
+def test_docker_compose_config_where_the_client_exists() -> None:
+    """`docker compose config` validates the file where the compose client is installed (it
+    needs no engine); here the structural checks above are the lint."""
+    docker = shutil.which("docker")
+    has_compose = (
+        bool(docker)
+        and subprocess.run(
+            [docker or "docker", "compose", "version"], capture_output=True
+        ).returncode
+        == 0
+    )
+    if has_compose:
+        out = subprocess.run(
+            [docker or "docker", "compose", "-f", str(REPO / "docker-compose.yml"), "config", "-q"],
+            capture_output=True,
+            text=True,
+        )
+        assert out.returncode == 0, out.stderr
+    assert compose()["name"] == "little"
