@@ -20,8 +20,11 @@ from little.events import EVENT_TYPES, ArtifactRef, Usage, default_catalog
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
 SCHEMA_FILES = sorted(SCHEMAS.glob("*/*.avsc"))
-# schemas/snapshots/ holds the snapshot record, not an event type (see test_replay.py)
-TYPES = sorted(p.name for p in SCHEMAS.iterdir() if p.is_dir() and p.name != "snapshots")
+# schemas/snapshots/ holds the snapshot record (see test_replay.py) and schemas/commands/ the
+# coordinator's commands (test_commands.py): neither is an event type
+TYPES = sorted(
+    p.name for p in SCHEMAS.iterdir() if p.is_dir() and p.name not in ("snapshots", "commands")
+)
 
 
 def _versions(event_type: str) -> list[tuple[int, str]]:

@@ -1,7 +1,179 @@
-"""``little submit / resume / cancel / status``: commands for the resume coordinator."""
+"""``little submit / resume / cancel / status``: commands for the resume coordinator.
+
+``submit``, ``resume`` and ``cancel`` publish a command to the commands topic on Kafka (keyed by
+run id, so it reaches the coordinator that owns the run); ``status`` lists runs from the
+projector's HTTP API. Failures are one line and exit 1, like every ``little`` command.
+"""
 
 from __future__ import annotations
 
-from little.cli._app import app
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from typing import Annotated, Any
 
-__all__ = ["app"]
+import typer
+from rich.table import Table
+
+from little.cli._app import Bootstrap, app, console
+from little.commands import Budgets, CancelRun, Command, ResumeRun, StartRun
+from little.errors import LittleError
+from little.log import COMMANDS_TOPIC
+from little.settings import LittleSettings
+
+DEFAULT_PROJECTOR_URL = "http://127.0.0.1:8080"
+
+
+class CommandSettings(LittleSettings):
+    """``LITTLE_COMMANDS_TOPIC``, ``LITTLE_PROJECTOR_URL`` and ``LITTLE_API_TOKEN``."""
+
+    commands_topic: str = COMMANDS_TOPIC
+    projector_url: str | None = None
+    api_token: str | None = None
+
+
+CommandsTopic = Annotated[
+    str | None,
+    typer.Option("--commands-topic", help="Commands topic [env LITTLE_COMMANDS_TOPIC]"),
+]
+
+
+def _publish(bootstrap: str | None, topic: str | None, command: Command) -> None:
+    from little.commands import CommandPublisher
+
+    settings = CommandSettings()
+    bootstrap = bootstrap or settings.kafka_bootstrap
+    if not bootstrap:
+        raise LittleError(
+            f"{command.command_type} goes to the resume coordinator on Kafka: pass "
+            "--bootstrap-servers or set LITTLE_KAFKA_BOOTSTRAP"
+        )
+    with CommandPublisher(bootstrap, topic=topic or settings.commands_topic) as publisher:
+        publisher.send([command])
+
+
+@app.command()
+def submit(
+    workflow: Annotated[str, typer.Argument(help="A workflow registered with the coordinator.")],
+    input: Annotated[str, typer.Option("--input", help="The workflow's input, as JSON.")] = "null",
+    run_id: Annotated[
+        str | None, typer.Option("--run-id", help="Run id [default: run_<random hex>]")
+    ] = None,
+    max_agent_calls: Annotated[
+        int | None, typer.Option("--max-agent-calls", help="Cap on fresh model calls.")
+    ] = None,
+    max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="Cap on tokens.")] = None,
+    bootstrap_servers: Bootstrap = None,
+    commands_topic: CommandsTopic = None,
+) -> None:
+    """Start a run on the resume coordinator (StartRun); prints the run id."""
+    try:
+        value: Any = json.loads(input)
+    except ValueError as exc:
+        raise LittleError(f"--input is not JSON: {exc}") from exc
+    run_id = run_id or f"run_{uuid.uuid4().hex}"
+    budgets = Budgets(max_agent_calls=max_agent_calls, max_tokens=max_tokens)
+    _publish(
+        bootstrap_servers, commands_topic, StartRun.of(run_id, workflow, value, budgets=budgets)
+    )
+    print(run_id)
+
+
+@app.command()
+def resume(
+    run_id: Annotated[str, typer.Argument(help="The run to resume from its log.")],
+    bootstrap_servers: Bootstrap = None,
+    commands_topic: CommandsTopic = None,
+) -> None:
+    """Ask the coordinator that owns the run to resume it now (ResumeRun)."""
+    _publish(bootstrap_servers, commands_topic, ResumeRun(run_id=run_id))
+    print(run_id)
+
+
+@app.command()
+def cancel(
+    run_id: Annotated[str, typer.Argument(help="The run to cancel.")],
+    reason: Annotated[str, typer.Option("--reason", help="Recorded on RunCancelled.")] = "",
+    bootstrap_servers: Bootstrap = None,
+    commands_topic: CommandsTopic = None,
+) -> None:
+    """Cancel a run (CancelRun): it stops at its next event boundary and gets RunCancelled."""
+    _publish(bootstrap_servers, commands_topic, CancelRun(run_id=run_id, reason=reason))
+    print(run_id)
+
+
+@app.command()
+def status(
+    projector_url: Annotated[
+        str | None,
+        typer.Option(
+            "--projector-url",
+            help=f"The projector's HTTP API [env LITTLE_PROJECTOR_URL; default {DEFAULT_PROJECTOR_URL}]",
+        ),
+    ] = None,
+    status_filter: Annotated[
+        str | None,
+        typer.Option("--status", help="Only runs in this status (running, completed, ...)."),
+    ] = None,
+    workflow: Annotated[str | None, typer.Option("--workflow", help="Only this workflow.")] = None,
+    limit: Annotated[int, typer.Option("--limit", help="At most this many runs.")] = 100,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait.")] = 10.0,
+) -> None:
+    """List runs, newest first, from the projector's read model (GET /runs)."""
+    settings = CommandSettings()
+    base = (projector_url or settings.projector_url or DEFAULT_PROJECTOR_URL).rstrip("/")
+    query = {"limit": str(limit)}
+    if status_filter:
+        query["status"] = status_filter
+    if workflow:
+        query["workflow"] = workflow
+    body = _get_json(base, "/runs?" + urllib.parse.urlencode(query), settings.api_token, timeout)
+    runs = body.get("runs") if isinstance(body, dict) else body
+    if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
+        raise LittleError(f"projector at {base}: GET /runs did not return a list of runs")
+    if status_filter:  # also filter here, in case the server ignored the parameter
+        runs = [r for r in runs if r.get("status") == status_filter]
+    if as_json:
+        for r in runs:
+            print(json.dumps(r))
+        return
+    table = Table(title=f"runs at {base}" + (f" ({status_filter})" if status_filter else ""))
+    for col in ("run", "workflow", "status", "updated"):
+        table.add_column(col)
+    for r in runs:
+        table.add_row(
+            str(r.get("run_id", "")),
+            str(r.get("workflow") or ""),
+            str(r.get("status", "")),
+            str(r.get("updated_at") or ""),
+        )
+    console.print(table)
+    if isinstance(body, dict) and body.get("next_cursor"):
+        console.print(f"(more runs than --limit {limit})")
+
+
+def _get_json(base: str, path: str, token: str | None, timeout: float) -> Any:
+    request = urllib.request.Request(base + path, headers={"Accept": "application/json"})
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            raw = response.read()
+    except urllib.error.HTTPError as exc:
+        detail = exc.read()[:200].decode(errors="replace").strip()
+        raise LittleError(
+            f"projector at {base} answered {exc.code} to GET {path}: {detail}"
+        ) from exc
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise LittleError(
+            f"projector at {base} is unreachable ({reason}): start little-projector or pass "
+            "--projector-url / LITTLE_PROJECTOR_URL"
+        ) from exc
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise LittleError(f"projector at {base}: GET {path} did not return JSON") from exc

@@ -144,13 +144,18 @@ class _RunIndex:
         if start >= high:
             return
         self._consumer.assign([TopicPartition(self.topic, partition, start)])
-        for msg in _consume_until(self._consumer, start, high, timeout):
-            key, value = msg.key(), msg.value()
-            if key is not None and value is not None:
-                offset = int(json.loads(value)["offset"])
-                run = key.decode()
-                current = self._first.get(run)
-                self._first[run] = offset if current is None else min(current, offset)
+        try:
+            for msg in _consume_until(self._consumer, start, high, timeout):
+                key, value = msg.key(), msg.value()
+                if key is not None and value is not None:
+                    offset = int(json.loads(value)["offset"])
+                    run = key.decode()
+                    current = self._first.get(run)
+                    self._first[run] = offset if current is None else min(current, offset)
+        finally:
+            # A consumer left assigned keeps a long-poll fetch in flight, and the next watermark
+            # request queues behind it on the connection (measured: ~10 ms per lookup).
+            self._consumer.unassign()
         self._read_to[partition] = high
 
     def close(self) -> None:

@@ -1,6 +1,7 @@
 """Workflow execution: steps, parallel groups, decisions, sub-runs, resume and fencing."""
 
 from little.runtime._context import Retry, StepContext, WorkflowContext
+from little.runtime._control import ExecutionStopped, RunControl
 from little.runtime._errors import (
     BudgetExceededError,
     ClaimRejectedError,
@@ -21,9 +22,11 @@ __all__ = [
     "REGISTRY",
     "BudgetExceededError",
     "ClaimRejectedError",
+    "ExecutionStopped",
     "LoopLimitError",
     "OuterLoopManifest",
     "Retry",
+    "RunControl",
     "RunResult",
     "SessionDivergedError",
     "StepContext",

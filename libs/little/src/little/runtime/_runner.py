@@ -13,6 +13,7 @@ import json
 import os
 import socket
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +21,7 @@ import structlog
 
 from little._canonical import canonical_json
 from little.errors import LittleError, LogError, RuntimeIntegrityError
-from little.events import ArtifactRef, RunClaimed, RunCompleted, RunFailed, RunStarted
+from little.events import ArtifactRef, LoggedEvent, RunClaimed, RunCompleted, RunFailed, RunStarted
 from little.log import Position
 from little.replay import (
     MaterializedRunState,
@@ -29,6 +30,7 @@ from little.replay import (
     materialize_run_state_from_events,
 )
 from little.runtime._context import LARGE_PAYLOAD, WorkflowContext
+from little.runtime._control import ExecutionStopped, RunControl
 from little.runtime._errors import (
     BudgetExceededError,
     ClaimRejectedError,
@@ -115,7 +117,12 @@ class Execution:
     def is_fatal(exc: BaseException) -> bool:
         """Errors that end the writer or the run at once, never retried as a step failure."""
         return isinstance(
-            exc, LogError | ClaimRejectedError | RuntimeIntegrityError | BudgetExceededError
+            exc,
+            LogError
+            | ClaimRejectedError
+            | RuntimeIntegrityError
+            | BudgetExceededError
+            | ExecutionStopped,
         )
 
     async def run_sub(self, workflow: Workflow, sub_run_id: str, input: Any, call_id: str) -> Any:
@@ -127,6 +134,7 @@ class Execution:
             owner=self.owner,
             parent_run_id=self.run_id,
             parent_call_id=call_id,
+            control=self.writer.control,  # stopping or cancelling a run stops its sub-runs too
         )
         if result.status != "completed":
             raise LittleError(
@@ -161,15 +169,24 @@ def claim(world: Any, run_id: str, owner: str) -> tuple[MaterializedRunState, Ru
         if state.last_position is not None
         else None
     )
-    upto = itertools.takewhile(
-        lambda logged: logged.offset <= position.offset, world.read_run(run_id, after=after)
-    )
-    state = materialize_run_state_from_events(upto, start=state)
-    if state.epoch != epoch:
-        raise ClaimRejectedError(
-            f"run {run_id}: claim at epoch {epoch} by {owner} was rejected; {state.owner} holds "
-            f"epoch {state.epoch}"
+    upto = list(
+        itertools.takewhile(
+            lambda logged: logged.offset <= position.offset, world.read_run(run_id, after=after)
         )
+    )
+    if not upto or upto[-1].offset != position.offset:
+        raise RuntimeIntegrityError(
+            f"run {run_id}: the claim appended at offset {position.offset} is not in its stream"
+        )
+    # Accepted only if its epoch is above everything accepted before it: a claim of the same
+    # epoch that landed first wins (comparing the epoch after the fold cannot tell them apart).
+    before = materialize_run_state_from_events(upto[:-1], start=state)
+    if before.epoch >= epoch:
+        raise ClaimRejectedError(
+            f"run {run_id}: claim at epoch {epoch} by {owner} was rejected; {before.owner} holds "
+            f"epoch {before.epoch}"
+        )
+    state = materialize_run_state_from_events(upto[-1:], start=before)
     log.debug("run_claimed", run_id=run_id, epoch=epoch, owner=owner, last_seq=state.last_seq)
     return state, RunWriter(world, run_id, epoch, state.last_seq + 1)
 
@@ -185,8 +202,15 @@ async def execute(
     parent_call_id: str | None = None,
     max_agent_calls: int | None = None,
     max_tokens: int | None = None,
+    control: RunControl | None = None,
+    on_running: Callable[[MaterializedRunState], None] | None = None,
 ) -> RunResult:
-    """Run or resume ``run_id`` to its end in this process."""
+    """Run or resume ``run_id`` to its end in this process.
+
+    ``control`` lets a supervisor stop or cancel the execution at its next event boundary
+    (``ExecutionStopped`` is raised). ``on_running(state)`` is called once the run is claimed
+    and its ``RunStarted`` is in the log, just before the workflow runs (not for sub-runs).
+    """
     owner = owner or default_owner()
     state, _, _ = fold_run(world, run_id)
     if state.terminal:
@@ -194,13 +218,15 @@ async def execute(
     state, writer = claim(world, run_id, owner)
     if state.terminal:
         return _result(state, world)
+    writer.control = control
+    writer.checkpoint()  # stopped or cancelled while claiming
     assert_completed_step_artifacts_valid(state, world.artifacts.get)
 
     if state.workflow is None:
         if workflow is None:
             raise LittleError(f"run {run_id} has not started and no workflow was given")
         input_json, input_ref = Execution(world, run_id, state, writer, owner).store_json(input)
-        started, _ = writer.emit(
+        started, at = writer.emit(
             RunStarted,
             workflow=workflow.name,
             workflow_version=workflow.version,
@@ -211,7 +237,9 @@ async def execute(
             max_agent_calls=max_agent_calls,
             max_tokens=max_tokens,
         )
-        state = materialize_run_state_from_events([started], start=state)
+        state = materialize_run_state_from_events(
+            [LoggedEvent(started, at.partition, at.offset)], start=state
+        )
     else:
         if workflow is None:
             workflow = lookup(state.workflow)
@@ -224,9 +252,14 @@ async def execute(
     execution = Execution(world, run_id, state, writer, owner)
     input = execution.load_json(state.input_json, state.input_ref)
     log.info("run_executing", run_id=run_id, epoch=writer.epoch, resumed_from_seq=state.last_seq)
+    if on_running is not None:
+        on_running(state)
     try:
         output = await workflow(WorkflowContext(execution), input)
     except Exception as exc:
+        if isinstance(exc, ExecutionStopped):
+            writer.checkpoint()  # records this run's RunCancelled if a sub-run was cancelled
+            raise
         if isinstance(exc, LogError | ClaimRejectedError | RuntimeIntegrityError):
             raise  # the writer must stop; a later resume decides
         cause = exc.error if isinstance(exc, StepFailedError) else exc

@@ -12,8 +12,9 @@ import signal
 import socket
 from typing import Any, TypeVar
 
-from little.events import Event
+from little.events import Event, RunCancelled, RunCompleted, RunFailed
 from little.log import Position
+from little.runtime._control import RunControl
 
 E = TypeVar("E", bound=Event)
 
@@ -53,21 +54,59 @@ class FaultInjection:
 FAULTS = FaultInjection()
 
 
-class RunWriter:
-    """Appends one run's events with contiguous seq under one epoch."""
+_TERMINAL = (RunCompleted, RunFailed, RunCancelled)
 
-    def __init__(self, world: Any, run_id: str, epoch: int, next_seq: int) -> None:
+
+class RunWriter:
+    """Appends one run's events with contiguous seq under one epoch.
+
+    With a ``RunControl`` (set by ``execute``), a requested stop lets the next event land and
+    then raises ``ExecutionStopped``; later appends are refused. A cancel appends
+    ``RunCancelled`` before raising, unless this writer already ended the run.
+    """
+
+    def __init__(
+        self,
+        world: Any,
+        run_id: str,
+        epoch: int,
+        next_seq: int,
+        control: RunControl | None = None,
+    ) -> None:
         self.world = world
         self.run_id = run_id
         self.epoch = epoch
         self.next_seq = next_seq
+        self.control = control
+        self.finished = False
+        """True once this writer appended the run's terminal event."""
 
     def emit(self, cls: type[E], **fields: Any) -> tuple[E, Position]:
         """Build, append and wait for the ack of one event; returns it and its position."""
+        if self.control is not None and self.control.halted:
+            self.checkpoint()
+        event, position = self._append(cls, **fields)
+        if not self.finished:
+            self.checkpoint()  # a stop requested while this event was being made: stop here
+        return event, position
+
+    def checkpoint(self) -> None:
+        """Raise ``ExecutionStopped`` if a stop was requested (recording a cancel first)."""
+        control = self.control
+        if control is None or not control.requested:
+            return
+        control.halted = True
+        if control.cancelled and not self.finished:
+            self._append(RunCancelled, reason=control.reason or "")
+        raise control.stopped(self.run_id)
+
+    def _append(self, cls: type[E], **fields: Any) -> tuple[E, Position]:
         event = cls(
             run_id=self.run_id, seq=self.next_seq, epoch=self.epoch, producer=PRODUCER, **fields
         )
         (position,) = self.world.append([event])
         self.next_seq += 1
+        if isinstance(event, _TERMINAL):
+            self.finished = True
         FAULTS.event_acked()
         return event, position

@@ -1,0 +1,714 @@
+"""Cost of durable model calls: write-ahead recording per call, and resume after a crash.
+
+1. Added latency per model call. An agent session of M turns (M-1 turns that call one no-op
+   tool, then an answer) runs through the runtime with a zero-latency ScriptedModel; every
+   model turn is timed from before ``harness.model.called`` is appended to after
+   ``harness.model.responded`` is acked, and split into the time inside the log's two acked
+   appends and the rest (the harness's own CPU). The same conversation is also driven by
+   calling the model directly (``await model.complete(request)``). Overhead = recorded -
+   direct, per turn.
+   In the same run, on the same broker: one raw confluent-kafka produce-and-wait round trip
+   (acks=all, idempotent, linger.ms=0, one record + flush), back to back and spaced by 0.1 ms
+   of CPU work as session appends are, and one KafkaEventLog append; for the embedded world,
+   one raw sqlite commit (WAL, synchronous=FULL) of one row.
+2. Resume. The M-turn session runs fresh with a 50 ms model and is timed. A copy of it is
+   crashed by a child process (LITTLE_CRASH_AFTER_CALL: SIGKILL right after the M-th model
+   invocation returns, before its response is logged); ``little.runtime.resume`` then serves
+   M-1 turns from the log and calls the model once. Resume is timed in this process (world
+   already open) and in a fresh process (world opened, then resume timed; process wall time
+   too).
+
+Fresh topics per invocation (runs, index, snapshots); the embedded world lives in a temp dir.
+
+    .venv/bin/python bench/durable_call.py [--turns 200] [--rounds 3] [--latency 0.05]
+    .venv/bin/python bench/durable_call.py --profile   # cProfile a session and a resume
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import io
+import json
+import os
+import pstats
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._common import bootstrap, machine, percentiles, stamp, table
+from bench.log_append import raw_producer
+from little._world import World, local_world
+from little.artifacts import ArtifactStore
+from little.events import EventCodec, Usage
+from little.harness import (
+    AgentSession,
+    ModelRequest,
+    ModelResponse,
+    ScriptedModel,
+    ToolCallRequest,
+    ToolContext,
+    tool,
+)
+from little.log import OutgoingRecord, load_topic_specs, partition_for
+from little.log._kafka import KafkaCursorStore, KafkaEventLog, KafkaSnapshotStore
+from little.log._provision import apply_topics
+from little.replay import fold_run
+from little.runtime import StepContext, WorkflowContext, resume, run, workflow
+
+RAW_PAYLOAD = bytes(range(200))  # the raw engine's record: 200 bytes
+GAP = 0.0001  # CPU work before each spaced raw round trip: about the gap between session appends
+SYSTEM = "Be brief."
+WORKFLOW = "bench.durable_call"
+
+# -- the workflow: one step, one agent session of N turns ---------------------------------
+
+MODEL_LATENCY = {"seconds": 0.0}  # read when the session starts, so a resume may differ
+MODELS: list[ScriptedModel] = []  # every model the workflow built in this process
+
+
+def script(turns: int) -> tuple[ModelResponse, ...]:
+    usage = Usage(input_tokens=10, output_tokens=5)
+    asks = tuple(
+        ModelResponse(
+            tool_calls=(ToolCallRequest(f"c{i}", "noop", {"i": i}),),
+            usage=usage,
+            finish_reason="tool_calls",
+        )
+        for i in range(1, turns)
+    )
+    return (*asks, ModelResponse(content="done", usage=usage, finish_reason="stop"))
+
+
+@tool(description="Do nothing.")
+def noop(args: dict[str, Any], ctx: ToolContext) -> str:
+    return "ok"
+
+
+async def agent_step(step: StepContext, turns: int) -> str | None:
+    model = ScriptedModel(script(turns), latency=MODEL_LATENCY["seconds"])
+    MODELS.append(model)
+    async with step.session("agent", model=model, tools=[noop], system=SYSTEM) as agent:
+        return await agent.run("go", max_turns=turns)
+
+
+@workflow(WORKFLOW, version="1")
+async def durable_call(ctx: WorkflowContext, input: dict[str, Any]) -> Any:
+    return await ctx.step("agent", agent_step, input["turns"])
+
+
+def require(ok: bool, what: object) -> None:
+    if not ok:
+        raise RuntimeError(f"benchmark check failed: {what}")
+
+
+def crash_call_index(turns: int) -> int:
+    """LITTLE_CRASH_AFTER_CALL counts model and tool invocations (0-based): model, tool, ...
+
+    Turn k's model call is invocation 2(k-1), so the last model call is 2(turns-1).
+    """
+    return 2 * (turns - 1)
+
+
+# -- worlds ---------------------------------------------------------------------------------
+
+
+def make_kafka_topics(bs: str) -> dict[str, str]:
+    specs = load_topic_specs()
+    tag = uuid.uuid4().hex[:8]
+    runs = replace(specs["little.runs.v1"], name=f"bench.{tag}.runs")
+    index = replace(specs["little.runs.index.v1"], name=f"bench.{tag}.index")
+    snaps = replace(specs["little.snapshots.v1"], name=f"bench.{tag}.snapshots")
+    apply_topics(bs, [runs, index, snaps])
+    return {"runs": runs.name, "index": index.name, "snapshots": snaps.name}
+
+
+def kafka_world_on(bs: str, topics: dict[str, str], artifacts: Path) -> World:
+    """Like little.kafka_world, on this run's fresh topics."""
+    return World(
+        log=KafkaEventLog(bs, topic=topics["runs"], index_topic=topics["index"]),
+        cursors=KafkaCursorStore(bs, topic=topics["runs"]),
+        artifacts=ArtifactStore(artifacts),
+        codec=EventCodec(),
+        snapshots=KafkaSnapshotStore(bs, topic=topics["snapshots"]),
+        description=f"kafka:{bs}",
+    )
+
+
+def open_world(spec: dict[str, Any]) -> World:
+    if spec["kind"] == "kafka":
+        return kafka_world_on(spec["bs"], spec["topics"], Path(spec["dir"]) / "artifacts")
+    return local_world(spec["dir"])
+
+
+# -- part 1: per-call overhead ----------------------------------------------------------------
+
+TURN_TIMES: list[float] = []
+TURN_APPENDS: list[float] = []  # per turn: time spent inside log.append (its two acked appends)
+APPEND_TIMES: list[float] = []
+_model_turn = AgentSession._model_turn
+
+
+async def _timed_model_turn(self: AgentSession, turn: int, messages: list[Any]) -> Any:
+    """Called append + ack, model call, responded append + ack (plus request hashing)."""
+    first = len(APPEND_TIMES)
+    start = time.perf_counter()
+    response = await _model_turn(self, turn, messages)
+    TURN_TIMES.append(time.perf_counter() - start)
+    TURN_APPENDS.append(sum(APPEND_TIMES[first:]))
+    return response
+
+
+async def recorded_turns(world: World, turns: int) -> tuple[list[float], list[float]]:
+    """Per model turn: its wall time, and the part of it spent in the log's acked appends."""
+    MODEL_LATENCY["seconds"] = 0.0
+    TURN_TIMES.clear()
+    TURN_APPENDS.clear()
+    APPEND_TIMES.clear()
+    log = world.log
+    append = type(log).append
+
+    def timed_append(run_id: str, records: Any) -> Any:  # ~0.3 us of bookkeeping
+        start = time.perf_counter()
+        positions = append(log, run_id, records)
+        APPEND_TIMES.append(time.perf_counter() - start)
+        return positions
+
+    log.append = timed_append  # type: ignore[method-assign]
+    AgentSession._model_turn = _timed_model_turn  # type: ignore[method-assign]
+    try:
+        result = await run(world, durable_call, {"turns": turns})
+    finally:
+        AgentSession._model_turn = _model_turn  # type: ignore[method-assign]
+        del log.append
+    require(result.status == "completed" and result.output == "done", result)
+    assert len(TURN_TIMES) == turns
+    return list(TURN_TIMES), list(TURN_APPENDS)
+
+
+async def direct_turns(turns: int) -> list[float]:
+    """The same conversation with no log: build the request, await model.complete."""
+    model = ScriptedModel(script(turns))
+    specs = (noop.spec,)
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+    out = []
+    for _ in range(turns):
+        start = time.perf_counter()
+        response = await model.complete(ModelRequest(SYSTEM, tuple(messages), specs))
+        out.append(time.perf_counter() - start)
+        messages.append(response.as_message())
+        for call in response.tool_calls:
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": '"ok"'})
+    return out
+
+
+def busy(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def raw_kafka_acked(bs: str, topic: str, n: int, gap: float = 0.0) -> list[float]:
+    """Produce one record and flush, n times; ``gap`` seconds of CPU work before each."""
+    p = raw_producer(bs, "latency")
+    part = partition_for("raw-acked", 12)
+    p.produce(topic, value=b"warm", key=b"raw-acked", partition=part)
+    p.flush()
+    out = []
+    for _ in range(n):
+        if gap:
+            busy(gap)
+        start = time.perf_counter()
+        p.produce(topic, value=RAW_PAYLOAD, key="raw-acked", partition=part)
+        p.flush()
+        out.append(time.perf_counter() - start)
+    return out
+
+
+def log_acked(log: Any, n: int) -> list[float]:
+    rec = [OutgoingRecord(RAW_PAYLOAD)]
+    log.append("log-acked", rec)
+    out = []
+    for _ in range(n):
+        start = time.perf_counter()
+        log.append("log-acked", rec)
+        out.append(time.perf_counter() - start)
+    return out
+
+
+def raw_sqlite_acked(path: Path, n: int) -> list[float]:
+    """One row per committed transaction, WAL + synchronous=FULL, as the embedded log."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("CREATE TABLE IF NOT EXISTS r (k TEXT, v BLOB)")
+    out = []
+    for _ in range(n):
+        start = time.perf_counter()
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT INTO r VALUES (?, ?)", ("raw", RAW_PAYLOAD))
+        conn.execute("COMMIT")
+        out.append(time.perf_counter() - start)
+    conn.close()
+    return out
+
+
+# -- part 2: fresh run vs resume after a crash at the last turn ---------------------------------
+
+
+def child(mode: str, spec: dict[str, Any], run_id: str, turns: int, latency: float) -> Any:
+    """Run this file in a fresh process; returns (returncode, RESULT json or None, wall s)."""
+    env = dict(os.environ)
+    env.pop("LITTLE_CRASH_AFTER_CALL", None)
+    env.pop("LITTLE_CRASH_AFTER_EVENT", None)
+    if mode == "crash":
+        env["LITTLE_CRASH_AFTER_CALL"] = str(crash_call_index(turns))
+    cmd = [sys.executable, __file__, "--child", mode, "--spec", json.dumps(spec)]
+    cmd += ["--run-id", run_id, "--turns", str(turns), "--latency", str(latency)]
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - start
+    result = None
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            result = json.loads(line[len("RESULT ") :])
+    if mode == "resume" and (proc.returncode != 0 or result is None):
+        raise RuntimeError(f"resume child failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    return proc.returncode, result, wall, proc.stderr
+
+
+async def child_main(mode: str, spec: dict[str, Any], run_id: str, turns: int, lat: float) -> None:
+    t0 = time.perf_counter()
+    world = open_world(spec)
+    opened = time.perf_counter() - t0
+    MODEL_LATENCY["seconds"] = lat
+    if mode == "crash":
+        result = await run(world, durable_call, {"turns": turns}, run_id=run_id)
+        raise SystemExit(f"the crash hook did not fire: {result}")
+    start = time.perf_counter()
+    result = await resume(world, run_id)
+    elapsed = time.perf_counter() - start
+    invocations = sum(m.invocations for m in MODELS)
+    world.close()
+    out = {"resume_s": elapsed, "open_s": opened, "status": result.status}
+    print("RESULT " + json.dumps({**out, "invocations": invocations}), flush=True)
+
+
+def crashed_copy(spec: dict[str, Any], world: World, turns: int) -> str:
+    run_id = f"run_{uuid.uuid4().hex}"
+    rc, _, _, err = child("crash", spec, run_id, turns, 0.0)
+    require(rc == -9, f"crash child exited {rc}, expected SIGKILL: {err[-3000:]}")
+    state, _, _ = fold_run(world, run_id, use_snapshot=False)
+    session = state.session("agent#agent")
+    if session is None:
+        raise RuntimeError(f"run {run_id} has no session agent#agent: {state}")
+    last = session.turn(turns)
+    require(last is not None and last.status == "called", last)
+    responded = sum(1 for t in session.turns if t.status == "responded")
+    require(responded == turns - 1, responded)
+    return run_id
+
+
+async def fresh_vs_resume(spec: dict[str, Any], turns: int, latency: float) -> dict[str, float]:
+    world = open_world(spec)
+    MODEL_LATENCY["seconds"] = latency
+    start = time.perf_counter()
+    fresh = await run(world, durable_call, {"turns": turns})
+    fresh_s = time.perf_counter() - start
+    require(fresh.status == "completed", fresh)
+
+    in_proc_id = crashed_copy(spec, world, turns)
+    MODELS.clear()
+    MODEL_LATENCY["seconds"] = latency
+    start = time.perf_counter()
+    resumed = await resume(world, in_proc_id)
+    in_proc_s = time.perf_counter() - start
+    require(resumed.status == "completed" and resumed.output == "done", resumed)
+    require(sum(m.invocations for m in MODELS) == 1, [m.invocations for m in MODELS])
+
+    fresh_proc_id = crashed_copy(spec, world, turns)
+    _, res, wall, _ = child("resume", spec, fresh_proc_id, turns, latency)
+    require(res["status"] == "completed" and res["invocations"] == 1, res)
+    world.close()
+    return {
+        "fresh": fresh_s,
+        "in_process": in_proc_s,
+        "fresh_process": res["resume_s"],
+        "fresh_process_open": res["open_s"],
+        "fresh_process_wall": wall,
+    }
+
+
+# -- main -------------------------------------------------------------------------------------
+
+
+def yes(ok: bool) -> str:
+    return "**yes**" if ok else "**no**"
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.3f}" if seconds < 0.01 else f"{seconds * 1000:.2f}"
+
+
+async def part1(bs: str, topics: dict[str, str], tmp: Path, turns: int, rounds: int) -> Any:
+    kworld = kafka_world_on(bs, topics, tmp / "k-artifacts")
+    eworld = local_world(tmp / "embedded-1")
+    raw_k, raw_gap, ours_k, raw_sql, ours_e = [], [], [], [], []
+    rec_k: list[list[float]] = []
+    rec_e: list[list[float]] = []
+    app_k: list[float] = []
+    app_e: list[float] = []
+    direct: list[list[float]] = []
+    for r in range(rounds):  # interleaved, so drift on a shared machine hits all alike
+        raw_k += raw_kafka_acked(bs, topics["runs"], turns)
+        raw_gap += raw_kafka_acked(bs, topics["runs"], turns, gap=GAP)
+        times, appends = await recorded_turns(kworld, turns)
+        rec_k.append(times)
+        app_k += appends
+        ours_k += log_acked(kworld.log, turns)
+        direct.append(await direct_turns(turns))
+        raw_sql += raw_sqlite_acked(tmp / f"raw-{r}.sqlite3", turns)
+        times, appends = await recorded_turns(eworld, turns)
+        rec_e.append(times)
+        app_e += appends
+        ours_e += log_acked(eworld.log, turns)
+    kworld.close()
+    eworld.close()
+    # direct cost of turn i: its median over rounds; overhead sample = recorded - direct
+    direct_i = [statistics.median(d[i] for d in direct) for i in range(turns)]
+    over_k = [rnd[i] - direct_i[i] for rnd in rec_k for i in range(turns)]
+    over_e = [rnd[i] - direct_i[i] for rnd in rec_e for i in range(turns)]
+    flat_k = [x for r in rec_k for x in r]
+    flat_e = [x for r in rec_e for x in r]
+    return {
+        "raw_k": raw_k,
+        "raw_gap": raw_gap,
+        "app_k": app_k,
+        "app_e": app_e,
+        "cpu_k": [t - a for t, a in zip(flat_k, app_k, strict=True)],
+        "cpu_e": [t - a for t, a in zip(flat_e, app_e, strict=True)],
+        "ours_k": ours_k,
+        "raw_sql": raw_sql,
+        "ours_e": ours_e,
+        "direct": [x for d in direct for x in d],
+        "rec_k": flat_k,
+        "rec_e": flat_e,
+        "over_k": over_k,
+        "over_e": over_e,
+    }
+
+
+async def profile(bs: str, turns: int, latency: float) -> None:
+    """cProfile of one recorded session (zero latency) and of one resume, on both worlds."""
+
+    def show(prof: cProfile.Profile, title: str, sort: str) -> None:
+        buf = io.StringIO()
+        pstats.Stats(prof, stream=buf).sort_stats(sort).print_stats(25)
+        print(f"## {title}, by {sort} time\n{buf.getvalue()}")
+
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        specs: dict[str, dict[str, Any]] = {
+            "kafka": {"kind": "kafka", "bs": bs, "topics": make_kafka_topics(bs), "dir": d},
+            "embedded": {"kind": "embedded", "dir": str(tmp / "e")},
+        }
+        for name, spec in specs.items():
+            world = open_world(spec)
+            await recorded_turns(world, 5)  # warm
+            prof = cProfile.Profile()
+            prof.enable()
+            await recorded_turns(world, turns)
+            prof.disable()
+            show(prof, f"{name}: {turns}-turn session, zero-latency model", "tottime")
+            run_id = crashed_copy(spec, world, turns)
+            MODEL_LATENCY["seconds"] = latency
+            prof = cProfile.Profile()
+            prof.enable()
+            await resume(world, run_id)
+            prof.disable()
+            show(prof, f"{name}: in-process resume of a {turns}-turn session", "cumulative")
+            world.close()
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    bs = bootstrap()
+    if args.profile:
+        await profile(bs, args.turns, args.latency)
+        return
+    wall_start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        topics = make_kafka_topics(bs)
+        p1 = await part1(bs, topics, tmp, args.turns, args.rounds)
+        kspec = {"kind": "kafka", "bs": bs, "topics": topics, "dir": str(tmp / "k2")}
+        espec = {"kind": "embedded", "dir": str(tmp / "embedded-2")}
+        p2 = {
+            "kafka": await fresh_vs_resume(kspec, args.turns, args.latency),
+            "embedded": await fresh_vs_resume(espec, args.turns, args.latency),
+        }
+
+    rk50, rk99 = percentiles(p1["raw_k"])
+    lk50, lk99 = percentiles(p1["ours_k"])
+    rs50, rs99 = percentiles(p1["raw_sql"])
+    le50, le99 = percentiles(p1["ours_e"])
+    d50, d99 = percentiles(p1["direct"])
+    ck50, ck99 = percentiles(p1["rec_k"])
+    ce50, ce99 = percentiles(p1["rec_e"])
+    ok50, ok99 = percentiles(p1["over_k"])
+    oe50, oe99 = percentiles(p1["over_e"])
+    rg50, rg99 = percentiles(p1["raw_gap"])
+    ak50, ak99 = percentiles(p1["app_k"])
+    ae50, ae99 = percentiles(p1["app_e"])
+    uk50, uk99 = percentiles(p1["cpu_k"])
+    ue50, ue99 = percentiles(p1["cpu_e"])
+    per_append_k = ok50 / 2 / rk50
+    rows = [
+        [
+            "1",
+            "raw confluent-kafka produce + flush (1 record)",
+            "Kafka",
+            ms(rk50),
+            ms(rk99),
+            "1.00x raw",
+            "",
+            "",
+        ],
+        [
+            "1",
+            f"raw produce + flush, each after {GAP * 1e3:.1f} ms of CPU work (spaced)",
+            "Kafka",
+            ms(rg50),
+            ms(rg99),
+            f"{rg50 / rk50:.2f}x raw",
+            "",
+            "",
+        ],
+        [
+            "1",
+            "KafkaEventLog.append (1 record, acked)",
+            "Kafka",
+            ms(lk50),
+            ms(lk99),
+            f"{lk50 / rk50:.2f}x raw",
+            "",
+            "",
+        ],
+        ["1", "direct `await model.complete(request)`", "none", ms(d50), ms(d99), "", "", ""],
+        [
+            "1",
+            "recorded model call (called acked, model, responded acked)",
+            "Kafka",
+            ms(ck50),
+            ms(ck99),
+            f"{ck50 / rk50:.2f}x raw",
+            "",
+            "",
+        ],
+        [
+            "1",
+            "... of which in its 2 acked appends (log.append)",
+            "Kafka",
+            ms(ak50),
+            ms(ak99),
+            f"{ak50 / (2 * rk50):.2f}x 2 raw",
+            "",
+            "",
+        ],
+        [
+            "1",
+            "... of which harness CPU (request hashing, events, encoding)",
+            "Kafka",
+            ms(uk50),
+            ms(uk99),
+            "",
+            "",
+            "",
+        ],
+        [
+            "1",
+            "overhead per recorded call (recorded - direct; 2 acked appends)",
+            "Kafka",
+            ms(ok50),
+            ms(ok99),
+            f"{ok50 / rk50:.2f}x raw",
+            "<= 1.3x raw",
+            yes(ok50 <= 1.3 * rk50),
+        ],
+        [
+            "1",
+            "overhead per acked append (per-call overhead / 2)",
+            "Kafka",
+            ms(ok50 / 2),
+            ms(ok99 / 2),
+            f"{per_append_k:.2f}x raw ({ok50 / 2 / rg50:.2f}x spaced)",
+            "<= 1.3x raw",
+            yes(per_append_k <= 1.3),
+        ],
+        [
+            "1",
+            "raw sqlite commit (1 row, WAL, synchronous=FULL)",
+            "embedded",
+            ms(rs50),
+            ms(rs99),
+            "1.00x raw",
+            "",
+            "",
+        ],
+        [
+            "1",
+            "EmbeddedEventLog.append (1 record)",
+            "embedded",
+            ms(le50),
+            ms(le99),
+            f"{le50 / rs50:.2f}x raw",
+            "",
+            "",
+        ],
+        [
+            "1",
+            "recorded model call",
+            "embedded",
+            ms(ce50),
+            ms(ce99),
+            f"{ce50 / rs50:.2f}x raw",
+            "",
+            "",
+        ],
+        [
+            "1",
+            "... of which in its 2 acked appends",
+            "embedded",
+            ms(ae50),
+            ms(ae99),
+            f"{ae50 / (2 * rs50):.2f}x 2 raw",
+            "",
+            "",
+        ],
+        ["1", "... of which harness CPU", "embedded", ms(ue50), ms(ue99), "", "", ""],
+        [
+            "1",
+            "overhead per recorded call",
+            "embedded",
+            ms(oe50),
+            ms(oe99),
+            f"{oe50 / rs50:.2f}x raw",
+            "",
+            "",
+        ],
+        [
+            "1",
+            "overhead per acked append",
+            "embedded",
+            ms(oe50 / 2),
+            ms(oe99 / 2),
+            f"{oe50 / 2 / rs50:.2f}x raw",
+            "",
+            "",
+        ],
+    ]
+    for world, r in p2.items():
+        rows.append(
+            [
+                "2",
+                f"fresh {args.turns}-turn run, {args.latency * 1000:.0f} ms model",
+                world,
+                ms(r["fresh"]),
+                "",
+                "100%",
+                "",
+                "",
+            ]
+        )
+        for key, label in (
+            ("in_process", "resume after crash at last turn, in-process (world open)"),
+            ("fresh_process", "resume after crash at last turn, fresh process (world open)"),
+        ):
+            pct = r[key] / r["fresh"]
+            rows.append(
+                ["2", label, world, ms(r[key]), "", f"{pct:.1%} of fresh", "< 5%", yes(pct < 0.05)]
+            )
+        pct = r["fresh_process_wall"] / r["fresh"]
+        rows.append(
+            [
+                "2",
+                "same, whole process (interpreter, imports, open world "
+                f"{r['fresh_process_open'] * 1000:.0f} ms, resume)",
+                world,
+                ms(r["fresh_process_wall"]),
+                "",
+                f"{pct:.1%} of fresh",
+                "",
+                "",
+            ]
+        )
+    print(
+        table(
+            f"Durable model calls, {stamp()}, {machine()}, local Kafka 4.1.1 broker (1 node)",
+            [
+                "part",
+                "measurement",
+                "world",
+                "p50 (or total) ms",
+                "p99 ms",
+                "ratio",
+                "target",
+                "met",
+            ],
+            rows,
+        )
+    )
+    print(
+        f"\nPart 1: {args.turns}-turn agent session ({args.turns - 1} turns asking one no-op "
+        f"tool, then an answer), zero-latency ScriptedModel, {args.rounds} rounds interleaved "
+        f"with the raw measurements ({len(p1['over_k'])} recorded calls per world, "
+        f"{len(p1['raw_k'])} raw round trips). A recorded call's time runs from before "
+        "`harness.model.called` is built to after `harness.model.responded` is acked (request "
+        "hashing included); the direct call's time for the same turn (median over rounds) is "
+        "subtracted per turn. Raw records are 200 bytes, producer idempotent, acks=all, "
+        "linger.ms=0; 'spaced' raw round trips follow a busy-wait, as session appends follow "
+        "the harness's own work (the engine's round trip grows when the producer is not "
+        "hammered back to back). The two '... of which' rows split each recorded call "
+        "(p50/p99 of each part, so they need not add up). The target is read per acked append: a recorded call does two "
+        "sequential acked appends (called before the model, responded after it), so it "
+        "cannot cost less than two round trips; per-call overhead / 2 against one raw round "
+        "trip is what the 1.3x target can mean. The per-call row is shown against one round "
+        "trip too, as asked.\n"
+        f"Part 2: fresh run timed in-process with ScriptedModel(latency={args.latency}); the "
+        f"crashed copies come from a child process with LITTLE_CRASH_AFTER_CALL="
+        f"{crash_call_index(args.turns)} (the last model call: the counter also counts tool "
+        "calls) and a zero-latency model; the resume's model has the same latency and is "
+        "invoked exactly once (checked). 'fresh process' times `resume(world, run_id)` in a "
+        "new interpreter after the world is open. Fresh topics (runs, index, snapshots) per "
+        f"invocation. Total bench wall time {time.perf_counter() - wall_start:.0f} s."
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--turns", type=int, default=200)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--latency", type=float, default=0.05)
+    ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--child", choices=("crash", "resume"))
+    ap.add_argument("--spec")
+    ap.add_argument("--run-id")
+    args = ap.parse_args()
+    if args.child:
+        spec = json.loads(args.spec)
+        asyncio.run(child_main(args.child, spec, args.run_id, args.turns, args.latency))
+        return
+    asyncio.run(main_async(args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,285 @@
+"""Commands to the resume coordinator: StartRun, ResumeRun and CancelRun on little.commands.v1.
+
+Commands are requests, not facts about a run, so they stay out of the event catalog: their
+schemas live in ``schemas/commands/<Command>/v<N>.avsc`` and they use Avro single-object
+framing (``C3 01`` + CRC-64-AVRO fingerprint) like snapshots. Encoding and decoding are pure;
+``CommandPublisher`` sends them keyed by run id and imports the Kafka client only when built.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import socket
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from functools import cache
+from importlib import resources
+from typing import Any, ClassVar
+
+from fastavro import schemaless_reader, schemaless_writer
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from little._canonical import canonical_json
+from little.errors import ConfigurationError, LittleError, LogError
+from little.events._catalog import SINGLE_OBJECT_MAGIC, SchemaVersion, load_schema_version
+from little.log._port import Position
+from little.log._topics import COMMANDS_TOPIC
+
+__all__ = [
+    "Budgets",
+    "CancelRun",
+    "Command",
+    "CommandDecodeError",
+    "CommandPublisher",
+    "ResumeRun",
+    "StartRun",
+    "command_headers",
+    "decode_command",
+    "encode_command",
+]
+
+
+def _issuer() -> str:
+    return f"{os.environ.get('USER', 'user')}@{socket.gethostname()}"
+
+
+class CommandDecodeError(LittleError, ValueError):
+    """Bytes on the commands topic that are not a known command. Terminal for that record."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Budgets(_Frozen):
+    """Caps on fresh work, recorded on RunStarted; calls served from the log never count."""
+
+    max_agent_calls: int | None = Field(default=None, ge=0)
+    max_tokens: int | None = Field(default=None, ge=0)
+
+
+class _Command(_Frozen):
+    command_type: ClassVar[str] = ""
+
+    run_id: str = Field(min_length=1)
+    command_id: str = Field(default_factory=lambda: str(uuid.uuid4()))
+    issued_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    issued_by: str = Field(default_factory=_issuer)
+
+    @property
+    def type(self) -> str:
+        return self.command_type
+
+
+class StartRun(_Command):
+    """Start ``workflow`` as run ``run_id`` (resume it instead if the run already exists)."""
+
+    command_type: ClassVar[str] = "StartRun"
+    workflow: str = Field(min_length=1)
+    input_json: str = "null"
+    budgets: Budgets = Budgets()
+
+    @field_validator("input_json")
+    @classmethod
+    def _is_json(cls, value: str) -> str:
+        try:
+            json.loads(value)
+        except ValueError as exc:
+            raise ValueError(f"input_json is not JSON: {exc}") from exc
+        return value
+
+    @classmethod
+    def of(
+        cls, run_id: str, workflow: str, input: Any = None, *, budgets: Budgets | None = None
+    ) -> StartRun:
+        """A StartRun whose input is ``input`` as canonical JSON."""
+        return cls(
+            run_id=run_id,
+            workflow=workflow,
+            input_json=canonical_json(input),
+            budgets=budgets or Budgets(),
+        )
+
+    @property
+    def input(self) -> Any:
+        return json.loads(self.input_json)
+
+
+class ResumeRun(_Command):
+    """Resume ``run_id`` now: claim it with the next epoch and continue from its log."""
+
+    command_type: ClassVar[str] = "ResumeRun"
+
+
+class CancelRun(_Command):
+    """Cancel ``run_id``: stop it at its next event boundary and record RunCancelled."""
+
+    command_type: ClassVar[str] = "CancelRun"
+    reason: str = ""
+
+
+Command = StartRun | ResumeRun | CancelRun
+COMMAND_TYPES: Mapping[str, type[StartRun | ResumeRun | CancelRun]] = {
+    c.command_type: c for c in (StartRun, ResumeRun, CancelRun)
+}
+
+
+# -- schemas ---------------------------------------------------------------------------------
+
+
+class _Schemas:
+    """Every version of every command schema; writers use the newest, readers resolve any."""
+
+    def __init__(self) -> None:
+        base = resources.files("little") / "schemas" / "commands"
+        self.latest: dict[str, SchemaVersion] = {}
+        self.by_fingerprint: dict[bytes, SchemaVersion] = {}
+        for name in COMMAND_TYPES:
+            for entry in (base / name).iterdir():
+                stem = entry.name.removesuffix(".avsc")
+                if not (entry.name.endswith(".avsc") and stem[:1] == "v" and stem[1:].isdigit()):
+                    continue
+                version = load_schema_version(name, int(stem[1:]), entry.read_text("utf-8"))
+                self.by_fingerprint[version.fingerprint] = version
+                if name not in self.latest or version.version > self.latest[name].version:
+                    self.latest[name] = version
+            if name not in self.latest:
+                raise ConfigurationError(f"no schema for command {name} under {base / name}")
+
+
+@cache
+def _schemas() -> _Schemas:
+    return _Schemas()
+
+
+def encode_command(command: Command) -> bytes:
+    """Avro single-object bytes of the command, in the newest schema of its type."""
+    schema = _schemas().latest[command.command_type]
+    record = command.model_dump(mode="python")
+    out = io.BytesIO()
+    out.write(schema.single_object_header)
+    schemaless_writer(out, schema.parsed, record)
+    return out.getvalue()
+
+
+def decode_command(data: bytes) -> Command:
+    """Decode a command of any known version; raises ``CommandDecodeError`` saying why not."""
+    schemas = _schemas()
+    if len(data) < 10 or data[:2] != SINGLE_OBJECT_MAGIC:
+        raise CommandDecodeError("not a command: no Avro single-object header")
+    writer = schemas.by_fingerprint.get(bytes(data[2:10]))
+    if writer is None:
+        raise CommandDecodeError(f"unknown command schema fingerprint {bytes(data[2:10]).hex()}")
+    reader = schemas.latest[writer.event_type]
+    body = io.BytesIO(data[10:])
+    try:
+        record: Any = schemaless_reader(body, writer.parsed, reader.parsed)
+    except Exception as exc:
+        raise CommandDecodeError(
+            f"{writer.event_type} v{writer.version} body does not decode: {exc}"
+        ) from exc
+    if body.tell() != len(data) - 10:
+        raise CommandDecodeError(f"trailing bytes after the {writer.event_type} record")
+    if not isinstance(record.get("command_id"), str):  # fastavro reads logicalType uuid as UUID
+        record["command_id"] = str(record.get("command_id"))
+    try:
+        return COMMAND_TYPES[writer.event_type].model_validate(record)
+    except ValueError as exc:
+        raise CommandDecodeError(f"invalid {writer.event_type}: {exc}") from exc
+
+
+def command_headers(command: Command) -> list[tuple[str, bytes]]:
+    """Type and run id as Kafka headers, for routing and tooling without decoding."""
+    return [
+        ("little.command", command.command_type.encode()),
+        ("little.run_id", command.run_id.encode()),
+        ("little.command_id", command.command_id.encode()),
+    ]
+
+
+# -- publishing ------------------------------------------------------------------------------
+
+
+class CommandPublisher:
+    """Sends commands to the commands topic, keyed and partitioned by run id, acks=all.
+
+    The partition is Kafka's default partitioner over the run id, computed here, so a run's
+    commands land in the partition whose number is the run's partition of the runs topic.
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        *,
+        topic: str = COMMANDS_TOPIC,
+        config: Mapping[str, Any] | None = None,
+        timeout: float = 30.0,
+    ) -> None:
+        from confluent_kafka import Producer
+
+        from little.log._kafka import _client_config, connect_admin, topic_partitions
+
+        self.topic = topic
+        self.timeout = timeout
+        self.partitions = topic_partitions(connect_admin(bootstrap_servers, config), topic)
+        self._producer = Producer(
+            {
+                **_client_config(bootstrap_servers, config),
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 5,
+                "delivery.timeout.ms": int(timeout * 1000),
+            }
+        )
+
+    def send(self, commands: Sequence[Command]) -> list[Position]:
+        """Send and wait for every ack; returns where each command landed."""
+        from confluent_kafka import KafkaError, Message
+
+        from little.log._partitioner import partition_for
+
+        results: list[Message | KafkaError | None] = [None] * len(commands)
+
+        def delivered(i: int) -> Any:
+            def cb(err: KafkaError | None, msg: Message) -> None:
+                results[i] = err if err is not None else msg
+
+            return cb
+
+        for i, command in enumerate(commands):
+            headers: list[tuple[str, str | bytes | None]] = [*command_headers(command)]
+            while True:
+                try:
+                    self._producer.produce(
+                        self.topic,
+                        key=command.run_id,
+                        value=encode_command(command),
+                        partition=partition_for(command.run_id, self.partitions),
+                        headers=headers,
+                        on_delivery=delivered(i),
+                    )
+                    break
+                except BufferError:
+                    self._producer.poll(0.1)
+        self._producer.flush(self.timeout + 5)
+        positions: list[Position] = []
+        for command, result in zip(commands, results, strict=True):
+            if not isinstance(result, Message):
+                raise LogError(
+                    f"{command.command_type} for run {command.run_id} was not acknowledged by "
+                    f"{self.topic}: {result or 'timed out'}"
+                )
+            positions.append(Position(int(result.partition() or 0), int(result.offset() or 0)))
+        return positions
+
+    def close(self) -> None:
+        self._producer.flush(self.timeout)
+
+    def __enter__(self) -> CommandPublisher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,56 @@
+"""``little-resume-coordinator``: run the resume coordinator until SIGTERM (then exit 0).
+
+Settings come from ``LITTLE_*`` variables (see ``_settings.py``); logs are JSON lines on
+stderr. A configuration or connection problem at start is one ``coordinator_failed`` line and
+exit status 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+
+import structlog
+
+from little.errors import LittleError
+from little.logs import configure
+from little_services.resume_coordinator._coordinator import Coordinator
+from little_services.resume_coordinator._http import HttpServer, make_app
+from little_services.resume_coordinator._metrics import Metrics
+from little_services.resume_coordinator._registry import load_workflows
+from little_services.resume_coordinator._settings import CoordinatorSettings
+from little_services.resume_coordinator._world import open_world
+
+log = structlog.get_logger("little.coordinator")
+
+
+async def serve(settings: CoordinatorSettings) -> int:
+    load_workflows(settings.workflows)
+    world, snapshots = await asyncio.to_thread(open_world, settings)
+    coordinator = Coordinator(settings, world, snapshots, Metrics())
+    http = HttpServer(make_app(coordinator), settings.http_host, settings.http_port)
+    await asyncio.to_thread(http.start)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        return await coordinator.run(stop)
+    finally:
+        await asyncio.to_thread(http.stop)
+
+
+def main() -> None:
+    configure(json=True)
+    try:
+        settings = CoordinatorSettings()
+        code = asyncio.run(serve(settings))
+    except LittleError as exc:
+        log.error("coordinator_failed", error=str(exc))
+        sys.exit(1)
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

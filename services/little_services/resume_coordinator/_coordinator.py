@@ -1,0 +1,651 @@
+"""What the coordinator decides, all on one asyncio loop: which runs to execute, and when to stop.
+
+A run of an owned partition is executed here when a StartRun/ResumeRun/CancelRun names it,
+when its partition is assigned (found through the snapshots topic), or when its lease runs
+out. Every execution goes through ``little.runtime.execute``: claim with the next epoch, replay,
+continue. Leases are renewed by the run's events (seen on the runs topic) and, while it executes
+here, by the live task itself, so a long model call never looks stalled. Command offsets are
+committed only below the first command whose run is not yet durably started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import structlog
+
+from little._world import World
+from little.commands import CancelRun, CommandDecodeError, ResumeRun, StartRun, decode_command
+from little.errors import LogError, RuntimeIntegrityError
+from little.events import RunFailed
+from little.log import partition_for
+from little.replay import MaterializedRunState, fold_run
+from little.runtime import (
+    REGISTRY,
+    ClaimRejectedError,
+    ExecutionStopped,
+    RunControl,
+    WorkflowVersionError,
+    claim,
+    execute,
+)
+from little.snapshots import Snapshot, SnapshotError, decode_snapshot, encode_snapshot
+from little_services.resume_coordinator._consumers import CommandConsumer, RunEvent, RunsTail
+from little_services.resume_coordinator._metrics import Metrics
+from little_services.resume_coordinator._scheduling import CommandRef, FairGate, Ledger
+from little_services.resume_coordinator._settings import CoordinatorSettings
+from little_services.resume_coordinator._world import OwnedSnapshots
+
+log = structlog.get_logger("little.coordinator")
+
+TERMINAL_TYPES = frozenset({"RunCompleted", "RunFailed", "RunCancelled"})
+TERMINAL_OUTCOMES = frozenset({"completed", "failed", "cancelled"})
+
+
+@dataclass(eq=False)
+class LocalRun:
+    """One execution of a run in this process."""
+
+    run_id: str
+    reason: str
+    control: RunControl = field(default_factory=RunControl)
+    started_at: float = field(default_factory=time.monotonic)
+    task: asyncio.Task[None] | None = None
+    epoch: int | None = None
+    running: bool = False
+    fenced: bool = False
+    holds_gate: bool = False
+    until_running: list[CommandRef] = field(default_factory=list)
+    """Commands settled once the run is claimed, started and snapshotted (durable)."""
+    until_done: list[CommandRef] = field(default_factory=list)
+    """Commands settled when the execution ends (a cancel: once RunCancelled is written)."""
+
+
+@dataclass(eq=False)
+class Tracked:
+    """A non-terminal run of an owned partition, under a lease."""
+
+    run_id: str
+    partition: int
+    lease_until: float
+    epoch: int = 0
+    local: LocalRun | None = None
+    parked: str | None = None
+    """Why the run is not resumed automatically (an integrity error); a ResumeRun clears it."""
+    cancel: str | None = None
+    """A cancel that did not land yet (its execution ended on an error): the next one cancels."""
+    carried: list[CommandRef] = field(default_factory=list)
+    """Commands of that cancel, settled once RunCancelled is written."""
+
+
+class Coordinator:
+    """Owns partitions of the commands topic and the runs of the same partitions."""
+
+    def __init__(
+        self,
+        settings: CoordinatorSettings,
+        world: World,
+        snapshots: OwnedSnapshots,
+        metrics: Metrics,
+    ) -> None:
+        self.settings = settings
+        self.world = world
+        self.snapshots = snapshots
+        self.metrics = metrics
+        self.owner = settings.owner()
+        self.lease = settings.lease_seconds
+        self.partitions = snapshots.partitions
+        self.owned: set[int] = set()
+        self.owned_view: tuple[int, ...] = ()
+        self.runs: dict[str, Tracked] = {}
+        self.finished: OrderedDict[str, None] = OrderedDict()
+        self.ledger = Ledger()
+        self.ready = False
+        self.stopping = False
+        self.adopting = 0
+        self.executing = 0
+        """Executions in this process (read by the HTTP thread, so a plain int)."""
+        self.loop_beat = time.monotonic()
+        self.exit_code = 0
+        self.commands: CommandConsumer | None = None
+        self.tail: RunsTail | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._slots: asyncio.Semaphore | None = None
+        self._gate = FairGate()
+        self._snapshot_pool = ThreadPoolExecutor(1, thread_name_prefix="snapshots")
+        self._background: set[asyncio.Task[Any]] = set()
+        self._stop: asyncio.Event | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> int:
+        """Serve until ``stop`` is set; then stop every run at an event boundary and leave."""
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        self._stop = stop
+        self._slots = asyncio.Semaphore(self.settings.max_runs)
+        bootstrap = self.settings.bootstrap()
+        self.tail = RunsTail(
+            bootstrap=bootstrap,
+            topic=self.settings.runs_topic,
+            loop=loop,
+            on_events=self.on_run_events,
+        )
+        self.commands = CommandConsumer(
+            bootstrap=bootstrap,
+            topic=self.settings.commands_topic,
+            group=self.settings.coordinator_group,
+            client_id=self.owner,
+            session_timeout_ms=self.settings.session_timeout_ms,
+            heartbeat_interval_ms=self.settings.heartbeat_ms(),
+            loop=loop,
+            on_command=self.on_command,
+            on_assigned=self.on_assigned,
+            on_revoked=self.on_revoked,
+            callback_timeout=self.settings.stop_grace_seconds + 60,
+        )
+        self.tail.start()
+        self.commands.start()
+        self._spawn(self._watch())
+        log.info(
+            "coordinator_started",
+            owner=self.owner,
+            group=self.settings.coordinator_group,
+            commands_topic=self.settings.commands_topic,
+            runs_topic=self.settings.runs_topic,
+            lease_seconds=self.lease,
+            workflows=sorted(REGISTRY),
+        )
+        await stop.wait()
+        await self.shutdown()
+        return self.exit_code
+
+    async def shutdown(self) -> None:
+        self.stopping = True
+        log.info("coordinator_stopping", executing=self.executing)
+        if self.commands is not None:
+            self.commands.close()  # leaving the group revokes every partition: runs stop there
+            await asyncio.to_thread(
+                self.commands.closed.wait, self.settings.stop_grace_seconds + 90
+            )
+        leftovers = [e.local for e in self.runs.values() if e.local is not None]
+        for local in leftovers:
+            local.control.stop("shutting down")
+        await self._wait_stopped(leftovers)
+        for task in list(self._background):
+            task.cancel()
+        if self.tail is not None:
+            await asyncio.to_thread(self.tail.close)
+        self._snapshot_pool.shutdown(wait=True)
+        self.world.close()
+        log.info("coordinator_stopped", owner=self.owner)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def healthy(self) -> bool:
+        threads_alive = (self.commands is None or self.commands.alive() or self.stopping) and (
+            self.tail is None or self.tail.alive() or self.stopping
+        )
+        return threads_alive and time.monotonic() - self.loop_beat < 30
+
+    def _count_executing(self, delta: int) -> None:
+        self.executing += delta
+        self.metrics.executing.set(self.executing)
+
+    # -- partitions --------------------------------------------------------------------------
+
+    def on_assigned(self, partitions: list[int]) -> None:
+        new = sorted(set(partitions) - self.owned)
+        self.ready = True
+        if not new:
+            return
+        self.owned.update(new)
+        self.owned_view = tuple(sorted(self.owned))
+        for p in new:
+            self.ledger.open(p)
+        assert self.tail is not None
+        self.tail.add(new)
+        self.metrics.partitions.set(len(self.owned))
+        self.metrics.rebalances.labels("assigned").inc()
+        self.adopting += 1
+        self._spawn(self._adopt(new))
+
+    async def _adopt(self, partitions: list[int]) -> None:
+        """Resume every non-terminal run of newly assigned partitions (found via snapshots)."""
+        started = time.monotonic()
+        resumed = 0
+        try:
+            for p in partitions:
+                states = await asyncio.to_thread(self._live_snapshots, p)
+                if p not in self.owned:
+                    continue
+                for state in states:
+                    if state.run_id not in self.finished:
+                        self.ensure(state.run_id, p, "assigned", known=state)
+                        resumed += 1
+        except Exception as exc:
+            log.error(
+                "adoption_failed", partitions=partitions, error=f"{type(exc).__name__}: {exc}"
+            )
+        finally:
+            self.adopting -= 1
+        elapsed = time.monotonic() - started
+        self.metrics.assignment_seconds.observe(elapsed)
+        log.info("partitions_adopted", partitions=partitions, resumed=resumed, seconds=elapsed)
+
+    def _live_snapshots(self, partition: int) -> list[MaterializedRunState]:
+        """Non-terminal top-level runs of a partition, from its snapshots (a worker thread)."""
+        out: list[MaterializedRunState] = []
+        for run_id, payload in self.snapshots.scan(partition).items():
+            try:
+                state = decode_snapshot(payload).state
+            except SnapshotError as exc:
+                log.warning("snapshot_ignored", run_id=run_id, reason=str(exc))
+                continue
+            if not state.terminal and state.parent_run_id is None:
+                self.snapshots.remember(run_id, payload)
+                out.append(state)
+        return out
+
+    async def on_revoked(self, partitions: list[int], lost: bool) -> dict[int, int]:
+        """Stop the runs of ``partitions`` at an event boundary; return offsets to commit."""
+        gone = set(partitions)
+        self.owned -= gone
+        self.owned_view = tuple(sorted(self.owned))
+        assert self.tail is not None
+        self.tail.remove(sorted(gone))
+        self.metrics.partitions.set(len(self.owned))
+        self.metrics.rebalances.labels("lost" if lost else "revoked").inc()
+        why = (
+            "shutting down"
+            if self.stopping
+            else ("partition lost" if lost else "partition revoked")
+        )
+        locals_ = [e.local for e in self.runs.values() if e.partition in gone and e.local]
+        for local in locals_:
+            local.control.stop(why)
+        await self._wait_stopped(locals_)
+        offsets: dict[int, int] = {}
+        for p in gone:
+            point = self.ledger.close(p)
+            if point is not None and not lost:
+                offsets[p] = point
+        for run_id in [r for r, e in self.runs.items() if e.partition in gone]:
+            del self.runs[run_id]
+        self.snapshots.forget(gone)
+        log.info(
+            "partitions_released",
+            partitions=sorted(gone),
+            lost=lost,
+            stopped_runs=len(locals_),
+            committed=offsets,
+        )
+        return offsets
+
+    async def _wait_stopped(self, locals_: list[LocalRun]) -> None:
+        tasks = [
+            local.task for local in locals_ if local.task is not None and not local.task.done()
+        ]
+        if not tasks:
+            return
+        _done, pending = await asyncio.wait(tasks, timeout=self.settings.stop_grace_seconds)
+        for task in pending:
+            task.cancel()  # past the grace: abandon the in-flight call, the next owner redoes it
+        if pending:
+            await asyncio.wait(pending)
+            log.warning("runs_abandoned", runs=len(pending), grace=self.settings.stop_grace_seconds)
+
+    # -- commands ----------------------------------------------------------------------------
+
+    def on_command(self, partition: int, offset: int, value: bytes | None) -> None:
+        if partition not in self.owned or self.stopping:
+            return  # fetched before a revocation: the partition's next owner reads it again
+        self.ledger.received(partition, offset)
+        ref = (partition, offset)
+        try:
+            command = decode_command(value or b"")
+        except CommandDecodeError as exc:
+            self.metrics.commands.labels("invalid").inc()
+            log.warning("command_invalid", partition=partition, offset=offset, error=str(exc))
+            self._settle(ref)
+            return
+        self.metrics.commands.labels(command.type).inc()
+        if partition_for(command.run_id, self.partitions) != partition:
+            log.error(
+                "command_misrouted",
+                run_id=command.run_id,
+                partition=partition,
+                expected=partition_for(command.run_id, self.partitions),
+                hint="produce commands with Kafka's default partitioner over the run id",
+            )
+            self._settle(ref)
+            return
+        log.info("command_received", type=command.type, run_id=command.run_id, offset=offset)
+        if isinstance(command, StartRun):
+            self.ensure(command.run_id, partition, "start", start=command, command=ref)
+        elif isinstance(command, ResumeRun):
+            self.ensure(command.run_id, partition, "resume", command=ref)
+        elif isinstance(command, CancelRun):
+            reason = command.reason or "cancelled on request"
+            self.ensure(command.run_id, partition, "cancel", command=ref, cancel=reason)
+
+    def _settle(self, ref: CommandRef) -> None:
+        point = self.ledger.settle(*ref)
+        if point is not None and self.commands is not None:
+            self.commands.commit(ref[0], point)
+
+    # -- executions --------------------------------------------------------------------------
+
+    def ensure(
+        self,
+        run_id: str,
+        partition: int,
+        reason: str,
+        *,
+        start: StartRun | None = None,
+        known: MaterializedRunState | None = None,
+        command: CommandRef | None = None,
+        cancel: str | None = None,
+    ) -> None:
+        """Make sure ``run_id`` executes here (or is cancelled); idempotent per run."""
+        entry = self.runs.get(run_id)
+        if entry is None:
+            entry = Tracked(run_id, partition, time.monotonic() + self.lease)
+            self.runs[run_id] = entry
+        local = entry.local
+        if local is not None:  # already executing here
+            if cancel is not None:
+                local.control.cancel(cancel)
+                if command is not None:
+                    local.until_done.append(command)
+            elif command is not None:
+                if local.running:
+                    self._settle(command)
+                else:
+                    local.until_running.append(command)
+            return
+        if reason in ("start", "resume", "cancel"):
+            entry.parked = None
+        self.finished.pop(run_id, None)
+        local = LocalRun(run_id, reason)
+        cancel = cancel or entry.cancel
+        if cancel is not None:
+            local.control.cancel(cancel)
+            local.until_done.extend(entry.carried)
+            entry.carried.clear()
+        if command is not None:
+            (local.until_done if cancel is not None else local.until_running).append(command)
+        entry.local = local
+        local.task = asyncio.ensure_future(self._drive(entry, local, start, known))
+        self.metrics.resumed.labels(reason).inc()
+        self._count_executing(+1)
+
+    async def _drive(
+        self,
+        entry: Tracked,
+        local: LocalRun,
+        start: StartRun | None,
+        known: MaterializedRunState | None,
+    ) -> None:
+        run_id = entry.run_id
+        outcome = "error"
+        try:
+            assert self._slots is not None
+            async with self._slots:
+                await self._gate.acquire()
+                local.holds_gate = True
+                try:
+                    outcome = await self._execute(entry, local, start, known)
+                finally:
+                    self._release_gate(local)
+        except asyncio.CancelledError:
+            outcome = "abandoned"
+        except ExecutionStopped as exc:
+            outcome = "cancelled" if exc.cancelled else ("fenced" if local.fenced else "stopped")
+        except ClaimRejectedError as exc:
+            outcome = "claim_rejected"
+            log.info("claim_rejected", run_id=run_id, error=str(exc))
+        except RuntimeIntegrityError as exc:
+            outcome = "integrity_error"
+            entry.parked = str(exc)
+            log.error("run_parked", run_id=run_id, error=str(exc))
+        except LogError as exc:
+            outcome = "log_error"
+            log.warning("run_log_error", run_id=run_id, error=str(exc))
+        except Exception as exc:
+            outcome = "error"
+            entry.parked = f"{type(exc).__name__}: {exc}"
+            log.exception("run_error", run_id=run_id, error=entry.parked)
+        finally:
+            self._finish(entry, local, outcome)
+
+    async def _execute(
+        self,
+        entry: Tracked,
+        local: LocalRun,
+        start: StartRun | None,
+        known: MaterializedRunState | None,
+    ) -> str:
+        run_id = entry.run_id
+        control = local.control
+        if control.requested and not control.cancelled:
+            raise control.stopped(run_id)  # stopped before it began: do not claim just to stop
+        state = known
+        # A StartRun of a registered workflow goes straight to execute (which resumes the run
+        # if it exists); anything else needs to know what the log says first.
+        if (start is None and (state is None or state.workflow is None)) or (
+            start is not None and start.workflow not in REGISTRY
+        ):
+            state, _, _ = fold_run(self.world, run_id)
+            if state.last_position is None and start is None:
+                log.warning("run_unknown", run_id=run_id, reason=local.reason)
+                return "unknown_run"
+        if state is not None:
+            if state.terminal:
+                return state.status
+            if state.parent_run_id is not None and not control.cancelled:
+                log.info("sub_run_skipped", run_id=run_id, parent_run_id=state.parent_run_id)
+                return "sub_run"  # executed inline by its parent's execution, never on its own
+        name = state.workflow if state is not None and state.workflow else None
+        if name is None and start is not None:
+            name = start.workflow
+        workflow = REGISTRY.get(name) if name is not None else None
+        if workflow is None and not control.cancelled:
+            if name is None:
+                log.warning("run_not_started", run_id=run_id, hint="no RunStarted and no StartRun")
+                return "not_started"
+            self._fail_unknown_workflow(run_id, name)
+            return "failed"
+        try:
+            result = await execute(
+                self.world,
+                run_id,
+                workflow,
+                start.input if start is not None else None,
+                owner=self.owner,
+                max_agent_calls=start.budgets.max_agent_calls if start is not None else None,
+                max_tokens=start.budgets.max_tokens if start is not None else None,
+                control=control,
+                on_running=partial(self._running, entry, local),
+            )
+        except WorkflowVersionError:
+            if start is None:
+                raise
+            # A StartRun naming another workflow than the existing run's: the run exists, so
+            # the StartRun means "resume it", with the workflow its log names.
+            state, _, _ = fold_run(self.world, run_id)
+            log.warning("start_run_of_existing_run", run_id=run_id, workflow=start.workflow)
+            return await self._execute(entry, local, None, state)
+        return result.status
+
+    def _fail_unknown_workflow(self, run_id: str, name: str) -> None:
+        """Claim the run and fail it: this coordinator cannot run what it cannot find."""
+        state, _, _ = fold_run(self.world, run_id)
+        if state.terminal:
+            return
+        state, writer = claim(self.world, run_id, self.owner)
+        if state.terminal:
+            return
+        known = ", ".join(sorted(REGISTRY)) or "none"
+        writer.emit(
+            RunFailed,
+            error_type="UnknownWorkflowError",
+            message=(
+                f"workflow {name!r} is not registered in resume coordinator {self.owner} "
+                f"(known: {known}); register it through the little.workflows entry point group "
+                "or LITTLE_WORKFLOWS=module[:attr]"
+            ),
+            retryable=False,
+        )
+        log.warning("run_failed_unknown_workflow", run_id=run_id, workflow=name)
+
+    def _release_gate(self, local: LocalRun) -> None:
+        if local.holds_gate:
+            local.holds_gate = False
+            self._gate.release()
+
+    def _running(self, entry: Tracked, local: LocalRun, state: MaterializedRunState) -> None:
+        """Called by execute once the run is claimed and started: snapshot it, then settle."""
+        self._release_gate(local)
+        local.epoch = state.epoch
+        local.running = True
+        entry.epoch = max(entry.epoch, state.epoch)
+        self.metrics.time_to_running.observe(time.monotonic() - local.started_at)
+        log.info(
+            "run_claimed",
+            run_id=state.run_id,
+            epoch=state.epoch,
+            reason=local.reason,
+            resumed_from_seq=state.last_seq,
+        )
+        try:
+            payload = encode_snapshot(Snapshot.of(state))
+        except SnapshotError:
+            self._settle_all(local.until_running)
+            return
+        assert self._loop is not None
+        future = self._snapshot_pool.submit(self.snapshots.put, state.run_id, payload)
+        loop = self._loop
+        future.add_done_callback(lambda f: loop.call_soon_threadsafe(self._snapshotted, local, f))
+
+    def _snapshotted(self, local: LocalRun, future: Future[None]) -> None:
+        if local.run_id not in self.runs:
+            self.snapshots.drop(local.run_id)  # it ended before its snapshot was acknowledged
+        error = future.exception()
+        if error is not None:  # the commands stay unsettled until the execution ends
+            log.warning("snapshot_not_written", run_id=local.run_id, error=str(error))
+            return
+        self._settle_all(local.until_running)
+
+    def _settle_all(self, refs: list[CommandRef]) -> None:
+        while refs:
+            self._settle(refs.pop())
+
+    def _finish(self, entry: Tracked, local: LocalRun, outcome: str) -> None:
+        if entry.local is local:
+            entry.local = None
+        self.metrics.finished.labels(outcome).inc()
+        self._count_executing(-1)
+        log.info(
+            "run_execution_ended",
+            run_id=entry.run_id,
+            outcome=outcome,
+            reason=local.reason,
+            seconds=round(time.monotonic() - local.started_at, 3),
+        )
+        owned = entry.partition in self.owned
+        if local.control.cancelled and outcome not in TERMINAL_OUTCOMES and owned:
+            entry.cancel = local.control.reason  # not cancelled yet: the next execution will be
+            entry.carried.extend(local.until_done)
+            local.until_done.clear()
+        if outcome not in ("stopped", "abandoned"):  # not given up: the commands are handled
+            self._settle_all(local.until_running)
+            self._settle_all(local.until_done)
+        if outcome in TERMINAL_OUTCOMES or outcome in ("unknown_run", "sub_run", "not_started"):
+            self._forget(entry.run_id, done=outcome in TERMINAL_OUTCOMES)
+        elif not owned:
+            self.runs.pop(entry.run_id, None)
+        else:  # stopped, fenced, rejected, log error: resumed if nobody progresses in a lease
+            entry.lease_until = time.monotonic() + self.lease
+
+    def _forget(self, run_id: str, *, done: bool) -> None:
+        self.runs.pop(run_id, None)
+        self.snapshots.drop(run_id)
+        if done:
+            self.finished[run_id] = None
+            while len(self.finished) > 100_000:
+                self.finished.popitem(last=False)
+
+    # -- leases ------------------------------------------------------------------------------
+
+    def on_run_events(self, events: list[RunEvent]) -> None:
+        """Progress seen on the runs topic: renew leases, notice foreign claims and endings."""
+        now = time.monotonic()
+        for partition, run_id, kind, epoch in events:
+            if partition not in self.owned or run_id in self.finished:
+                continue
+            entry = self.runs.get(run_id)
+            if kind in TERMINAL_TYPES:
+                if entry is not None and entry.local is None and epoch >= entry.epoch:
+                    self._forget(run_id, done=True)
+                continue
+            if entry is None:
+                entry = Tracked(run_id, partition, now + self.lease)
+                self.runs[run_id] = entry
+            if kind == "RunClaimed":
+                local = entry.local
+                if local is not None and local.epoch is not None and epoch > local.epoch:
+                    local.fenced = True
+                    local.control.stop(f"fenced by a claim at epoch {epoch} (ours: {local.epoch})")
+                    self.metrics.fenced.inc()
+                    log.warning("run_fenced", run_id=run_id, epoch=epoch, ours=local.epoch)
+                entry.epoch = max(entry.epoch, epoch)
+            entry.lease_until = max(entry.lease_until, now + self.lease)
+
+    async def _watch(self) -> None:
+        """Local heartbeats, stall detection, loop lag and the consumer thread's health."""
+        tick = max(0.05, min(1.0, self.lease / 4))
+        while True:
+            before = time.monotonic()
+            await asyncio.sleep(tick)
+            now = time.monotonic()
+            self.loop_beat = now
+            lag = max(0.0, now - before - tick)
+            self.metrics.loop_lag.set(lag)
+            if lag > self.settings.session_timeout_ms / 2000:
+                # Paused (SIGSTOP, a VM freeze): our partitions may have moved meanwhile. Let the
+                # consumer learn that before any lease is judged by a clock that jumped.
+                log.warning("loop_paused", seconds=round(lag, 1))
+                for entry in self.runs.values():
+                    entry.lease_until = max(entry.lease_until, now + self.lease)
+                continue
+            if self.commands is not None and not self.commands.alive() and not self.stopping:
+                log.error("commands_consumer_died")
+                self.exit_code = 1
+                assert self._stop is not None
+                self._stop.set()
+                return
+            for entry in list(self.runs.values()):
+                if entry.local is not None:
+                    entry.lease_until = now + self.lease  # a live execution here holds its lease
+                    continue
+                if entry.parked or now < entry.lease_until or entry.partition not in self.owned:
+                    continue
+                self.metrics.stalls.inc()
+                log.warning(
+                    "run_stalled",
+                    run_id=entry.run_id,
+                    lease_seconds=self.lease,
+                    last_epoch=entry.epoch,
+                )
+                self.ensure(entry.run_id, entry.partition, "stalled")
+            self.metrics.tracked.set(len(self.runs))

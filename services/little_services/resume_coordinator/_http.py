@@ -1,0 +1,74 @@
+"""/healthz, /readyz and /metrics, served by uvicorn on a thread of its own.
+
+On its own thread and loop the endpoints answer even while the coordinator's loop is busy
+appending; they only read plain attributes of the coordinator.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import uvicorn
+from fastapi import FastAPI, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from little.errors import ConfigurationError
+from little_services.resume_coordinator._coordinator import Coordinator
+
+
+def make_app(coordinator: Coordinator) -> FastAPI:
+    app = FastAPI(title="little resume coordinator", docs_url=None, redoc_url=None)
+
+    @app.get("/healthz")
+    def healthz() -> Response:
+        ok = coordinator.healthy()
+        return JSONResponse(
+            {"status": "ok" if ok else "unhealthy", "owner": coordinator.owner},
+            status_code=200 if ok else 503,
+        )
+
+    @app.get("/readyz")
+    def readyz() -> Response:
+        ready = coordinator.ready and not coordinator.stopping and coordinator.healthy()
+        return JSONResponse(
+            {
+                "ready": ready,
+                "owner": coordinator.owner,
+                "partitions": list(coordinator.owned_view),
+                "adopting": coordinator.adopting > 0,
+                "executing": coordinator.executing,
+            },
+            status_code=200 if ready else 503,
+        )
+
+    @app.get("/metrics")
+    def metrics() -> Response:
+        return Response(
+            generate_latest(coordinator.metrics.registry), media_type=CONTENT_TYPE_LATEST
+        )
+
+    return app
+
+
+class HttpServer:
+    def __init__(self, app: FastAPI, host: str, port: int) -> None:
+        config = uvicorn.Config(
+            app, host=host, port=port, log_config=None, access_log=False, lifespan="off"
+        )
+        self.server = uvicorn.Server(config)
+        self.address = f"{host}:{port}"
+        self._thread = threading.Thread(target=self.server.run, name="http", daemon=True)
+
+    def start(self, timeout: float = 10.0) -> None:
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self.server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise ConfigurationError(f"the HTTP server did not start on {self.address}")
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self._thread.join(timeout=5)

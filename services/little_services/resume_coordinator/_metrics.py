@@ -1,0 +1,70 @@
+"""Prometheus metrics of the coordinator, in a registry of their own (served on /metrics)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.partitions = Gauge(
+            "little_coordinator_partitions_owned",
+            "Partitions of the commands topic owned.",
+            registry=r,
+        )
+        self.executing = Gauge(
+            "little_coordinator_runs_executing", "Runs executing in this process.", registry=r
+        )
+        self.tracked = Gauge(
+            "little_coordinator_runs_tracked",
+            "Non-terminal runs of owned partitions under a lease (executing here or elsewhere).",
+            registry=r,
+        )
+        self.resumed = Counter(
+            "little_coordinator_executions_total",
+            "Executions started, by why (start, assigned, stalled, resume, cancel).",
+            ["reason"],
+            registry=r,
+        )
+        self.finished = Counter(
+            "little_coordinator_executions_finished_total",
+            "Executions ended, by outcome (completed, failed, cancelled, stopped, fenced, ...).",
+            ["outcome"],
+            registry=r,
+        )
+        self.commands = Counter(
+            "little_coordinator_commands_total", "Commands consumed, by type.", ["type"], registry=r
+        )
+        self.stalls = Counter(
+            "little_coordinator_stalls_total",
+            "Runs resumed because their lease ran out.",
+            registry=r,
+        )
+        self.fenced = Counter(
+            "little_coordinator_fenced_total",
+            "Local executions stopped because a newer claim fenced them.",
+            registry=r,
+        )
+        self.rebalances = Counter(
+            "little_coordinator_rebalances_total",
+            "Partition changes, by kind (assigned, revoked, lost).",
+            ["kind"],
+            registry=r,
+        )
+        self.assignment_seconds = Histogram(
+            "little_coordinator_assignment_seconds",
+            "From an assignment to every non-terminal run of its partitions being started.",
+            registry=r,
+        )
+        self.time_to_running = Histogram(
+            "little_coordinator_time_to_running_seconds",
+            "From deciding to execute a run to its claim (and RunStarted) being in the log.",
+            registry=r,
+        )
+        self.loop_lag = Gauge(
+            "little_coordinator_loop_lag_seconds",
+            "How late the event loop ran its last timer (blocking work shows here).",
+            registry=r,
+        )

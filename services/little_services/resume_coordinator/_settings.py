@@ -1,0 +1,70 @@
+"""Settings of the resume coordinator, from ``LITTLE_*`` environment variables."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from pathlib import Path
+
+from pydantic_settings import SettingsConfigDict
+
+from little.errors import ConfigurationError
+from little.log import COMMANDS_TOPIC, RUN_INDEX_TOPIC, RUNS_TOPIC, SNAPSHOTS_TOPIC
+from little.settings import LittleSettings
+
+GROUP = "little-resume-coordinator"
+
+
+class CoordinatorSettings(LittleSettings):
+    """Every knob of the coordinator; topic names and the group are configurable for tests."""
+
+    model_config = SettingsConfigDict(env_prefix="LITTLE_", extra="ignore")
+
+    runs_topic: str = RUNS_TOPIC
+    commands_topic: str = COMMANDS_TOPIC
+    snapshots_topic: str = SNAPSHOTS_TOPIC
+    runs_index_topic: str = RUN_INDEX_TOPIC
+    coordinator_group: str = GROUP
+    coordinator_id: str | None = None
+    """Owner name written on claims; default ``coordinator/<host>/<pid>/<random>``."""
+    workflows: str = ""
+    """``module[:attr],...`` imported at start (as well as the ``little.workflows`` entry points)."""
+    artifacts_dir: Path | None = None
+    """Shared artifact directory; default ``<data_dir>/artifacts``."""
+
+    lease_seconds: float = 30.0
+    """A run with no new event and no live local execution for this long is resumed."""
+    session_timeout_ms: int = 10_000
+    heartbeat_interval_ms: int | None = None
+    """Default: a sixth of the session timeout (at least 500 ms), so a dead member is noticed fast."""
+    stop_grace_seconds: float = 10.0
+    """On revocation or SIGTERM, how long runs get to reach an event boundary before their
+    tasks are cancelled (an in-flight call is then abandoned and re-invoked by the next owner)."""
+    max_runs: int = 1000
+    """Executions at once in this process; more wait (and are not counted as stalled)."""
+
+    http_host: str = "0.0.0.0"
+    http_port: int = 8081
+    provision_topics: bool = False
+    """Create missing topics (from the bundled topics.yaml, under the configured names)."""
+
+    def bootstrap(self) -> str:
+        if not self.kafka_bootstrap:
+            raise ConfigurationError(
+                "the resume coordinator needs Kafka: set LITTLE_KAFKA_BOOTSTRAP=host:port"
+            )
+        return self.kafka_bootstrap
+
+    def owner(self) -> str:
+        return self.coordinator_id or (
+            f"coordinator/{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:6]}"
+        )
+
+    def heartbeat_ms(self) -> int:
+        if self.heartbeat_interval_ms is not None:
+            return self.heartbeat_interval_ms
+        return max(500, self.session_timeout_ms // 6)
+
+    def artifacts(self) -> Path:
+        return self.artifacts_dir or self.data_dir / "artifacts"

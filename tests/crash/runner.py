@@ -1,0 +1,45 @@
+"""A child process for the crash tests: run or resume one run on an embedded world.
+
+``python -m tests.crash.runner DATA_DIR RUN_ID run WORKFLOW INPUT_JSON`` starts (or resumes)
+a run; ``python -m tests.crash.runner DATA_DIR RUN_ID resume`` resumes one by the workflow
+name in its log. The crash hooks (``LITTLE_CRASH_AFTER_EVENT`` / ``LITTLE_CRASH_AFTER_CALL``)
+come from the environment; the result is printed as one JSON line after ``RESULT``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+
+import little
+import little.examples.research
+import tests.crash.workflows
+from little.runtime import lookup, resume, run
+
+RESULT = "RESULT "
+
+__all__ = ["RESULT", "main"]
+
+_REGISTERED = (little.examples.research, tests.crash.workflows)  # import for registration
+
+
+def main(argv: list[str]) -> int:
+    data_dir, run_id, mode, *rest = argv
+    with little.local_world(data_dir) as world:
+        if mode == "run":
+            name, input_json = rest
+            result = asyncio.run(run(world, lookup(name), json.loads(input_json), run_id=run_id))
+        elif mode == "resume":
+            result = asyncio.run(resume(world, run_id))
+        else:
+            raise SystemExit(f"unknown mode {mode!r}")
+    print(
+        RESULT
+        + json.dumps({"status": result.status, "output": result.output, "error": result.error})
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,176 @@
+"""Purpose-built workflows for the crash tests (registered on import).
+
+``fan_out``: one agent session whose model asks, in one turn, for ``n`` ``run_workflow`` tool
+calls, each running the ``square`` workflow as a sub-run; its second turn sums the results it
+was given. ``square`` SIGKILLs its own process when it starts as sub-run number
+``$CRASH_TEST_KILL_AT_SQUARE`` (a crash-on-condition hook, set only for the first process).
+
+``gated``: an agent session whose model blocks inside every call until the file
+``$CRASH_TEST_GATE`` exists (where that variable is set), then a ``square`` sub-run.
+
+``diverge``: an agent whose turn-3 reply depends on the process that produced it (a model
+that is not deterministic), so a resume that re-invokes turn 3 gets another answer and the
+tool call it asks for is new.
+
+Every real invocation is logged to ``$LITTLE_EXAMPLE_CALLS_DIR`` like the reference example.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+from typing import Any
+
+from little.events import Usage
+from little.examples.research import _log_call
+from little.harness import (
+    ModelRequest,
+    ModelResponse,
+    ToolCallRequest,
+    ToolContext,
+    tool,
+    workflow_tool,
+)
+from little.runtime import StepContext, WorkflowContext, workflow
+
+KILL_AT_SQUARE = "CRASH_TEST_KILL_AT_SQUARE"
+
+
+def _turn(request: ModelRequest) -> int:
+    return 1 + sum(1 for m in request.messages if m.get("role") == "assistant")
+
+
+class FanOutModel:
+    """Turn 1: ``n`` run_workflow calls (square of 1..n); turn 2: the sum of the results."""
+
+    provider = "openai"
+    name = "gpt-4o-mini"
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        turn = _turn(request)
+        _log_call("model", turn=turn)
+        usage = Usage(input_tokens=100 * turn, output_tokens=10)
+        if turn == 1:
+            calls = tuple(
+                ToolCallRequest(f"c{i}", "run_workflow", {"workflow": "square", "input": {"i": i}})
+                for i in range(1, self.n + 1)
+            )
+            return ModelResponse(tool_calls=calls, usage=usage, finish_reason="tool_calls")
+        results = [json.loads(m["content"]) for m in request.messages if m["role"] == "tool"]
+        return ModelResponse(content=f"sum={sum(results)}", usage=usage, finish_reason="stop")
+
+
+@workflow("square", version="1")
+async def square(ctx: WorkflowContext, input: dict[str, Any]) -> int:
+    i = int(input["i"])
+    if os.environ.get(KILL_AT_SQUARE) == str(i):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def compute(step: StepContext) -> int:
+        _log_call("steps", step=f"square:{step.step_path}", run_id=ctx.run_id, i=i)
+        return i * i
+
+    return int(await ctx.step("compute", compute))
+
+
+async def _dispatch(step: StepContext, n: int) -> str | None:
+    _log_call("steps", step=step.step_path)
+    async with step.session(
+        "orchestrator", model=FanOutModel(n), tools=[workflow_tool(step)]
+    ) as agent:
+        return await agent.run(f"Square 1..{n} with sub-runs and add them up.", max_turns=3)
+
+
+@workflow("fan_out", version="1")
+async def fan_out(ctx: WorkflowContext, input: dict[str, Any]) -> str | None:
+    answer = await ctx.step("dispatch", _dispatch, int(input["n"]))
+    return None if answer is None else str(answer)
+
+
+class DivergingModel:
+    """Turns 1-2 fixed; turn 3 asks to echo the pid of the process that answered; turn 4
+    reports what the echo returned."""
+
+    provider = "openai"
+    name = "gpt-4o-mini"
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        turn = _turn(request)
+        _log_call("model", turn=turn)
+        usage = Usage(input_tokens=100 * turn, output_tokens=10)
+        if turn <= 2:
+            call = ToolCallRequest(f"c{turn}", "echo", {"text": f"turn {turn}"})
+            return ModelResponse(tool_calls=(call,), usage=usage, finish_reason="tool_calls")
+        if turn == 3:
+            call = ToolCallRequest("c3", "echo", {"text": f"answered by {os.getpid()}"})
+            return ModelResponse(tool_calls=(call,), usage=usage, finish_reason="tool_calls")
+        last = json.loads(request.messages[-1]["content"])
+        return ModelResponse(content=f"final: {last}", usage=usage, finish_reason="stop")
+
+
+@tool(description="Echo a text.", parameters={"type": "object"})
+def echo(args: dict[str, Any], ctx: ToolContext) -> str:
+    _log_call("tools", tool="echo", call_id=ctx.call_id, key=ctx.idempotency_key, args=args)
+    return str(args["text"])
+
+
+async def _converse(step: StepContext) -> str | None:
+    _log_call("steps", step=step.step_path)
+    async with step.session("agent", model=DivergingModel(), tools=[echo]) as agent:
+        return await agent.run("Echo three times.", max_turns=5)
+
+
+@workflow("diverge", version="1")
+async def diverge(ctx: WorkflowContext, input: Any) -> str | None:
+    answer = await ctx.step("converse", _converse)
+    return None if answer is None else str(answer)
+
+
+GATE = "CRASH_TEST_GATE"
+"""A file path: while it does not exist, ``gated``'s model blocks (only where the variable is
+set). Lets a test hold a process inside a model call for as long as it needs."""
+
+
+def _is_open(gate: str) -> bool:
+    return os.path.exists(gate)
+
+
+class GatedModel:
+    """Turn 1 asks for one echo; turn 2 answers. Blocks before answering while $GATE is
+    missing."""
+
+    provider = "openai"
+    name = "gpt-4o-mini"
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        turn = _turn(request)
+        _log_call("model", turn=turn)
+        gate = os.environ.get(GATE)
+        if gate:
+            for _ in range(6000):  # 60 s at most
+                if _is_open(gate):
+                    break
+                await asyncio.sleep(0.01)
+        usage = Usage(input_tokens=100 * turn, output_tokens=10)
+        if turn == 1:
+            call = ToolCallRequest("c1", "echo", {"text": "gated"})
+            return ModelResponse(tool_calls=(call,), usage=usage, finish_reason="tool_calls")
+        return ModelResponse(content="done", usage=usage, finish_reason="stop")
+
+
+async def _ask(step: StepContext) -> str | None:
+    _log_call("steps", step=step.step_path)
+    async with step.session("agent", model=GatedModel(), tools=[echo]) as agent:
+        return await agent.run("Echo once.", max_turns=3)
+
+
+@workflow("gated", version="1")
+async def gated(ctx: WorkflowContext, input: Any) -> dict[str, Any]:
+    answer = await ctx.step("ask", _ask)
+    squared = await ctx.start_workflow("square", {"i": 7})
+    return {"answer": answer, "squared": squared}

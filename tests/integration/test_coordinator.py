@@ -1,0 +1,361 @@
+"""The resume coordinator on a real broker: commands, cancellation, leases, SIGTERM, the CLI.
+
+One coordinator process (the Dockerfile's command) serves the module, on fresh topics and its
+own group, with a short lease (1.5 s) so stalls are found quickly. The SIGTERM test runs two
+coordinators one after the other on topics of its own.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from little.commands import CancelRun, CommandPublisher, StartRun
+from little.events import (
+    ModelCalled,
+    ModelResponded,
+    RunClaimed,
+    RunCompleted,
+    RunStarted,
+    StepStarted,
+)
+from little.log import partition_for
+from little.log._kafka import KafkaCursorStore
+from tests.integration.coordinator_support import (
+    OUTSIDE_WRITER,
+    TURNS,
+    CoordinatorProcess,
+    RunsWatcher,
+    accepted,
+    claims,
+    invocations,
+    make_topics,
+    open_world,
+    spawn_coordinator,
+    spawn_writer,
+    wait_ready,
+)
+
+pytestmark = pytest.mark.kafka
+
+PARTITIONS = 4
+LEASE = 1.5
+
+
+class Solo:
+    def __init__(self, bootstrap: str, topics: dict[str, str], workdir: Path) -> None:
+        self.bootstrap = bootstrap
+        self.topics = topics
+        self.workdir = workdir
+        self.calls = workdir / "calls"
+        self.coordinator: CoordinatorProcess | None = None
+        self.watcher = RunsWatcher(bootstrap, topics["runs"])
+        self.publisher = CommandPublisher(bootstrap, topic=topics["commands"])
+
+    @property
+    def name(self) -> str:
+        assert self.coordinator is not None
+        return self.coordinator.name
+
+    def send(self, *commands: StartRun | CancelRun) -> None:
+        self.publisher.send(list(commands))
+
+    def events(self, run_id: str) -> list[object]:
+        return [e.event for e in self.watcher.runs.get(run_id, [])]
+
+    def wait_status(self, run_id: str, status: str, timeout: float = 30) -> None:
+        self.watcher.wait(lambda w: w.status(run_id) == status, timeout, f"{run_id} {status}")
+
+
+@pytest.fixture(scope="module")
+def solo(kafka_bootstrap_servers: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Solo]:
+    workdir = tmp_path_factory.mktemp("solo")
+    tag = uuid.uuid4().hex[:10]
+    topics = make_topics(kafka_bootstrap_servers, tag, PARTITIONS)
+    env = Solo(kafka_bootstrap_servers, topics, workdir)
+    env.coordinator = spawn_coordinator(
+        f"solo-{tag}",
+        bootstrap=kafka_bootstrap_servers,
+        topics=topics,
+        group=f"solo-{tag}",
+        workdir=workdir,
+        lease_seconds=LEASE,
+    )
+    try:
+        wait_ready([env.coordinator], PARTITIONS)
+        yield env
+    finally:
+        env.coordinator.stop()
+        env.publisher.close()
+        env.watcher.close()
+
+
+def test_start_run_completes_and_is_healthy(solo: Solo, unique: str) -> None:
+    run_id = f"start-{unique}"
+    solo.send(StartRun.of(run_id, "coordinator.chat", {"latency": 0.05}))
+    solo.wait_status(run_id, "completed")
+    assert solo.watcher.state(run_id).accepted_claims == 1
+    assert invocations(solo.calls, run_id) == dict.fromkeys(range(1, TURNS + 1), 1)
+    assert solo.coordinator is not None
+    assert solo.coordinator.get("/healthz")[0] == 200
+    status, metrics = solo.coordinator.get("/metrics")
+    assert status == 200
+    assert 'little_coordinator_executions_total{reason="start"}' in metrics
+
+
+def test_unknown_workflow_fails_that_run_not_the_service(solo: Solo, unique: str) -> None:
+    bad, good = f"unknown-{unique}", f"after-unknown-{unique}"
+    solo.send(
+        StartRun.of(bad, "no.such.workflow", {"x": 1}),
+        StartRun.of(good, "coordinator.chat", {"latency": 0.05}),
+    )
+    solo.wait_status(bad, "failed")
+    solo.wait_status(good, "completed")
+    state = solo.watcher.state(bad)
+    assert state.error is not None
+    assert state.error.startswith(
+        "UnknownWorkflowError: workflow 'no.such.workflow' is not registered"
+    )
+    assert "coordinator.chat" in state.error  # names what is known
+    assert [c.owner for c in claims(solo.watcher.runs[bad])] == [solo.name]
+    assert solo.coordinator is not None
+    assert solo.coordinator.proc.poll() is None
+    assert solo.coordinator.get("/healthz")[0] == 200
+
+    # A StartRun naming an unknown workflow for a run that exists leaves that run alone.
+    # (Checked once a later command of the same partition is done: a partition is in order.)
+    marker = next(
+        f"{good}-{i}"
+        for i in range(1000)
+        if partition_for(f"{good}-{i}", PARTITIONS) == partition_for(good, PARTITIONS)
+    )
+    solo.send(
+        StartRun.of(good, "no.such.workflow", None),
+        StartRun.of(marker, "coordinator.chat", {"latency": 0.05}),
+    )
+    solo.wait_status(marker, "completed")
+    assert solo.watcher.status(good) == "completed"
+    assert len(claims(solo.watcher.runs[good])) == 1
+
+
+def test_cancel_stops_a_running_run_at_its_next_event_boundary(solo: Solo, unique: str) -> None:
+    run_id = f"cancel-running-{unique}"
+    solo.send(StartRun.of(run_id, "coordinator.chat", {"latency": 1.0}))
+    solo.watcher.wait(
+        lambda w: any(isinstance(e.event, ModelCalled) for e in w.runs.get(run_id, [])),
+        30,
+        "the first model call",
+    )
+    solo.send(CancelRun(run_id=run_id, reason="user asked"))
+    solo.wait_status(run_id, "cancelled")
+    state = solo.watcher.state(run_id)
+    assert state.error == "cancelled: user asked"
+    assert state.accepted_claims == 1  # cancelled by its own writer, not by a new claim
+    events = solo.events(run_id)
+    # The call in flight when the cancel came was answered and recorded, then nothing new began.
+    assert [type(e) for e in events[-3:]][:2] == [ModelCalled, ModelResponded]
+    assert sum(isinstance(e, ModelCalled) for e in events) == 1
+    assert invocations(solo.calls, run_id) == {1: 1}
+
+
+def test_cancel_claims_and_cancels_a_run_nobody_executes(solo: Solo, unique: str) -> None:
+    run_id = f"cancel-idle-{unique}"
+    with open_world(solo.bootstrap, solo.topics, solo.workdir / "data" / "artifacts") as world:
+        # A writer claimed and started the run, then vanished before doing anything.
+        world.append([RunClaimed(run_id=run_id, epoch=1, owner="vanished", observed_seq=-1)])
+        world.append(
+            [
+                RunStarted(
+                    run_id=run_id,
+                    seq=0,
+                    epoch=1,
+                    workflow="coordinator.chat",
+                    workflow_version="1",
+                    input_json='{"latency":0.05}',
+                )
+            ]
+        )
+    solo.send(CancelRun(run_id=run_id, reason="abandoned"))
+    solo.wait_status(run_id, "cancelled")
+    events = solo.events(run_id)
+    assert [c.owner for c in claims(solo.watcher.runs[run_id])] == ["vanished", solo.name]
+    assert not any(isinstance(e, StepStarted) for e in events)  # never executed, only cancelled
+    assert invocations(solo.calls, run_id) == {}
+
+
+def test_a_stalled_writer_is_fenced_and_its_run_resumed(solo: Solo, unique: str) -> None:
+    run_id = f"stalled-{unique}"
+    writer = spawn_writer(
+        run_id, bootstrap=solo.bootstrap, topics=solo.topics, workdir=solo.workdir, latency=3.0
+    )
+    try:
+        solo.watcher.wait(
+            lambda w: any(isinstance(e.event, ModelCalled) for e in w.runs.get(run_id, [])),
+            30,
+            "the outside writer's first model call",
+        )
+        writer.send_signal(signal.SIGSTOP)  # hung mid-call: no event within the lease
+        stopped_at = time.time()
+        solo.wait_status(run_id, "completed", timeout=30)
+        run_claims = claims(solo.watcher.runs[run_id])
+        assert [(c.owner, c.epoch) for c in run_claims] == [(OUTSIDE_WRITER, 1), (solo.name, 2)]
+        assert run_claims[1].occurred_at.timestamp() - stopped_at >= LEASE - 0.2
+        assert solo.coordinator is not None
+        assert any(e.get("run_id") == run_id for e in solo.coordinator.log_events("run_stalled"))
+
+        writer.send_signal(signal.SIGCONT)  # the zombie wakes up and carries on writing
+        assert writer.wait(timeout=60) == 0
+    finally:
+        if writer.poll() is None:
+            writer.kill()
+    solo.watcher.poll(1.0)
+    events = solo.watcher.runs[run_id]
+    state = solo.watcher.state(run_id)
+    assert state.status == "completed"
+    assert state.fenced_events > 0  # the zombie's events are in the log, and ignored
+    completions = [e for e in accepted(events) if isinstance(e, RunCompleted)]
+    assert [c.epoch for c in completions] == [2]
+    assert any(isinstance(e.event, RunCompleted) and e.event.epoch == 1 for e in events)
+
+
+def test_a_long_model_call_does_not_look_stalled(solo: Solo, unique: str) -> None:
+    run_id = f"long-call-{unique}"
+    solo.send(StartRun.of(run_id, "coordinator.chat", {"latency": 2 * LEASE}))
+    solo.wait_status(run_id, "completed", timeout=60)
+    assert [c.owner for c in claims(solo.watcher.runs[run_id])] == [solo.name]
+    assert invocations(solo.calls, run_id) == dict.fromkeys(range(1, TURNS + 1), 1)
+    assert solo.coordinator is not None
+    assert not any(e.get("run_id") == run_id for e in solo.coordinator.log_events("run_stalled"))
+
+
+def test_cli_submit_and_cancel(solo: Solo, unique: str) -> None:
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "LITTLE_KAFKA_BOOTSTRAP": solo.bootstrap,
+        "LITTLE_COMMANDS_TOPIC": solo.topics["commands"],
+    }
+
+    def little(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", "from little.cli import main; main()", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+        )
+
+    submitted = little(
+        "submit", "coordinator.chat", "--input", '{"latency": 0.05}', "--run-id", f"cli-{unique}"
+    )
+    assert submitted.returncode == 0, submitted.stderr
+    assert submitted.stdout.strip() == f"cli-{unique}"
+    solo.wait_status(f"cli-{unique}", "completed")
+
+    generated = little("submit", "coordinator.chat", "--input", '{"latency": 1.0}')
+    assert generated.returncode == 0, generated.stderr
+    run_id = generated.stdout.strip()
+    assert run_id.startswith("run_")
+    solo.watcher.wait(
+        lambda w: any(isinstance(e.event, ModelCalled) for e in w.runs.get(run_id, [])),
+        30,
+        "the first model call",
+    )
+    cancelled = little("cancel", run_id, "--reason", "from the cli")
+    assert cancelled.returncode == 0, cancelled.stderr
+    solo.wait_status(run_id, "cancelled")
+    assert solo.watcher.state(run_id).error == "cancelled: from the cli"
+
+
+def test_sigterm_hands_runs_over_at_an_event_boundary(
+    kafka_bootstrap_servers: str, unique: str, tmp_path: Path
+) -> None:
+    """SIGTERM: in-flight calls finish and are recorded, runs stop, the process exits 0; the
+    next coordinator resumes every run without invoking any model turn a second time."""
+    bootstrap = kafka_bootstrap_servers
+    topics = make_topics(bootstrap, unique, PARTITIONS)
+    group = f"handover-{unique}"
+
+    def coordinator(name: str) -> CoordinatorProcess:
+        return spawn_coordinator(
+            f"{name}-{unique}",
+            bootstrap=bootstrap,
+            topics=topics,
+            group=group,
+            workdir=tmp_path,
+            lease_seconds=30.0,
+        )
+
+    first = coordinator("first")
+    second: CoordinatorProcess | None = None
+    watcher = RunsWatcher(bootstrap, topics["runs"])
+    try:
+        wait_ready([first], PARTITIONS)
+        run_ids = [f"handover-{unique}-{i}" for i in range(6)]
+        with CommandPublisher(bootstrap, topic=topics["commands"]) as publisher:
+            sent = publisher.send(
+                [StartRun.of(r, "coordinator.chat", {"latency": 0.8}) for r in run_ids]
+            )
+        watcher.wait(
+            lambda w: all(
+                any(isinstance(e.event, ModelCalled) for e in w.runs.get(r, [])) for r in run_ids
+            ),
+            30,
+            "every run in a model call",
+        )
+        first.signal(signal.SIGTERM)
+        assert first.proc.wait(timeout=30) == 0, first.logs()[-3000:]
+        watcher.poll(0.5)
+        assert all(watcher.status(r) == "running" for r in run_ids)
+        for r in run_ids:  # every call that was in flight got its answer recorded
+            events = [e.event for e in watcher.runs[r]]
+            called = {e.turn for e in events if isinstance(e, ModelCalled)}
+            answered = {e.turn for e in events if isinstance(e, ModelResponded)}
+            assert called == answered, (r, called, answered)
+        released = first.log_events("partitions_released")
+        assert sum(e["stopped_runs"] for e in released) == len(run_ids)
+        # Every StartRun was committed: each run was claimed, started and snapshotted, so the
+        # next owner finds it through the snapshots topic, not through the command again.
+        ends: dict[int, int] = {}
+        for position in sent:
+            ends[position.partition] = max(ends.get(position.partition, 0), position.offset + 1)
+        committed = KafkaCursorStore(bootstrap, topic=topics["commands"]).committed(group)
+        assert {p: committed.get(p) for p in ends} == ends
+
+        second = coordinator("second")
+        watcher.wait(lambda w: all(w.status(r) == "completed" for r in run_ids), 60, "resumes")
+        for r in run_ids:
+            assert [c.owner for c in claims(watcher.runs[r])] == [first.name, second.name]
+            assert invocations(tmp_path / "calls", r) == dict.fromkeys(range(1, TURNS + 1), 1)
+        second.signal(signal.SIGTERM)
+        assert second.proc.wait(timeout=30) == 0
+    finally:
+        first.stop()
+        if second is not None:
+            second.stop()
+        watcher.close()
+
+
+def test_the_coordinator_exits_1_with_one_line_on_bad_settings(tmp_path: Path) -> None:
+    from tests.integration.coordinator_support import dockerfile_command
+
+    command = Path(sys.executable).parent / dockerfile_command()[0]
+    out = subprocess.run(
+        [str(command)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin", "LITTLE_WORKFLOWS": "no_such_module_here"},
+        cwd=tmp_path,
+    )
+    assert out.returncode == 1
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, out.stderr
+    assert "coordinator_failed" in lines[0]
+    assert "no_such_module_here" in lines[0]

@@ -1,0 +1,215 @@
+"""Two resume coordinators, one dies: every run completes exactly once, nothing paid twice.
+
+Real broker, real processes (the Dockerfile's command), fresh topics and group per test. 200
+runs of a three-turn agent session are submitted; one coordinator is SIGKILLed while runs are
+in flight; the survivor takes its partitions over when the group notices (session timeout) and
+resumes every run the dead one left. By the fold's account each run has exactly one accepted
+RunCompleted; a model turn whose response reached the log before the kill was invoked exactly
+once, and only the turn in flight at the kill may have been invoked twice.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from little.commands import CommandPublisher, StartRun
+from little.events import RunCompleted
+from little.log import partition_for
+from tests.integration.coordinator_support import (
+    TURNS,
+    CoordinatorProcess,
+    RunsWatcher,
+    accepted,
+    claims,
+    invocations,
+    make_topics,
+    responded_turns,
+    spawn_coordinator,
+    wait_ready,
+    wait_until,
+)
+
+pytestmark = pytest.mark.kafka
+
+RUNS = 200
+PARTITIONS = 12
+SESSION_TIMEOUT_MS = 6000
+
+
+@pytest.fixture
+def procs() -> Iterator[list[CoordinatorProcess]]:
+    started: list[CoordinatorProcess] = []
+    yield started
+    for p in started:
+        p.stop()
+
+
+def test_two_coordinators_one_dies(
+    kafka_bootstrap_servers: str, unique: str, tmp_path: Path, procs: list[CoordinatorProcess]
+) -> None:
+    began = time.monotonic()
+    bootstrap = kafka_bootstrap_servers
+    topics = make_topics(bootstrap, unique, PARTITIONS)
+    group = f"coordinators-{unique}"
+    a, b = (
+        spawn_coordinator(
+            name,
+            bootstrap=bootstrap,
+            topics=topics,
+            group=group,
+            workdir=tmp_path,
+            lease_seconds=20.0,  # leases are not what this test is about: the group is
+            session_timeout_ms=SESSION_TIMEOUT_MS,
+        )
+        for name in (f"coordinator-a-{unique}", f"coordinator-b-{unique}")
+    )
+    procs += [a, b]
+    wait_ready([a, b], PARTITIONS)
+    a_partitions = set(a.partitions())
+
+    run_ids = [f"chat-{unique}-{i:03d}" for i in range(RUNS)]
+    with CommandPublisher(bootstrap, topic=topics["commands"]) as publisher:
+        publisher.send(
+            [
+                StartRun.of(r, "coordinator.chat", {"latency": 0.1 + (i % 5) * 0.025})
+                for i, r in enumerate(run_ids)
+            ]
+        )
+    watcher = RunsWatcher(bootstrap, topics["runs"])
+
+    def completed(w: RunsWatcher) -> int:
+        return sum(
+            1 for r in run_ids if any(isinstance(e.event, RunCompleted) for e in w.runs.get(r, []))
+        )
+
+    # Kill A mid-flight: some runs done, A still has runs between their write-ahead and answer.
+    watcher.wait(lambda w: completed(w) >= RUNS // 5, 90, f"{RUNS // 5} completed runs")
+    killed_at = time.time()
+    a.proc.send_signal(signal.SIGKILL)
+    a.proc.wait(timeout=10)
+    watcher.poll(0.5)
+    left = {
+        r
+        for r in run_ids
+        if partition_for(r, PARTITIONS) in a_partitions and watcher.status(r) != "completed"
+    }
+
+    watcher.wait(lambda w: completed(w) == RUNS, 90, "every run to complete")
+    watcher.poll(1.0)  # late zombie records, if any, would land now
+
+    calls_dir = tmp_path / "calls"
+    taken_over: list[float] = []
+    resumed = twice = 0
+    for run_id in run_ids:
+        events = watcher.runs[run_id]
+        state = watcher.state(run_id)  # raises on any seq gap or duplicate among accepted events
+        assert state.status == "completed", (run_id, state.status, state.error)
+        completions = [e for e in accepted(events) if isinstance(e, RunCompleted)]
+        assert len(completions) == 1, f"{run_id}: {len(completions)} accepted RunCompleted"
+
+        counts = invocations(calls_dir, run_id)
+        done_before_kill = responded_turns(events, before=killed_at)
+        for turn in range(1, TURNS + 1):
+            n = counts.get(turn, 0)
+            if turn in done_before_kill:
+                assert n == 1, f"{run_id} turn {turn} answered before the kill, invoked {n}x"
+            else:
+                assert 1 <= n <= 2, f"{run_id} turn {turn} invoked {n}x"
+        assert sum(1 for n in counts.values() if n == 2) <= 1, (run_id, counts)
+        twice += sum(1 for n in counts.values() if n == 2)
+
+        run_claims = claims(events)
+        owners = [c.owner for c in run_claims]
+        assert state.accepted_claims == len(run_claims), (run_id, run_claims)  # none rejected
+        if run_id in left:
+            # Left unfinished by A: B claimed it (with A's epoch + 1 if A had claimed it).
+            assert owners[-1] == b.name, (run_id, owners)
+            assert owners.count(b.name) == 1, (run_id, owners)
+            taken = next(c for c in run_claims if c.owner == b.name)
+            taken_over.append(taken.occurred_at.timestamp() - killed_at)
+            if a.name in owners:
+                assert taken.epoch == max(c.epoch for c in run_claims if c.owner == a.name) + 1
+                resumed += 1
+        elif partition_for(run_id, PARTITIONS) in a_partitions:
+            assert owners == [a.name], (run_id, owners)
+        else:
+            assert owners == [b.name], (run_id, owners)
+
+    assert resumed, "no run was mid-flight on A when it died: the test proved nothing"
+    print(
+        f"\n{RUNS} runs; A left {len(left)} unfinished ({resumed} claimed by A, mid-flight); "
+        f"B claimed them all {max(taken_over):.1f}s after SIGKILL (session timeout "
+        f"{SESSION_TIMEOUT_MS / 1000:.0f}s); {twice} in-flight turn(s) invoked twice"
+    )
+    assert max(taken_over) < SESSION_TIMEOUT_MS / 1000 + 10
+
+    b.signal(signal.SIGTERM)
+    assert b.proc.wait(timeout=30) == 0, b.logs()[-3000:]
+    watcher.close()
+    assert time.monotonic() - began < 110
+
+
+def test_a_paused_coordinator_wakes_up_fenced(
+    kafka_bootstrap_servers: str, unique: str, tmp_path: Path, procs: list[CoordinatorProcess]
+) -> None:
+    """SIGSTOP, not SIGKILL: the survivor takes over, and when the paused one wakes up its
+    executions are zombies. Whatever they still write is fenced; every run completes once."""
+    bootstrap = kafka_bootstrap_servers
+    partitions = 4
+    topics = make_topics(bootstrap, unique, partitions)
+    a, b = (
+        spawn_coordinator(
+            name,
+            bootstrap=bootstrap,
+            topics=topics,
+            group=f"paused-{unique}",
+            workdir=tmp_path,
+            lease_seconds=20.0,
+            session_timeout_ms=SESSION_TIMEOUT_MS,
+        )
+        for name in (f"paused-a-{unique}", f"paused-b-{unique}")
+    )
+    procs += [a, b]
+    wait_ready([a, b], partitions)
+    a_partitions = set(a.partitions())
+    run_ids = [f"paused-{unique}-{i:02d}" for i in range(40)]
+    with CommandPublisher(bootstrap, topic=topics["commands"]) as publisher:
+        publisher.send([StartRun.of(r, "coordinator.chat", {"latency": 0.3}) for r in run_ids])
+    watcher = RunsWatcher(bootstrap, topics["runs"])
+    watcher.wait(
+        lambda w: sum(w.status(r) == "completed" for r in run_ids) >= 5, 60, "5 completed runs"
+    )
+    a.signal(signal.SIGSTOP)
+    paused_at = time.time()
+    try:
+        wait_until(lambda: len(b.partitions()) == partitions, 30, "B to own every partition")
+        time.sleep(2)  # B resumes what A was running
+    finally:
+        a.signal(signal.SIGCONT)
+    watcher.wait(lambda w: all(w.status(r) == "completed" for r in run_ids), 90, "completion")
+    watcher.poll(2.0)  # late zombie records, if any, would land now
+
+    for run_id in run_ids:
+        events = watcher.runs[run_id]
+        completions = [e for e in accepted(events) if isinstance(e, RunCompleted)]
+        assert len(completions) == 1, f"{run_id}: {len(completions)} accepted RunCompleted"
+        counts = invocations(tmp_path / "calls", run_id)
+        for turn in responded_turns(events, before=paused_at):
+            assert counts[turn] == 1, (run_id, turn, counts)
+        assert all(1 <= n <= 2 for n in counts.values()), (run_id, counts)
+    zombie_runs = [r for r in run_ids if watcher.state(r).fenced_events]
+    woke = a.log_events("partitions_revoked") + a.log_events("run_fenced")
+    assert a.proc.poll() is None, a.logs()[-3000:]  # a zombie is stopped, not crashed
+    assert woke or not zombie_runs
+    assert any(partition_for(r, partitions) in a_partitions for r in run_ids)
+
+    for c in (a, b):
+        c.signal(signal.SIGTERM)
+    assert a.proc.wait(timeout=30) == 0, a.logs()[-3000:]
+    assert b.proc.wait(timeout=30) == 0, b.logs()[-3000:]
+    watcher.close()

@@ -1,0 +1,160 @@
+"""Commands (StartRun, ResumeRun, CancelRun): Avro single-object bytes, kept out of the event
+catalog; golden bytes decode forever; garbage is a CommandDecodeError, nothing else."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import avro.schema
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from little.commands import (
+    Budgets,
+    CancelRun,
+    CommandDecodeError,
+    ResumeRun,
+    StartRun,
+    command_headers,
+    decode_command,
+    encode_command,
+)
+from little.events import default_catalog
+
+SCHEMAS = Path(__file__).resolve().parents[2] / "schemas" / "commands"
+AT = datetime(2025, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+FIXED = {"command_id": "00000000-0000-4000-8000-000000000001", "issued_at": AT, "issued_by": "t"}
+
+# Written by v1 of each schema; every later release must decode these bytes to these values.
+GOLDEN: dict[str, tuple[str, StartRun | ResumeRun | CancelRun]] = {
+    "StartRun": (
+        "c30110ddb0f0bed8217f4830303030303030302d303030302d343030302d383030302d30303030303030"
+        "30303030310a72756e2d31eabc9ba48dac95060274107265736561726368227b22746f706963223a224b"
+        "61666b61227d020a00",
+        StartRun(
+            run_id="run-1",
+            workflow="research",
+            input_json='{"topic":"Kafka"}',
+            budgets=Budgets(max_agent_calls=5, max_tokens=None),
+            **FIXED,
+        ),
+    ),
+    "ResumeRun": (
+        "c301c56343678e6d677f4830303030303030302d303030302d343030302d383030302d30303030303030"
+        "30303030310a72756e2d31eabc9ba48dac95060274",
+        ResumeRun(run_id="run-1", **FIXED),
+    ),
+    "CancelRun": (
+        "c301f8c2a2d95871cfc34830303030303030302d303030302d343030302d383030302d30303030303030"
+        "30303030310a72756e2d31eabc9ba48dac9506027414757365722061736b6564",
+        CancelRun(run_id="run-1", reason="user asked", **FIXED),
+    ),
+}
+
+
+def test_schemas_are_avro_records_outside_the_event_catalog() -> None:
+    names = sorted(p.name for p in SCHEMAS.iterdir())
+    assert names == ["CancelRun", "ResumeRun", "StartRun"]
+    for name in names:
+        text = (SCHEMAS / name / "v1.avsc").read_text()
+        parsed = avro.schema.parse(text)
+        assert isinstance(parsed, avro.schema.RecordSchema)
+        assert parsed.namespace == "little.commands"
+        assert json.loads(text)["little.type"] == name
+        assert name not in default_catalog().event_types
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        StartRun.of("r", "wf", {"a": [1, 2]}, budgets=Budgets(max_tokens=10)),
+        StartRun(run_id="r", workflow="wf"),
+        ResumeRun(run_id="r"),
+        CancelRun(run_id="r", reason="because"),
+        CancelRun(run_id="r"),
+    ],
+    ids=lambda c: c.type,
+)
+def test_round_trip(command: StartRun | ResumeRun | CancelRun) -> None:
+    data = encode_command(command)
+    assert data[:2] == b"\xc3\x01"
+    assert decode_command(data) == command
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    run_id=st.text(min_size=1, max_size=40),
+    workflow=st.text(min_size=1, max_size=20),
+    value=st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=10),
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner),
+        max_leaves=8,
+    ),
+    calls=st.none() | st.integers(min_value=0, max_value=2**40),
+)
+def test_start_run_round_trips(
+    run_id: str, workflow: str, value: object, calls: int | None
+) -> None:
+    command = StartRun.of(run_id, workflow, value, budgets=Budgets(max_agent_calls=calls))
+    decoded = decode_command(encode_command(command))
+    assert decoded == command
+    assert isinstance(decoded, StartRun)
+    assert decoded.input == value
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN))
+def test_golden_bytes_decode_forever(name: str) -> None:
+    vector, command = GOLDEN[name]
+    assert decode_command(bytes.fromhex(vector)) == command
+    assert encode_command(command).hex() == vector  # writers still write v1, byte for byte
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (b"", "no Avro single-object header"),
+        (b"\x00\x00\x00\x00\x01abc", "no Avro single-object header"),
+        (b"\xc3\x01" + b"\x00" * 8 + b"x", "unknown command schema fingerprint"),
+    ],
+)
+def test_garbage_is_a_command_decode_error(data: bytes, reason: str) -> None:
+    with pytest.raises(CommandDecodeError, match=reason):
+        decode_command(data)
+
+
+def test_truncated_and_trailing_bytes_are_decode_errors() -> None:
+    data = encode_command(CancelRun(run_id="r", reason="x" * 50))
+    with pytest.raises(CommandDecodeError, match="does not decode"):
+        decode_command(data[:-10])
+    with pytest.raises(CommandDecodeError, match="trailing bytes"):
+        decode_command(data + b"\x00")
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=64))
+def test_any_bytes_decode_or_raise_command_decode_error(data: bytes) -> None:
+    for candidate in (data, encode_command(ResumeRun(run_id="r"))[:10] + data):
+        with contextlib.suppress(CommandDecodeError):  # anything else fails the test
+            decode_command(candidate)
+
+
+def test_start_run_input_must_be_json() -> None:
+    with pytest.raises(ValidationError, match="input_json is not JSON"):
+        StartRun(run_id="r", workflow="wf", input_json="{nope")
+    with pytest.raises(ValidationError):
+        StartRun(run_id="", workflow="wf")
+    with pytest.raises(ValidationError):
+        Budgets(max_tokens=-1)
+
+
+def test_headers_carry_type_and_run_id() -> None:
+    command = CancelRun(run_id="run-9", reason="x")
+    headers = dict(command_headers(command))
+    assert headers["little.command"] == b"CancelRun"
+    assert headers["little.run_id"] == b"run-9"
+    assert headers["little.command_id"] == command.command_id.encode()
