@@ -82,10 +82,10 @@ def test_loop_visits_replay_their_own_outputs(tmp_path: Path, calls: Path) -> No
         "w = little.local_world(sys.argv[1])\n"
         "asyncio.run(run(w, loops.revise, {'rounds': 3}, run_id='loop'))\n"
     )
-    # die right after the 2nd visit of review committed its decision (events: claim, start,
-    # draft1 started/completed, review1 started/decided/completed, draft2 ..., review2 ...)
+    # die right after the 2nd visit of review committed: event 11 of claim, start, then per visit
+    # StepStarted, (DecisionRecorded for review,) StepCompleted
     first = child(
-        code, data, {"LITTLE_CRASH_AFTER_EVENT": "12", loops.LOG: str(tmp_path / "steps.jsonl")}
+        code, data, {"LITTLE_CRASH_AFTER_EVENT": "11", loops.LOG: str(tmp_path / "steps.jsonl")}
     )
     assert first.returncode == -9, first.stderr
     with little.local_world(data) as world:

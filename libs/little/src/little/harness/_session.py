@@ -107,10 +107,17 @@ class AgentSession:
         return None
 
     def _emit(self, cls: Any, **fields: Any) -> Any:
+        """Append and wait for the ack: write-ahead records, before the call they announce."""
         event, _ = self._x.writer.emit(
             cls, step_path=self._step.step_path, session_id=self.session_id, **fields
         )
         return event
+
+    def _defer(self, cls: Any, **fields: Any) -> Any:
+        """A call's terminal record: it reaches the log with the next acked event."""
+        return self._x.writer.defer(
+            cls, step_path=self._step.step_path, session_id=self.session_id, **fields
+        )
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -128,7 +135,7 @@ class AgentSession:
             for call in response.tool_calls:
                 messages.append(await self._tool_call(turn, call))
         if self._recorded is None or self._recorded.status != "completed":
-            self._emit(
+            self._defer(
                 SessionCompleted,
                 turns=self.turns,
                 output_json=canonical_json(answer),
@@ -189,7 +196,7 @@ class AgentSession:
             raise
         FAULTS.call_returned()
         response_json, response_ref = self._x.store_json(json.loads(response.to_json()))
-        self._emit(
+        self._defer(
             ModelResponded,
             turn=turn,
             provider=self.model.provider,
@@ -246,7 +253,7 @@ class AgentSession:
             if self._x.is_fatal(exc):
                 raise
             error = f"{type(exc).__name__}: {exc}"
-            self._emit(
+            self._defer(
                 ToolCallFailed,
                 call_id=call_id,
                 tool=call.name,
@@ -261,7 +268,7 @@ class AgentSession:
             }
         FAULTS.call_returned()
         result_json, result_ref = self._x.store_json(result)
-        self._emit(
+        self._defer(
             ToolCallSucceeded,
             call_id=call_id,
             tool=call.name,

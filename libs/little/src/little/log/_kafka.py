@@ -119,7 +119,7 @@ class _RunIndex:
                 "isolation.level": "read_committed",
                 # bounded reads, not tailing: a long-poll fetch in flight would delay the
                 # next assign by up to its wait
-                "fetch.wait.max.ms": 10,
+                "fetch.wait.max.ms": 1,
             }
         )
         self._read_to: dict[int, int] = {}
@@ -240,7 +240,7 @@ class KafkaEventLog(EventLog):
                 "isolation.level": "read_committed",
                 # bounded reads, not tailing: a long-poll fetch in flight would delay the
                 # next assign by up to its wait
-                "fetch.wait.max.ms": 10,
+                "fetch.wait.max.ms": 1,
             }
         )
         self._reader_lock = threading.Lock()
@@ -539,7 +539,7 @@ class KafkaSnapshotStore(SnapshotStore):
                 "group.id": f"little-snapshots-{uuid.uuid4()}",
                 "enable.auto.commit": False,
                 "isolation.level": "read_committed",
-                "fetch.wait.max.ms": 10,
+                "fetch.wait.max.ms": 1,
             }
         )
         self._lock = threading.Lock()

@@ -164,7 +164,9 @@ class WorkflowContext(_ValuesMixin):
         attempt = self._attempts_before(full)
         while True:
             attempt += 1
-            self._x.writer.emit(
+            # Deferred: it reaches the log with the step's first acked event (its first
+            # write-ahead record, or its StepCompleted). Only StepCompleted memoizes a step.
+            self._x.writer.defer(
                 StepStarted,
                 step_path=full,
                 step_id=path.rsplit("/", 1)[-1],

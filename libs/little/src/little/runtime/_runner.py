@@ -38,7 +38,7 @@ from little.runtime._errors import (
     WorkflowVersionError,
 )
 from little.runtime._registry import Workflow, lookup
-from little.runtime._writer import FAULTS, RunWriter
+from little.runtime._writer import FAULTS, PRODUCER, RunWriter
 
 log = structlog.get_logger("little.runtime")
 
@@ -152,16 +152,28 @@ def _result(state: MaterializedRunState, world: Any) -> RunResult:
     return RunResult(state.run_id, state.status, output, state.error)
 
 
-def claim(world: Any, run_id: str, owner: str) -> tuple[MaterializedRunState, RunWriter]:
+def claim(
+    world: Any, run_id: str, owner: str, state: MaterializedRunState | None = None
+) -> tuple[MaterializedRunState, RunWriter]:
     """Append RunClaimed with the next epoch, then fold the run up to that claim.
 
-    Returns the state as of the claim and a writer continuing at the last accepted seq + 1.
-    Raises ClaimRejectedError if an earlier claim in the log holds an equal or higher epoch.
+    ``state`` is the run as the caller just folded it (folded here if not given). Returns the
+    state as of the claim and a writer continuing at the last accepted seq + 1. Raises
+    ClaimRejectedError if an earlier claim in the log holds an equal or higher epoch.
     """
-    state, _, _ = fold_run(world, run_id)
+    if state is None:
+        state, _, _ = fold_run(world, run_id)
     epoch = state.epoch + 1
     (position,) = world.append(
-        [RunClaimed(run_id=run_id, epoch=epoch, owner=owner, observed_seq=state.last_seq)]
+        [
+            RunClaimed(
+                run_id=run_id,
+                epoch=epoch,
+                owner=owner,
+                observed_seq=state.last_seq,
+                producer=PRODUCER,
+            )
+        ]
     )
     FAULTS.event_acked()
     after = (
@@ -215,7 +227,7 @@ async def execute(
     state, _, _ = fold_run(world, run_id)
     if state.terminal:
         return _result(state, world)  # nothing to claim: read the outcome from the log
-    state, writer = claim(world, run_id, owner)
+    state, writer = claim(world, run_id, owner, state)
     if state.terminal:
         return _result(state, world)
     writer.control = control

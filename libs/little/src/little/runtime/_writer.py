@@ -80,15 +80,47 @@ class RunWriter:
         self.control = control
         self.finished = False
         """True once this writer appended the run's terminal event."""
+        self._pending: list[Event] = []
 
     def emit(self, cls: type[E], **fields: Any) -> tuple[E, Position]:
-        """Build, append and wait for the ack of one event; returns it and its position."""
+        """Build, append and wait for the ack of one event; returns it and its position.
+
+        Events deferred before it are appended in the same batch, ahead of it.
+        """
         if self.control is not None and self.control.halted:
             self.checkpoint()
         event, position = self._append(cls, **fields)
         if not self.finished:
             self.checkpoint()  # a stop requested while this event was being made: stop here
         return event, position
+
+    def defer(self, cls: type[E], **fields: Any) -> E:
+        """Build an event now (it takes the next seq) and append it with the next ``emit``.
+
+        For the terminal record of a call (a model response, a tool result): the next
+        write-ahead record carries it to the log in the same acked batch, so a recorded call
+        costs one round trip, not two. If the process dies first, the call has no terminal
+        event in the log and runs again on resume, exactly as if it had died before writing
+        it: nothing is ever acted on before the log holds it.
+        """
+        if self.control is not None and self.control.halted:
+            self.checkpoint()
+        event = cls(
+            run_id=self.run_id, seq=self.next_seq, epoch=self.epoch, producer=PRODUCER, **fields
+        )
+        self.next_seq += 1
+        self._pending.append(event)
+        if self.control is not None and self.control.requested:
+            self.checkpoint()  # a stop lands what is in hand (this result) and stops here
+        return event
+
+    def flush(self) -> None:
+        """Append and wait for the deferred events, if any."""
+        if self._pending:
+            batch, self._pending = self._pending, []
+            self.world.append(batch)
+            for _ in batch:
+                FAULTS.event_acked()
 
     def checkpoint(self) -> None:
         """Raise ``ExecutionStopped`` if a stop was requested (recording a cancel first)."""
@@ -98,15 +130,19 @@ class RunWriter:
         control.halted = True
         if control.cancelled and not self.finished:
             self._append(RunCancelled, reason=control.reason or "")
+        else:
+            self.flush()  # results already in hand are recorded, never paid for again
         raise control.stopped(self.run_id)
 
     def _append(self, cls: type[E], **fields: Any) -> tuple[E, Position]:
         event = cls(
             run_id=self.run_id, seq=self.next_seq, epoch=self.epoch, producer=PRODUCER, **fields
         )
-        (position,) = self.world.append([event])
+        batch, self._pending = [*self._pending, event], []
+        position = self.world.append(batch)[-1]
         self.next_seq += 1
         if isinstance(event, _TERMINAL):
             self.finished = True
-        FAULTS.event_acked()
+        for _ in batch:
+            FAULTS.event_acked()
         return event, position
