@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 
 import little
@@ -19,14 +20,28 @@ from little.runtime import lookup, resume, run
 
 RESULT = "RESULT "
 
-__all__ = ["RESULT", "main"]
+WORLD_ENV = "LITTLE_CRASH_TEST_KAFKA"
+
+
+def open_world(data_dir: str, kafka: str | None = None) -> little.World:
+    """The embedded world in ``data_dir``, or Kafka when ``kafka`` (or the env) names one."""
+    kafka = kafka or os.environ.get(WORLD_ENV)
+    if kafka:
+        bootstrap, prefix = kafka.split("|")
+        return little.kafka_world(
+            bootstrap, topic_prefix=prefix, provision=True, artifacts_dir=f"{data_dir}/artifacts"
+        )
+    return little.local_world(data_dir)
+
+
+__all__ = ["RESULT", "WORLD_ENV", "main", "open_world"]
 
 _REGISTERED = (little.examples.research, tests.crash.workflows)  # import for registration
 
 
 def main(argv: list[str]) -> int:
     data_dir, run_id, mode, *rest = argv
-    with little.local_world(data_dir) as world:
+    with open_world(data_dir) as world:
         if mode == "run":
             name, input_json = rest
             result = asyncio.run(run(world, lookup(name), json.loads(input_json), run_id=run_id))

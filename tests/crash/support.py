@@ -18,10 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import little
 from little.events import LoggedEvent, SubRunReserved
 from little.replay import MaterializedRunState, fold_run
-from tests.crash.runner import RESULT
+from tests.crash.runner import RESULT, WORLD_ENV, open_world
 
 REPO = Path(__file__).resolve().parents[2]
 CHILD_TIMEOUT = 120.0
@@ -106,6 +105,8 @@ class Scenario:
     """A fresh directory: the embedded world's data and the invocation logs."""
 
     root: Path
+    kafka: str | None = None
+    """``bootstrap|topic_prefix``: run on Kafka (fresh topics) instead of the embedded world."""
     data_dir: Path = field(init=False)
     calls_dir: Path = field(init=False)
 
@@ -115,6 +116,8 @@ class Scenario:
         self.root.mkdir(parents=True, exist_ok=True)
 
     def env(self, **extra: str | int | float) -> dict[str, str]:
+        if self.kafka:
+            extra = {WORLD_ENV: self.kafka, **extra}
         return child_env(self.calls_dir, **extra)
 
     def start(self, run_id: str, workflow: str, input: Any, **extra: str | int | float) -> Child:
@@ -131,11 +134,11 @@ class Scenario:
         return [json.loads(line) for line in path.read_text().splitlines() if line]
 
     def events(self, run_id: str) -> list[LoggedEvent]:
-        with little.local_world(self.data_dir) as world:
+        with open_world(str(self.data_dir), self.kafka) as world:
             return list(world.read_run(run_id))
 
     def fold(self, run_id: str) -> MaterializedRunState:
-        with little.local_world(self.data_dir) as world:
+        with open_world(str(self.data_dir), self.kafka) as world:
             state, _, _ = fold_run(world, run_id, use_snapshot=False)
             return state
 

@@ -121,9 +121,11 @@ def at_crash(sc: Scenario, base: Baseline) -> AtCrash:
     )
 
 
-def crash_and_resume(root: Path, base: Baseline, env: dict[str, int]) -> dict[str, Any]:
+def crash_and_resume(
+    root: Path, base: Baseline, env: dict[str, int], kafka: str | None = None
+) -> dict[str, Any]:
     """One crash point, checked end to end; returns what the crash left for the summary."""
-    sc = Scenario(root)
+    sc = Scenario(root, kafka=kafka)
     first = sc.start(RUN_ID, "research", RESEARCH_INPUT, **env)
     assert first.killed, f"child 1 was not SIGKILLed: {first.describe()}"
     crash = at_crash(sc, base)
@@ -246,3 +248,20 @@ def test_every_invocation_is_a_crash_point(tmp_path: Path, baseline: Baseline) -
     summaries = enumerate_points(tmp_path, baseline, "LITTLE_CRASH_AFTER_CALL", baseline.calls)
     order = [("turn", 1), ("tool", "1:c1"), ("turn", 2), ("tool", "2:c2"), ("tool", "2:c3")]
     assert [s["twice"] for s in summaries] == [[c] for c in [*order, ("turn", 3)]]
+
+
+def test_a_spread_of_crash_points_on_kafka(
+    baseline: Baseline, kafka_bootstrap_servers: str, tmp_path: Path, unique: str
+) -> None:
+    """The same checks on a real broker, at event crash points spread over the run (inside the
+    sub-run too) and at a model and a tool invocation; fresh topics per point."""
+    n = baseline.events
+    points: list[dict[str, int]] = [
+        {"LITTLE_CRASH_AFTER_EVENT": k}
+        for k in sorted({1, n // 5, 2 * n // 5, 3 * n // 5, 4 * n // 5, n - 2})
+    ]
+    points += [{"LITTLE_CRASH_AFTER_CALL": 0}, {"LITTLE_CRASH_AFTER_CALL": baseline.calls - 2}]
+    for i, env in enumerate(points):
+        crash_and_resume(
+            tmp_path / f"p{i}", baseline, env, kafka=f"{kafka_bootstrap_servers}|t{unique}p{i}."
+        )

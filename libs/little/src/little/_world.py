@@ -110,6 +110,7 @@ def kafka_world(
     artifacts_dir: str | Path = ".little/artifacts",
     provision: bool = False,
     producer_profile: str = "latency",
+    topic_prefix: str = "",
     **librdkafka_config: Any,
 ) -> World:
     """A world on Kafka or Redpanda.
@@ -118,27 +119,40 @@ def kafka_world(
     becomes ``sasl.mechanism``) and pass through unchanged, so SASL/SSL work as in any client.
     With ``schema_registry_url`` set, events are written in the Confluent wire format.
     ``provision=True`` creates missing topics from ``deploy/topics.yaml`` first.
+    ``topic_prefix`` prepends to every topic name (several worlds on one cluster).
     """
+    from dataclasses import replace
+
     from little.log._kafka import KafkaCursorStore, KafkaEventLog, KafkaSnapshotStore
+    from little.log._topics import RUN_INDEX_TOPIC, RUNS_TOPIC, SNAPSHOTS_TOPIC, load_topic_specs
 
     config = {key.replace("_", "."): value for key, value in librdkafka_config.items()}
     if provision:
         from little.log._provision import apply_topics
-        from little.log._topics import load_topic_specs
 
-        apply_topics(bootstrap_servers, load_topic_specs().values(), config=config)
+        specs = [replace(s, name=topic_prefix + s.name) for s in load_topic_specs().values()]
+        apply_topics(bootstrap_servers, specs, config=config)
+    runs, index, snapshots = (
+        topic_prefix + t for t in (RUNS_TOPIC, RUN_INDEX_TOPIC, SNAPSHOTS_TOPIC)
+    )
     registry = None
     if schema_registry_url:
         from confluent_kafka.schema_registry import SchemaRegistryClient
 
         # new_client gives the in-memory registry for mock:// URLs (tests) and a real one else
         registry = SchemaRegistryClient.new_client({"url": schema_registry_url})
-    log = KafkaEventLog(bootstrap_servers, config=config, producer_profile=producer_profile)
+    log = KafkaEventLog(
+        bootstrap_servers,
+        topic=runs,
+        index_topic=index,
+        config=config,
+        producer_profile=producer_profile,
+    )
     return World(
         log=log,
-        cursors=KafkaCursorStore(bootstrap_servers, config=config),
+        cursors=KafkaCursorStore(bootstrap_servers, topic=runs, config=config),
         artifacts=ArtifactStore(Path(artifacts_dir)),
         codec=EventCodec(registry=registry),
-        snapshots=KafkaSnapshotStore(bootstrap_servers, config=config),
+        snapshots=KafkaSnapshotStore(bootstrap_servers, topic=snapshots, config=config),
         description=f"kafka:{bootstrap_servers}",
     )
