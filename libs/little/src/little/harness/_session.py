@@ -141,6 +141,10 @@ class AgentSession:
                 output_json=canonical_json(answer),
                 usage=self._usage,
             )
+        # Inside the loop a result rides with the next write-ahead record, which follows at
+        # once; the last one is made durable here, so work after the session never puts the
+        # session's final answer at risk.
+        self._x.writer.flush()
         return answer
 
     async def _model_turn(self, turn: int, messages: list[Message]) -> ModelResponse:

@@ -1,0 +1,92 @@
+"""The projector's library core: run states folded from the log, offsets as replay cursors.
+
+``ProjectionCore`` folds records with the one fold of ``little.replay``; ``ProjectionStore``
+keeps a state per run (sqlite by default); drivers run the core on Kafka (per-partition
+transactions with snapshots and dead letters) or on any ``EventLog`` (the embedded world).
+The service in ``little_services.projector`` and ``little projections rebuild`` sit on this.
+``import little.projection`` does not import the Kafka client.
+"""
+
+from little.projection._core import (
+    DEFAULT_GROUP,
+    DLQ_MESSAGE,
+    DLQ_OFFSET,
+    DLQ_PARTITION,
+    DLQ_REASON,
+    DLQ_TOPIC_HEADER,
+    DeadLetter,
+    PartitionBatch,
+    ProjectionConfig,
+    ProjectionCore,
+)
+from little.projection._driver import (
+    Projector,
+    ProjectorFencedError,
+    ProjectorListener,
+    ProjectorStatus,
+    ProjectorTotals,
+)
+from little.projection._ports import PortProjector
+from little.projection._replay import replay_from_state
+from little.projection._setup import (
+    ProjectionSettings,
+    RebuildResult,
+    create_projector,
+    open_store,
+    open_world,
+    projector_from_settings,
+    rebuild,
+    tune_gc,
+)
+from little.projection._sqlite import SqliteProjectionStore
+from little.projection._store import (
+    INTEGRITY_ERROR,
+    IntegrityMark,
+    MemoryProjectionStore,
+    PartitionCursor,
+    ProjectionStore,
+    ProjectionWrite,
+    RunPage,
+    RunQuery,
+    RunRecord,
+    RunSummary,
+)
+
+__all__ = [
+    "DEFAULT_GROUP",
+    "DLQ_MESSAGE",
+    "DLQ_OFFSET",
+    "DLQ_PARTITION",
+    "DLQ_REASON",
+    "DLQ_TOPIC_HEADER",
+    "INTEGRITY_ERROR",
+    "DeadLetter",
+    "IntegrityMark",
+    "MemoryProjectionStore",
+    "PartitionBatch",
+    "PartitionCursor",
+    "PortProjector",
+    "ProjectionConfig",
+    "ProjectionCore",
+    "ProjectionSettings",
+    "ProjectionStore",
+    "ProjectionWrite",
+    "Projector",
+    "ProjectorFencedError",
+    "ProjectorListener",
+    "ProjectorStatus",
+    "ProjectorTotals",
+    "RebuildResult",
+    "RunPage",
+    "RunQuery",
+    "RunRecord",
+    "RunSummary",
+    "SqliteProjectionStore",
+    "create_projector",
+    "open_store",
+    "open_world",
+    "projector_from_settings",
+    "rebuild",
+    "replay_from_state",
+    "tune_gc",
+]

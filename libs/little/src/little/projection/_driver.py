@@ -1,0 +1,108 @@
+"""What every projector driver shares: the run loop's contract, its status and its listener.
+
+A driver moves records from a log into the core and commits offsets after the store write.
+Listeners see each committed batch (metrics, progress bars) and must not block for long.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from little.errors import LogError
+from little.projection._core import PartitionBatch, ProjectionCore
+
+
+class ProjectorFencedError(LogError):
+    """Another projector instance took over this one's partitions (its transactional id was
+    initialised again). Terminal for this instance: stop it; the other one carries on."""
+
+
+@dataclass(frozen=True)
+class ProjectorStatus:
+    """A point-in-time view for readiness probes and ``little projections`` output."""
+
+    assigned: tuple[int, ...] = ()
+    positions: Mapping[int, int] = field(default_factory=dict)
+    lag: Mapping[int, int] = field(default_factory=dict)
+    caught_up: bool = False
+    """All assigned partitions reached the end they had when assigned (set once, stays)."""
+    consuming: bool = False
+
+    @property
+    def ready(self) -> bool:
+        return self.consuming and self.caught_up
+
+
+@dataclass
+class ProjectorTotals:
+    """Counts over one ``run``."""
+
+    batches: int = 0
+    consumed: int = 0
+    folded: int = 0
+    duplicates: int = 0
+    skipped: int = 0
+    dead_letters: int = 0
+    snapshots: int = 0
+    refolded_runs: int = 0
+
+    def add(self, b: PartitionBatch) -> None:
+        self.batches += 1
+        self.consumed += b.consumed
+        self.folded += b.folded
+        self.duplicates += b.duplicates
+        self.skipped += b.skipped
+        self.dead_letters += len(b.dead_letters)
+        self.snapshots += len(b.snapshots)
+        self.refolded_runs += b.refolded_runs
+
+
+class ProjectorListener:
+    """Callbacks from the driver thread; override what you need."""
+
+    def assigned(self, partitions: Sequence[int]) -> None:
+        """Partitions were assigned (and reconciled with the store)."""
+
+    def revoked(self, partitions: Sequence[int]) -> None:
+        """Partitions were revoked or lost."""
+
+    def committed(self, batch: PartitionBatch, seconds: float) -> None:
+        """A batch is in the store and its offset committed; ``seconds`` from fold to commit."""
+
+    def lag(self, lag: Mapping[int, int]) -> None:
+        """Records left per assigned partition, after a batch or an idle poll."""
+
+    def caught_up(self) -> None:
+        """Every assigned partition reached the end it had when assigned."""
+
+
+class Projector(ABC):
+    """Runs the projection core against a log until stopped."""
+
+    def __init__(self, core: ProjectionCore, listener: ProjectorListener | None) -> None:
+        self.core = core
+        self.listener = listener or ProjectorListener()
+        self._status = ProjectorStatus()
+
+    @abstractmethod
+    def run(
+        self, stop: threading.Event | None = None, *, until_caught_up: bool = False
+    ) -> ProjectorTotals:
+        """Consume and fold until ``stop`` is set (or, with ``until_caught_up``, until every
+        partition reached the end it had at assignment). A batch in progress always finishes
+        and commits before this returns."""
+
+    def status(self) -> ProjectorStatus:
+        return self._status
+
+    def close(self) -> None:  # noqa: B027 - drivers without resources need not override
+        """Release clients. Idempotent."""
+
+    def __enter__(self) -> Projector:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

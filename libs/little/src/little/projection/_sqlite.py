@@ -1,0 +1,314 @@
+"""The default ProjectionStore: one sqlite file (WAL), states as JSON beside indexed columns.
+
+One connection writes (the projector), another reads (the HTTP API), so readers never wait
+for a write transaction. ``put`` is one ``BEGIN IMMEDIATE`` transaction with
+``synchronous=FULL``: when it returns, the states survive a power cut, which is what lets the
+projector commit its consumer offsets next.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from little.errors import ConfigurationError
+from little.projection._store import (
+    IntegrityMark,
+    PartitionCursor,
+    ProjectionStore,
+    ProjectionWrite,
+    RunPage,
+    RunQuery,
+    RunRecord,
+    RunSummary,
+    decode_page_cursor,
+    encode_page_cursor,
+    from_ms,
+    to_ms,
+)
+from little.replay import MaterializedRunState
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    status TEXT NOT NULL,
+    workflow TEXT,
+    workflow_version TEXT,
+    updated_at_ms INTEGER NOT NULL,
+    partition INTEGER NOT NULL,
+    first_offset INTEGER NOT NULL,
+    last_offset INTEGER NOT NULL,
+    last_seq INTEGER NOT NULL,
+    events_applied INTEGER NOT NULL,
+    epoch INTEGER NOT NULL,
+    stale INTEGER NOT NULL,
+    integrity TEXT,
+    state TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_by_updated ON runs (updated_at_ms DESC, run_id);
+CREATE INDEX IF NOT EXISTS runs_by_status ON runs (status, updated_at_ms DESC, run_id);
+CREATE INDEX IF NOT EXISTS runs_by_workflow ON runs (workflow, updated_at_ms DESC, run_id);
+CREATE INDEX IF NOT EXISTS runs_by_partition ON runs (partition, first_offset);
+CREATE TABLE IF NOT EXISTS cursors (
+    topic TEXT NOT NULL,
+    partition INTEGER NOT NULL,
+    covered INTEGER NOT NULL,
+    previous INTEGER NOT NULL,
+    gap_before INTEGER NOT NULL,
+    PRIMARY KEY (topic, partition)
+);
+"""
+
+_RUN_COLUMNS = (
+    "run_id",
+    "status",
+    "workflow",
+    "workflow_version",
+    "updated_at_ms",
+    "partition",
+    "first_offset",
+    "last_offset",
+    "last_seq",
+    "events_applied",
+    "epoch",
+    "stale",
+    "integrity",
+    "state",
+)
+# A run's row never moves back in the log (see ProjectionStore.put) unless it is stale.
+_UPSERT_RUN = (
+    f"INSERT INTO runs ({', '.join(_RUN_COLUMNS)}) VALUES ({', '.join('?' * len(_RUN_COLUMNS))}) "
+    "ON CONFLICT (run_id) DO UPDATE SET "
+    + ", ".join(f"{c} = excluded.{c}" for c in _RUN_COLUMNS[1:])
+    + " WHERE runs.stale = 1 OR excluded.last_offset >= runs.last_offset"
+)
+
+_SUMMARY_COLUMNS = (
+    "run_id, status, workflow, workflow_version, updated_at_ms, partition, first_offset, "
+    "last_offset, last_seq, events_applied, epoch, stale, integrity"
+)
+
+
+class SqliteProjectionStore(ProjectionStore):
+    """Run states in an sqlite file (created if missing)."""
+
+    def __init__(self, path: str | Path, *, synchronous: str = "FULL") -> None:
+        if synchronous not in ("FULL", "NORMAL"):
+            raise ConfigurationError(f"synchronous must be FULL or NORMAL, not {synchronous!r}")
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._write = self._connect(synchronous)
+        self._read = self._connect(synchronous)
+        self._write_lock = threading.Lock()
+        self._read_lock = threading.Lock()
+        self._closed = False
+        with self._write_lock:
+            self._write.executescript(_SCHEMA)
+            row = self._write.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+            if row is None:
+                self._write.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+            elif int(row[0]) != SCHEMA_VERSION:
+                raise ConfigurationError(
+                    f"projection store {self.path} has schema {row[0]}, not {SCHEMA_VERSION}: "
+                    "rebuild it (`little projections rebuild --to-earliest`)"
+                )
+
+    def _connect(self, synchronous: str) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            self.path, timeout=60.0, isolation_level=None, check_same_thread=False
+        )
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA synchronous={synchronous}")
+        conn.execute("PRAGMA busy_timeout=60000")
+        return conn
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._write_lock:
+            conn = self._write
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    # -- the projector's side ----------------------------------------------------------------
+
+    def get_many(self, run_ids: Iterable[str]) -> dict[str, RunRecord]:
+        ids = list(dict.fromkeys(run_ids))
+        out: dict[str, RunRecord] = {}
+        with self._read_lock:
+            for i in range(0, len(ids), 500):
+                chunk = ids[i : i + 500]
+                rows = self._read.execute(
+                    "SELECT run_id, partition, first_offset, last_offset, updated_at_ms, stale, "
+                    f"integrity, state FROM runs WHERE run_id IN ({','.join('?' * len(chunk))})",
+                    chunk,
+                ).fetchall()
+                for run_id, part, first, last, ms, stale, integrity, state in rows:
+                    out[run_id] = RunRecord(
+                        state=MaterializedRunState.model_validate_json(state),
+                        partition=part,
+                        first_offset=first,
+                        last_offset=last,
+                        updated_at=from_ms(ms),
+                        integrity=_mark(integrity),
+                        stale=bool(stale),
+                    )
+        return out
+
+    def put(self, write: ProjectionWrite) -> None:
+        rows = [
+            (
+                r.run_id,
+                r.status,
+                r.state.workflow,
+                r.state.workflow_version,
+                to_ms(r.updated_at),
+                r.partition,
+                r.first_offset,
+                r.last_offset,
+                r.state.last_seq,
+                r.state.events_applied,
+                r.state.epoch,
+                int(r.stale),
+                None if r.integrity is None else json.dumps(asdict(r.integrity)),
+                r.state.model_dump_json(),
+            )
+            for r in write.records
+        ]
+        with self._transaction() as conn:
+            conn.executemany(_UPSERT_RUN, rows)
+            conn.executemany(
+                "INSERT OR REPLACE INTO cursors VALUES (?, ?, ?, ?, ?)",
+                [
+                    (write.topic, p, c.covered, c.previous, c.gap_before)
+                    for p, c in write.cursors.items()
+                ],
+            )
+
+    def cursors(self, topic: str) -> dict[int, PartitionCursor]:
+        with self._read_lock:
+            rows = self._read.execute(
+                "SELECT partition, covered, previous, gap_before FROM cursors WHERE topic = ?",
+                (topic,),
+            ).fetchall()
+        return {int(p): PartitionCursor(int(c), int(prev), int(g)) for p, c, prev, g in rows}
+
+    def reset_partition(
+        self,
+        topic: str,
+        partition: int,
+        cursor: PartitionCursor,
+        *,
+        delete_from: int | None = None,
+        stale_from: int | None = None,
+    ) -> tuple[int, int]:
+        deleted = staled = 0
+        with self._transaction() as conn:
+            if delete_from is not None:
+                deleted = conn.execute(
+                    "DELETE FROM runs WHERE partition = ? AND first_offset >= ?",
+                    (partition, delete_from),
+                ).rowcount
+            if stale_from is not None:
+                staled = conn.execute(
+                    "UPDATE runs SET stale = 1 "
+                    "WHERE partition = ? AND last_offset >= ? AND stale = 0",
+                    (partition, stale_from),
+                ).rowcount
+            conn.execute(
+                "INSERT OR REPLACE INTO cursors VALUES (?, ?, ?, ?, ?)",
+                (topic, partition, cursor.covered, cursor.previous, cursor.gap_before),
+            )
+        return deleted, staled
+
+    def clear(self) -> None:
+        with self._transaction() as conn:
+            conn.execute("DELETE FROM runs")
+            conn.execute("DELETE FROM cursors")
+
+    # -- the API's side ----------------------------------------------------------------------
+
+    def list_runs(self, query: RunQuery) -> RunPage:
+        where: list[str] = []
+        args: list[Any] = []
+        if query.status is not None:
+            where.append("status = ?")
+            args.append(query.status)
+        if query.workflow is not None:
+            where.append("workflow = ?")
+            args.append(query.workflow)
+        if query.updated_since is not None:
+            where.append("updated_at_ms >= ?")
+            args.append(to_ms(query.updated_since))
+        if query.updated_before is not None:
+            where.append("updated_at_ms < ?")
+            args.append(to_ms(query.updated_before))
+        if query.cursor is not None:
+            ms, run_id = decode_page_cursor(query.cursor)
+            where.append("(updated_at_ms < ? OR (updated_at_ms = ? AND run_id > ?))")
+            args += [ms, ms, run_id]
+        sql = f"SELECT {_SUMMARY_COLUMNS} FROM runs"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY updated_at_ms DESC, run_id LIMIT ?"
+        args.append(query.limit + 1)
+        with self._read_lock:
+            rows = self._read.execute(sql, args).fetchall()
+        summaries = [_summary(row) for row in rows[: query.limit]]
+        next_cursor = None
+        if len(rows) > query.limit and summaries:
+            last = summaries[-1]
+            next_cursor = encode_page_cursor(last.updated_at, last.run_id)
+        return RunPage(tuple(summaries), next_cursor)
+
+    def count_by_status(self) -> dict[str, int]:
+        with self._read_lock:
+            rows = self._read.execute("SELECT status, COUNT(*) FROM runs GROUP BY status")
+            return {str(s): int(n) for s, n in rows.fetchall()}
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with self._write_lock:
+            self._write.close()
+        with self._read_lock:
+            self._read.close()
+
+
+def _mark(text: str | None) -> IntegrityMark | None:
+    return None if text is None else IntegrityMark(**json.loads(text))
+
+
+def _summary(row: tuple[Any, ...]) -> RunSummary:
+    (run_id, status, workflow, version, ms, part, first, last, seq, applied, epoch, stale, mark) = (
+        row
+    )
+    return RunSummary(
+        run_id=run_id,
+        status=status,
+        workflow=workflow,
+        workflow_version=version,
+        updated_at=from_ms(ms),
+        partition=part,
+        first_offset=first,
+        last_offset=last,
+        last_seq=seq,
+        events_applied=applied,
+        epoch=epoch,
+        stale=bool(stale),
+        integrity=_mark(mark),
+    )

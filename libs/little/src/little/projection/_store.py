@@ -1,0 +1,332 @@
+"""The ProjectionStore port: where the projector keeps one folded state per run.
+
+A store holds ``RunRecord``s (state, where the run sits in the log, integrity marks) and, per
+input partition, a ``PartitionCursor`` saying which offsets its records cover. The projector
+writes both in one durable ``put``; the HTTP API only reads. ``MemoryProjectionStore`` is the
+reference implementation the conformance tests hold the sqlite store to.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+
+from little.errors import ConfigurationError
+from little.replay import MaterializedRunState
+
+INTEGRITY_ERROR = "integrity_error"
+"""The status of a run whose stream could not be decoded or folded (see ``IntegrityMark``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class IntegrityMark:
+    """Why a run's projection stopped: the record that did not decode or fold, and after it.
+
+    ``reason`` is stable for matching: an ``EventDecodeError`` reason (``malformed-body``...),
+    ``stream-integrity`` (the fold raised ``RuntimeIntegrityError``) or ``fold-failed`` (any
+    other exception in the fold: a bug, kept from crash-looping the projector). Records of the
+    run after ``offset`` are counted in ``skipped`` and not folded.
+    """
+
+    reason: str
+    message: str
+    partition: int
+    offset: int
+    skipped: int = 0
+    last_skipped_offset: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """One run as the projection holds it.
+
+    ``state`` is the fold of every record of the run from ``first_offset`` to ``last_offset``
+    (or, with ``integrity`` set, of those before ``integrity.offset``). ``stale`` means a
+    cursor reset uncovered records the state may miss: the next record of the run refolds it
+    from the log. ``updated_at`` is the log timestamp of the last record processed.
+    """
+
+    state: MaterializedRunState
+    partition: int
+    first_offset: int
+    last_offset: int
+    updated_at: datetime
+    integrity: IntegrityMark | None = None
+    stale: bool = False
+
+    @property
+    def run_id(self) -> str:
+        return self.state.run_id
+
+    @property
+    def status(self) -> str:
+        return INTEGRITY_ERROR if self.integrity is not None else self.state.status
+
+    def summary(self) -> RunSummary:
+        s = self.state
+        return RunSummary(
+            run_id=s.run_id,
+            status=self.status,
+            workflow=s.workflow,
+            workflow_version=s.workflow_version,
+            updated_at=self.updated_at,
+            partition=self.partition,
+            first_offset=self.first_offset,
+            last_offset=self.last_offset,
+            last_seq=s.last_seq,
+            events_applied=s.events_applied,
+            epoch=s.epoch,
+            stale=self.stale,
+            integrity=self.integrity,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """A run in a listing: the indexed columns, no state."""
+
+    run_id: str
+    status: str
+    workflow: str | None
+    workflow_version: str | None
+    updated_at: datetime
+    partition: int
+    first_offset: int
+    last_offset: int
+    last_seq: int
+    events_applied: int
+    epoch: int
+    stale: bool = False
+    integrity: IntegrityMark | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionCursor:
+    """What the store's records cover in one input partition.
+
+    Every record below ``covered`` is applied. ``previous`` is ``covered`` before the last
+    write: if the group's committed offset equals it, the process died between the store write
+    and the offset commit, and the records in between are skipped by offset. ``gap_before``
+    (0 for none) says runs the store does not know may have records below it that were never
+    consumed (a group that started late, or moved forward): such runs are folded from their
+    start through the run index before their first consumed record.
+    """
+
+    covered: int
+    previous: int
+    gap_before: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RunQuery:
+    """Filters and one page of a run listing, newest first (``updated_at`` desc, ``run_id``)."""
+
+    status: str | None = None
+    workflow: str | None = None
+    updated_since: datetime | None = None
+    updated_before: datetime | None = None
+    limit: int = 100
+    cursor: str | None = None
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.limit <= 1000:
+            raise ConfigurationError(f"limit must be between 1 and 1000, not {self.limit}")
+        for t in (self.updated_since, self.updated_before):
+            if t is not None and t.tzinfo is None:
+                raise ConfigurationError("updated_since/updated_before must be timezone-aware")
+
+
+@dataclass(frozen=True, slots=True)
+class RunPage:
+    runs: tuple[RunSummary, ...]
+    next_cursor: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectionWrite:
+    """One durable write: changed runs and the cursors of the partitions they came from."""
+
+    topic: str
+    records: Sequence[RunRecord] = ()
+    cursors: Mapping[int, PartitionCursor] = field(default_factory=dict)
+
+
+class ProjectionStore(ABC):
+    """The projector's read model: one ``RunRecord`` per run, plus partition cursors.
+
+    ``put`` is atomic and durable when it returns: the projector commits consumer offsets only
+    after it, so a record is never marked consumed before its state is stored.
+    """
+
+    @abstractmethod
+    def get_many(self, run_ids: Iterable[str]) -> dict[str, RunRecord]:
+        """The stored records of these runs (absent runs are left out)."""
+
+    @abstractmethod
+    def put(self, write: ProjectionWrite) -> None:
+        """Store records and cursors atomically and durably.
+
+        A record whose ``last_offset`` is below the stored one of its run is ignored unless
+        the stored one is stale: a late write of an instance that lost the partition (a
+        zombie sharing the store) never moves a run back.
+        """
+
+    @abstractmethod
+    def cursors(self, topic: str) -> dict[int, PartitionCursor]:
+        """Per partition of ``topic``, what the stored records cover."""
+
+    @abstractmethod
+    def reset_partition(
+        self,
+        topic: str,
+        partition: int,
+        cursor: PartitionCursor,
+        *,
+        delete_from: int | None = None,
+        stale_from: int | None = None,
+    ) -> tuple[int, int]:
+        """Set a partition's cursor; drop runs that start at or after ``delete_from`` and mark
+        stale the rest of those whose last record is at or after ``stale_from``. Atomic.
+        Returns (deleted, marked stale)."""
+
+    @abstractmethod
+    def clear(self) -> None:
+        """Forget every run and cursor (a rebuild from the earliest offsets starts here)."""
+
+    @abstractmethod
+    def list_runs(self, query: RunQuery) -> RunPage:
+        """One page of runs matching the query, newest first."""
+
+    @abstractmethod
+    def count_by_status(self) -> dict[str, int]:
+        """How many runs are in each status (``integrity_error`` for marked runs)."""
+
+    def get(self, run_id: str) -> RunRecord | None:
+        return self.get_many([run_id]).get(run_id)
+
+    def close(self) -> None:  # noqa: B027 - stores without resources need not override
+        """Release resources. Idempotent."""
+
+    def __enter__(self) -> ProjectionStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# -- page cursors: opaque to clients, (updated_at ms, run_id) inside -------------------------
+
+
+def encode_page_cursor(updated_at: datetime, run_id: str) -> str:
+    raw = json.dumps([to_ms(updated_at), run_id]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_page_cursor(cursor: str) -> tuple[int, str]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        ms, run_id = json.loads(raw)
+        return int(ms), str(run_id)
+    except (ValueError, TypeError) as exc:
+        raise ConfigurationError(f"not a page cursor of this API: {cursor!r}") from exc
+
+
+def to_ms(t: datetime) -> int:
+    return int(t.timestamp() * 1000)
+
+
+def from_ms(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, UTC)
+
+
+class MemoryProjectionStore(ProjectionStore):
+    """A store in a dict: for tests and in-process folds that need no durability."""
+
+    def __init__(self) -> None:
+        self._runs: dict[str, RunRecord] = {}
+        self._cursors: dict[tuple[str, int], PartitionCursor] = {}
+        self._lock = threading.Lock()
+
+    def get_many(self, run_ids: Iterable[str]) -> dict[str, RunRecord]:
+        with self._lock:
+            return {r: self._runs[r] for r in run_ids if r in self._runs}
+
+    def put(self, write: ProjectionWrite) -> None:
+        with self._lock:
+            for record in write.records:
+                held = self._runs.get(record.run_id)
+                if held is None or held.stale or record.last_offset >= held.last_offset:
+                    self._runs[record.run_id] = record
+            for p, c in write.cursors.items():
+                self._cursors[(write.topic, p)] = c
+
+    def cursors(self, topic: str) -> dict[int, PartitionCursor]:
+        with self._lock:
+            return {p: c for (t, p), c in self._cursors.items() if t == topic}
+
+    def reset_partition(
+        self,
+        topic: str,
+        partition: int,
+        cursor: PartitionCursor,
+        *,
+        delete_from: int | None = None,
+        stale_from: int | None = None,
+    ) -> tuple[int, int]:
+        deleted = staled = 0
+        with self._lock:
+            for run_id, r in list(self._runs.items()):
+                if r.partition != partition:
+                    continue
+                if delete_from is not None and r.first_offset >= delete_from:
+                    del self._runs[run_id]
+                    deleted += 1
+                elif stale_from is not None and r.last_offset >= stale_from and not r.stale:
+                    self._runs[run_id] = replace(r, stale=True)
+                    staled += 1
+            self._cursors[(topic, partition)] = cursor
+        return deleted, staled
+
+    def clear(self) -> None:
+        with self._lock:
+            self._runs.clear()
+            self._cursors.clear()
+
+    def list_runs(self, query: RunQuery) -> RunPage:
+        with self._lock:
+            rows = [r.summary() for r in self._runs.values()]
+        rows = [s for s in rows if _matches(s, query)]
+        rows.sort(key=lambda s: (-to_ms(s.updated_at), s.run_id))
+        if query.cursor is not None:
+            ms, run_id = decode_page_cursor(query.cursor)
+            rows = [s for s in rows if (-to_ms(s.updated_at), s.run_id) > (-ms, run_id)]
+        page = rows[: query.limit]
+        more = len(rows) > query.limit
+        last = page[-1] if page else None
+        return RunPage(
+            tuple(page),
+            encode_page_cursor(last.updated_at, last.run_id) if more and last else None,
+        )
+
+    def count_by_status(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        with self._lock:
+            for r in self._runs.values():
+                out[r.status] = out.get(r.status, 0) + 1
+        return out
+
+
+def _matches(s: RunSummary, q: RunQuery) -> bool:
+    if q.status is not None and s.status != q.status:
+        return False
+    if q.workflow is not None and s.workflow != q.workflow:
+        return False
+    ms = to_ms(s.updated_at)
+    if q.updated_since is not None and ms < to_ms(q.updated_since):
+        return False
+    return not (q.updated_before is not None and ms >= to_ms(q.updated_before))

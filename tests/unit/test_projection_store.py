@@ -1,0 +1,220 @@
+"""ProjectionStore conformance: every store (memory, sqlite) behaves the same.
+
+The suite lives here once; each store only supplies a factory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from little.errors import ConfigurationError
+from little.projection import (
+    IntegrityMark,
+    MemoryProjectionStore,
+    PartitionCursor,
+    ProjectionStore,
+    ProjectionWrite,
+    RunQuery,
+    RunRecord,
+    SqliteProjectionStore,
+)
+from little.replay import LogPosition, MaterializedRunState, materialize_run_state_from_events
+from tests.projection_runs import run_events
+
+T0 = datetime(2025, 6, 1, tzinfo=UTC)
+TOPIC = "little.runs.v1"
+
+STORES: dict[str, Callable[[Path], ProjectionStore]] = {
+    "memory": lambda _: MemoryProjectionStore(),
+    "sqlite": lambda d: SqliteProjectionStore(d / "projection.sqlite3"),
+}
+
+
+@pytest.fixture(params=sorted(STORES))
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ProjectionStore]:
+    s = STORES[request.param](tmp_path)
+    yield s
+    s.close()
+
+
+def record(
+    run_id: str,
+    *,
+    minute: int = 0,
+    partition: int = 0,
+    first: int = 0,
+    last: int = 9,
+    status: str = "running",
+    workflow: str = "research",
+    mark: IntegrityMark | None = None,
+) -> RunRecord:
+    state = MaterializedRunState(
+        run_id=run_id,
+        status=status,  # type: ignore[arg-type]
+        workflow=workflow,
+        last_seq=last,
+        last_position=LogPosition(partition=partition, offset=last),
+        last_event_id=f"e-{run_id}",
+        events_applied=last + 1,
+    )
+    return RunRecord(
+        state=state,
+        partition=partition,
+        first_offset=first,
+        last_offset=last,
+        updated_at=T0 + timedelta(minutes=minute),
+        integrity=mark,
+    )
+
+
+def test_put_then_get_returns_equal_records(store: ProjectionStore) -> None:
+    folded = materialize_run_state_from_events(run_events("real", 40))
+    real = RunRecord(folded, 3, 100, 139, T0)
+    mark = IntegrityMark(
+        "malformed-body", "cannot decode", 0, 12, skipped=2, last_skipped_offset=30
+    )
+    broken = record("broken", mark=mark)
+    store.put(ProjectionWrite(TOPIC, [real, broken], {3: PartitionCursor(140, 100)}))
+    assert store.get("real") == real
+    assert store.get("broken") == broken
+    assert store.get("broken").status == "integrity_error"  # type: ignore[union-attr]
+    assert store.get("missing") is None
+    assert set(store.get_many(["real", "missing", "broken"])) == {"real", "broken"}
+    assert store.cursors(TOPIC) == {3: PartitionCursor(140, 100)}
+    assert store.cursors("other.topic") == {}
+
+
+def test_put_replaces_a_run_and_a_cursor(store: ProjectionStore) -> None:
+    store.put(ProjectionWrite(TOPIC, [record("a", last=5)], {0: PartitionCursor(6, 0)}))
+    store.put(ProjectionWrite(TOPIC, [record("a", last=9)], {0: PartitionCursor(10, 6, 3)}))
+    assert store.get("a").last_offset == 9  # type: ignore[union-attr]
+    assert store.cursors(TOPIC) == {0: PartitionCursor(10, 6, 3)}
+
+
+def test_a_run_never_moves_back_unless_it_is_stale(store: ProjectionStore) -> None:
+    store.put(ProjectionWrite(TOPIC, [record("a", last=50)]))
+    store.put(ProjectionWrite(TOPIC, [record("a", last=20)]))  # a zombie's late write
+    assert store.get("a").last_offset == 50  # type: ignore[union-attr]
+    store.reset_partition(TOPIC, 0, PartitionCursor(10, 10), stale_from=10)
+    store.put(ProjectionWrite(TOPIC, [record("a", last=20)]))  # the refold after a reset
+    refolded = store.get("a")
+    assert refolded is not None
+    assert refolded.last_offset == 20
+    assert not refolded.stale
+
+
+def test_filters(store: ProjectionStore) -> None:
+    store.put(
+        ProjectionWrite(
+            TOPIC,
+            [
+                record("r1", minute=1, status="completed"),
+                record("r2", minute=2, status="running", workflow="other"),
+                record("r3", minute=3, status="completed", workflow="other"),
+                record("r4", minute=4, mark=IntegrityMark("stream-integrity", "gap", 0, 3)),
+            ],
+        )
+    )
+
+    def ids(**kw: object) -> list[str]:
+        return [s.run_id for s in store.list_runs(RunQuery(**kw)).runs]  # type: ignore[arg-type]
+
+    assert ids() == ["r4", "r3", "r2", "r1"]  # newest first
+    assert ids(status="completed") == ["r3", "r1"]
+    assert ids(status="integrity_error") == ["r4"]
+    assert ids(workflow="other") == ["r3", "r2"]
+    assert ids(updated_since=T0 + timedelta(minutes=2)) == ["r4", "r3", "r2"]
+    assert ids(updated_before=T0 + timedelta(minutes=2)) == ["r1"]
+    assert ids(status="completed", workflow="other") == ["r3"]
+    assert store.count_by_status() == {"completed": 2, "running": 1, "integrity_error": 1}
+    (summary,) = store.list_runs(RunQuery(status="integrity_error")).runs
+    assert summary.integrity is not None
+    assert summary.integrity.reason == "stream-integrity"
+
+
+def test_pagination_visits_every_run_once(store: ProjectionStore) -> None:
+    # Ties on updated_at are broken by run id, so pages never skip or repeat a run.
+    store.put(ProjectionWrite(TOPIC, [record(f"r{i:02d}", minute=i // 3) for i in range(25)]))
+    seen: list[str] = []
+    cursor = None
+    pages = 0
+    while True:
+        page = store.list_runs(RunQuery(limit=4, cursor=cursor))
+        seen += [s.run_id for s in page.runs]
+        pages += 1
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    assert pages == 7
+    assert sorted(seen) == [f"r{i:02d}" for i in range(25)]
+    assert len(seen) == len(set(seen))
+    assert store.list_runs(RunQuery(limit=25)).next_cursor is None
+
+
+def test_bad_queries_are_configuration_errors(store: ProjectionStore) -> None:
+    with pytest.raises(ConfigurationError):
+        store.list_runs(RunQuery(cursor="not a cursor!"))
+    with pytest.raises(ConfigurationError):
+        RunQuery(limit=0)
+    with pytest.raises(ConfigurationError):
+        RunQuery(updated_since=datetime(2025, 1, 1))
+
+
+def test_reset_partition_drops_and_marks_stale(store: ProjectionStore) -> None:
+    store.put(
+        ProjectionWrite(
+            TOPIC,
+            [
+                record("before", first=0, last=40),  # ends before the reset point: untouched
+                record("across", first=30, last=80),  # spans it: stale, refolded later
+                record("after", first=60, last=90),  # starts after it: dropped
+                record("elsewhere", partition=1, first=60, last=90),  # other partition
+            ],
+            {0: PartitionCursor(91, 91), 1: PartitionCursor(91, 91)},
+        )
+    )
+    deleted, staled = store.reset_partition(
+        TOPIC, 0, PartitionCursor(50, 50), delete_from=50, stale_from=50
+    )
+    assert (deleted, staled) == (1, 1)
+    runs = store.get_many(["before", "across", "after", "elsewhere"])
+    assert set(runs) == {"before", "across", "elsewhere"}
+    assert not runs["before"].stale
+    assert runs["across"].stale
+    assert not runs["elsewhere"].stale
+    assert store.cursors(TOPIC) == {0: PartitionCursor(50, 50), 1: PartitionCursor(91, 91)}
+    assert [s.run_id for s in store.list_runs(RunQuery()).runs if s.stale] == ["across"]
+    # all of a partition stale (the store fell behind the group)
+    assert store.reset_partition(TOPIC, 1, PartitionCursor(200, 200, 200), stale_from=0) == (0, 1)
+
+
+def test_clear_forgets_everything(store: ProjectionStore) -> None:
+    store.put(ProjectionWrite(TOPIC, [record("a")], {0: PartitionCursor(10, 0)}))
+    store.clear()
+    assert store.get("a") is None
+    assert store.cursors(TOPIC) == {}
+    assert store.count_by_status() == {}
+
+
+def test_sqlite_store_is_durable_across_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "p.sqlite3"
+    with SqliteProjectionStore(path) as s:
+        s.put(ProjectionWrite(TOPIC, [record("a")], {0: PartitionCursor(10, 0)}))
+    with SqliteProjectionStore(path) as s:
+        assert s.get("a") == record("a")
+        assert s.cursors(TOPIC) == {0: PartitionCursor(10, 0)}
+
+
+def test_sqlite_store_of_another_schema_version_is_refused(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "p.sqlite3"
+    SqliteProjectionStore(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema'")
+    with pytest.raises(ConfigurationError, match="rebuild it"):
+        SqliteProjectionStore(path)
