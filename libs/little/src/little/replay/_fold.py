@@ -120,7 +120,9 @@ class _Fold:
     def apply(self, item: Event | LoggedEvent) -> None:
         if isinstance(item, LoggedEvent):
             event = item.event
-            self.position = LogPosition(partition=item.partition, offset=item.offset)
+            self.position = LogPosition.model_construct(
+                partition=item.partition, offset=item.offset
+            )
         else:
             event = item
         run = self.run

@@ -68,7 +68,9 @@ class UsageTotals(_Frozen):
         return self.input_tokens + self.output_tokens
 
     def add(self, usage: Usage, cost: Decimal | None) -> UsageTotals:
-        return UsageTotals(
+        # model_construct: the sums of validated totals are valid; validating again on every
+        # model response was a measurable part of the fold
+        return UsageTotals.model_construct(
             calls=self.calls + 1,
             input_tokens=self.input_tokens + usage.input_tokens,
             output_tokens=self.output_tokens + usage.output_tokens,
@@ -79,7 +81,7 @@ class UsageTotals(_Frozen):
         )
 
     def plus(self, other: UsageTotals) -> UsageTotals:
-        return UsageTotals(
+        return UsageTotals.model_construct(
             calls=self.calls + other.calls,
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
