@@ -35,6 +35,10 @@ class SchemaVersion:
     parsed: Any = field(repr=False, compare=False)
     fingerprint: bytes = field(repr=False)
     """CRC-64-AVRO of the parsing canonical form, in single-object byte order."""
+    read_parsed: Any = field(default=None, repr=False, compare=False)
+    """The same schema for decoding, with ``uuid`` logical types read as plain strings: the
+    bytes are identical, and the models want text (a UUID object per event, turned back into
+    text, was ~15% of decoding)."""
 
     @property
     def single_object_header(self) -> bytes:
@@ -81,6 +85,7 @@ def load_schema_version(event_type: str, version: int, text: str) -> SchemaVersi
         )
     parsed = fastavro.parse_schema(raw, named_schemas={})
     canonical = to_parsing_canonical_form(parsed)
+    read_parsed = fastavro.parse_schema(_without_uuid_logical_type(raw), named_schemas={})
     return SchemaVersion(
         event_type=event_type,
         version=version,
@@ -88,7 +93,18 @@ def load_schema_version(event_type: str, version: int, text: str) -> SchemaVersi
         text=text,
         parsed=parsed,
         fingerprint=bytes.fromhex(fingerprint(canonical, "CRC-64-AVRO")),
+        read_parsed=read_parsed,
     )
+
+
+def _without_uuid_logical_type(node: Any) -> Any:
+    if isinstance(node, dict):
+        if node.get("logicalType") == "uuid":
+            return {k: v for k, v in node.items() if k != "logicalType"}
+        return {k: _without_uuid_logical_type(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_without_uuid_logical_type(v) for v in node]
+    return node
 
 
 def load_catalog(root: Traversable | None = None) -> SchemaCatalog:

@@ -204,8 +204,8 @@ class EventCodec:
         try:
             record: Any = schemaless_reader(
                 stream,
-                writer.parsed,
-                None if reader.fingerprint == writer.fingerprint else reader.parsed,
+                writer.read_parsed,
+                None if reader.fingerprint == writer.fingerprint else reader.read_parsed,
             )
         except (EOFError, StopIteration, struct.error, IndexError) as exc:
             # fastavro raises IndexError, not EOFError, when a body ends inside a varint; an
@@ -230,7 +230,6 @@ class EventCodec:
                 EventDecodeError.UNKNOWN_TYPE,
                 f"record says type {declared!r} but its schema is {writer.event_type!r}",
             )
-        record["event_id"] = str(record["event_id"])
         try:
             return cls.model_validate(record)
         except (ValidationError, EventValidationError) as exc:

@@ -75,7 +75,10 @@ class Event(_Frozen):
     run_id: str = Field(min_length=1)
     seq: int = Field(ge=-1)
     epoch: int = Field(default=1, ge=0)
-    event_id: str = Field(default_factory=_new_id)
+    event_id: str = Field(
+        default_factory=_new_id,
+        pattern=r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$",
+    )
     occurred_at: datetime = Field(default_factory=_now)
     producer: str = "little"
     step_path: str | None = None
