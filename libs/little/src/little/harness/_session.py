@@ -79,7 +79,6 @@ class AgentSession:
         self._tools_hash = canonical_hash(tools_json)
         # The request hash is a chain: the first link covers model, system prompt and tools;
         # each request extends the previous request's hash with the messages appended since.
-        self._previous_hash: str | None = None
         self._chain = canonical_hash(
             {"model": f"{model.provider}:{model.name}", "system": system, "tools": tools_json}
         )
@@ -152,9 +151,9 @@ class AgentSession:
             self.system, tuple(messages), tuple(t.spec for t in self.tools.values())
         )
         appended = messages[self._hashed_messages :]
-        previous_hash = self._previous_hash
+        previous_hash = self._chain if self._hashed_messages else None  # None on turn 1
         request_hash = chain_hash(self._chain, appended)
-        self._chain = self._previous_hash = request_hash
+        self._chain = request_hash
         self._hashed_messages = len(messages)
         recorded = self._recorded.turn(turn) if self._recorded is not None else None
         if recorded is not None and recorded.request_hash != request_hash:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -77,7 +78,31 @@ def apply_topics(
                     raise LogError(f"cannot create topic {name}: {exc}") from exc
             log.info("topic_created", topic=name)
             reports.append(TopicReport(name, "created"))
+        _wait_until_served(admin, [t.topic for t in to_create], timeout)
     return sorted(reports, key=lambda r: r.name)
+
+
+def _wait_until_served(admin: Any, names: list[str], timeout: float) -> None:
+    """Block until every partition of the new topics has a leader in the metadata.
+
+    CreateTopics returns before a (freshly started) broker serves the topic, so a client that
+    opens it at once would see "does not exist"."""
+    deadline = time.monotonic() + timeout
+    pending = set(names)
+    while pending:
+        topics = admin.list_topics(timeout=timeout).topics
+        pending = {
+            n
+            for n in pending
+            if n not in topics
+            or topics[n].error is not None
+            or not topics[n].partitions
+            or any(p.leader < 0 for p in topics[n].partitions.values())
+        }
+        if pending and time.monotonic() > deadline:
+            raise LogError(f"created topics not served within {timeout:.0f}s: {sorted(pending)}")
+        if pending:
+            time.sleep(0.1)
 
 
 def require_no_drift(reports: Iterable[TopicReport]) -> None:

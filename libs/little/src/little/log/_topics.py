@@ -47,11 +47,9 @@ def load_topic_specs(
         topics = doc["topics"]
     except Exception as exc:
         raise ConfigurationError(f"topics file {path or 'bundled'} is not valid: {exc}") from exc
-    env = os.environ
     parts = partitions or _int_env("LITTLE_TOPIC_PARTITIONS")
     rf = replication_factor or _int_env("LITTLE_TOPIC_REPLICATION_FACTOR")
     isr = min_insync_replicas or _int_env("LITTLE_TOPIC_MIN_INSYNC_REPLICAS")
-    del env
     specs: dict[str, TopicSpec] = {}
     for name, body in topics.items():
         body = body or {}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from decimal import Decimal
-from typing import Any
+from typing import Any, NoReturn
 
 from little.errors import RuntimeIntegrityError
 from little.events import (
@@ -165,7 +165,7 @@ class _Fold:
             }
         )
 
-    def _fail(self, message: str, event: Event) -> None:
+    def _fail(self, message: str, event: Event) -> NoReturn:
         raise StreamIntegrityError(self.run_id, message, event, self.position)
 
     # -- claims (fencing, DESIGN §4) -------------------------------------------------------
@@ -218,7 +218,6 @@ class _Fold:
         path = e.step_path
         if path is None:
             self._fail("a step event without step_path", e)
-            raise AssertionError  # unreachable: _fail raises
         step = self.steps.get(path)
         if step is None:
             step = StepState(
@@ -319,7 +318,6 @@ class _Fold:
         session = self.sessions.get(e.session_id or "")
         if session is None:
             self._fail(f"{e.type} for session {e.session_id!r}, which never started", e)
-            raise AssertionError  # unreachable
         return session
 
     def session_started(self, e: SessionStarted) -> None:
@@ -365,7 +363,6 @@ class _Fold:
         called = session.turns.get(e.turn)
         if called is None:
             self._fail(f"response to turn {e.turn}, which was never called", e)
-            raise AssertionError  # unreachable
         session.turns[e.turn] = called.model_copy(
             update={
                 "status": "responded",
@@ -393,7 +390,6 @@ class _Fold:
         called = session.turns.get(e.turn)
         if called is None:
             self._fail(f"failure of turn {e.turn}, which was never called", e)
-            raise AssertionError  # unreachable
         session.turns[e.turn] = called.model_copy(
             update={"status": "failed", "error": f"{e.error_type}: {e.message}"}
         )
@@ -413,7 +409,6 @@ class _Fold:
         call = session.tool_calls.get(e.call_id)
         if call is None:
             self._fail(f"result of tool call {e.call_id!r}, which never started", e)
-            raise AssertionError  # unreachable
         return session, call
 
     def tool_succeeded(self, e: ToolCallSucceeded) -> None:
@@ -445,7 +440,6 @@ class _Fold:
         admitted = self.agent_calls.get(e.ordinal)
         if admitted is None:
             self._fail(f"settlement of agent call {e.ordinal}, which was never admitted", e)
-            raise AssertionError  # unreachable
         self.agent_calls[e.ordinal] = admitted.model_copy(
             update={
                 "outcome": e.outcome,

@@ -300,7 +300,6 @@ class StepContext(_ValuesMixin):
     """What a step function sees: its path, its visit, agent sessions, artifacts, sub-runs."""
 
     def __init__(self, parent: WorkflowContext, step_path: str, visit: int) -> None:
-        self._parent = parent
         self._x = parent._x
         self.step_path = step_path
         self.visit = visit
