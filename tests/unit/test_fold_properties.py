@@ -121,6 +121,32 @@ def test_the_fold_is_deterministic_pure_and_its_result_deeply_immutable(
     assert_deeply_frozen(state, "state")
 
 
+def validated(model: BaseModel) -> BaseModel:
+    """``model`` built again by pydantic's validation, from plain values, nested models too."""
+    return type(model).model_validate(model.model_dump())
+
+
+@PROPERTY
+@given(run_streams())
+def test_the_fold_builds_states_validation_would_accept_and_build_equal(
+    stream: list[LoggedEvent],
+) -> None:
+    # The fold builds states without validating them again (construct/evolve): every value
+    # must still be one validation accepts, and behave exactly like a validated state.
+    for k in (len(stream) // 2, len(stream)):
+        state = fold(stream[k:], start=fold(stream[:k], run_id=stream[0].event.run_id))
+        again = validated(state)
+        assert again == state
+        assert state == again
+        assert hash(again) == hash(state)
+        assert again.model_dump_json() == state.model_dump_json()
+        assert repr(again) == repr(state)
+        for a, b in zip(again.steps + again.sessions, state.steps + state.sessions, strict=True):
+            assert a == b
+            assert hash(a) == hash(b)
+            assert list(vars(a)) == list(vars(b))
+
+
 # -- seq, claims and fencing -------------------------------------------------------------------
 
 

@@ -18,6 +18,7 @@ import pytest
 from genai_prices import Usage as PriceUsage
 from genai_prices import types as price_types
 from genai_prices.data_snapshot import DataSnapshot, _bundled_snapshot, set_custom_snapshot
+from pydantic import ValidationError
 
 from little.errors import RuntimeIntegrityError
 from little.events import (
@@ -42,13 +43,17 @@ from little.events import (
     Usage,
 )
 from little.replay import (
+    LogPosition,
     MaterializedRunState,
+    ModelTurn,
+    StepState,
     StreamIntegrityError,
     UsageTotals,
     _pricing,
     materialize_run_state_from_events,
     price_usd,
 )
+from little.replay._state import construct, evolve
 
 RUN = "run-rules-1"
 PARTITION = 3
@@ -811,3 +816,80 @@ def test_price_ignores_a_custom_snapshot_installed_in_the_library() -> None:
         set_custom_snapshot(None)
         fresh_caches()
     assert price_usd("openai", "gpt-4o", u, at) == expected["gpt-4o"]
+
+
+# -- building states without validating them again (construct, evolve) -------------------------
+
+
+def same_instance_shape(a: Any, b: Any) -> None:
+    """Equal as pydantic sees it, and built alike: fields in the same order, same fields set,
+    same hash, same dumps, and validation of the dump gives it back."""
+    assert type(a) is type(b)
+    assert a == b
+    assert b == a
+    assert list(vars(a).items()) == list(vars(b).items())
+    assert a.model_fields_set == b.model_fields_set
+    assert a.__pydantic_extra__ == b.__pydantic_extra__
+    assert a.__pydantic_private__ == b.__pydantic_private__
+    assert hash(a) == hash(b)
+    assert a.model_dump() == b.model_dump()
+    assert a.model_dump_json() == b.model_dump_json()
+    assert repr(a) == repr(b)
+    assert type(a).model_validate_json(a.model_dump_json()) == a
+
+
+def test_construct_builds_what_model_construct_builds() -> None:
+    usage = Usage(input_tokens=10, output_tokens=2)
+    fields: dict[str, Any] = {
+        "turn": 2,
+        "status": "responded",
+        "provider": "openai",
+        "model": "gpt-4o",
+        "request_hash": "a" * 64,
+        "usage": usage,
+    }
+    built = construct(ModelTurn, **fields)
+    same_instance_shape(built, ModelTurn.model_construct(**fields))
+    same_instance_shape(built, ModelTurn(**fields))
+    # fields given out of declaration order still land in declaration order
+    same_instance_shape(
+        construct(StepState, status="running", step_id="s", step_path="a/s"),
+        StepState(step_path="a/s", step_id="s", status="running"),
+    )
+    same_instance_shape(
+        construct(LogPosition, partition=1, offset=7), LogPosition(partition=1, offset=7)
+    )
+    with pytest.raises(ValidationError):  # still frozen
+        built.turn = 3  # type: ignore[misc]
+
+
+def test_construct_refuses_a_missing_or_unknown_field() -> None:
+    with pytest.raises(TypeError, match=r"missing \['offset'\]"):
+        construct(LogPosition, partition=1)
+    with pytest.raises(TypeError, match=r"unknown \['page'\]"):
+        construct(LogPosition, partition=1, offset=2, page=3)
+
+
+def test_evolve_builds_what_model_copy_builds() -> None:
+    step = StepState(step_path="a/s", step_id="s", status="running", attempts=1)
+    changes: dict[str, Any] = {
+        "status": "completed",
+        "visits": 1,
+        "completed_position": LogPosition(partition=0, offset=9),
+        "usage": UsageTotals().add(Usage(input_tokens=5, output_tokens=1), Decimal("0.5")),
+    }
+    evolved = evolve(step, **changes)
+    same_instance_shape(evolved, step.model_copy(update=changes))
+    assert step.status == "running"  # the original is untouched
+    assert StepState.model_validate(evolved.model_dump()) == evolved
+    # a state of evolved parts is a plain state: it survives JSON and hashing
+    state = construct(
+        MaterializedRunState, **{**vars(MaterializedRunState(run_id=RUN)), "steps": (evolved,)}
+    )
+    same_instance_shape(state, MaterializedRunState.model_validate(state.model_dump()).model_copy())
+    assert MaterializedRunState.model_validate_json(state.model_dump_json()) == state
+
+
+def test_evolve_refuses_an_unknown_field() -> None:
+    with pytest.raises(TypeError, match=r"unknown \['stauts'\]"):
+        evolve(LogPosition(partition=0, offset=1), stauts="x")

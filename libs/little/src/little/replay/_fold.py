@@ -52,11 +52,13 @@ from little.replay._state import (
     StepState,
     SubRun,
     ToolCall,
-    UsageTotals,
     VisitOutput,
+    construct,
+    evolve,
 )
 
-_EMPTY = UsageTotals()
+# States are built with construct/evolve (little.replay._state): every value comes from a
+# validated event or state; validating it again was about a third of a fold's time.
 
 
 class StreamIntegrityError(RuntimeIntegrityError):
@@ -86,19 +88,18 @@ class _Session:
     def freeze(self) -> SessionState:
         if self.frozen.compacted:
             return self.frozen
-        return self.frozen.model_copy(
-            update={
-                "turns": tuple(self.turns.values()),
-                "tool_calls": tuple(self.tool_calls.values()),
-                "turn_count": len(self.turns),
-                "tool_call_count": len(self.tool_calls),
-            }
+        return evolve(
+            self.frozen,
+            turns=tuple(self.turns.values()),
+            tool_calls=tuple(self.tool_calls.values()),
+            turn_count=len(self.turns),
+            tool_call_count=len(self.tool_calls),
         )
 
 
 class _Fold:
     def __init__(self, start: MaterializedRunState) -> None:
-        self.run: dict[str, Any] = dict(start)
+        self.run: dict[str, Any] = start.__dict__.copy()  # the fields, in order
         self.run_id = start.run_id
         self.steps: dict[str, StepState] = {s.step_path: s for s in start.steps}
         self.sessions: dict[str, _Session] = {s.session_id: _Session(s) for s in start.sessions}
@@ -113,16 +114,19 @@ class _Fold:
         self.values = list(start.values)
         self.artifacts = list(start.artifacts)
         self.agent_calls: dict[int, AgentCall] = {c.ordinal: c for c in start.agent_calls}
-        self.position: LogPosition | None = start.last_position
+        # (partition, offset) of the last item applied: a LogPosition is built only where one
+        # is stored (freeze, a step's completion, an error), not for every event
+        self.start_position = start.last_position
+        self.position: tuple[int, int] | None = (
+            None if start.last_position is None else _pair(start.last_position)
+        )
 
     # -- driver --------------------------------------------------------------------------
 
     def apply(self, item: Event | LoggedEvent) -> None:
         if isinstance(item, LoggedEvent):
             event = item.event
-            self.position = LogPosition.model_construct(
-                partition=item.partition, offset=item.offset
-            )
+            self.position = (item.partition, item.offset)
         else:
             event = item
         run = self.run
@@ -149,12 +153,20 @@ class _Fold:
             if handler is not None:
                 handler(self, event)
         run["last_event_id"] = event.event_id
-        run["last_position"] = self.position
+
+    def _log_position(self) -> LogPosition | None:
+        pos, start = self.position, self.start_position
+        if pos is None or (start is not None and pos == _pair(start)):
+            return start
+        return construct(LogPosition, partition=pos[0], offset=pos[1])
 
     def freeze(self) -> MaterializedRunState:
-        return MaterializedRunState.model_validate(
-            {
+        # self.run holds every field of the state (it started as one): no defaults to fill
+        return construct(
+            MaterializedRunState,
+            **{
                 **self.run,
+                "last_position": self._log_position(),
                 "steps": tuple(self.steps.values()),
                 "sessions": tuple(s.freeze() for s in self.sessions.values()),
                 "parallel_groups": tuple(self.groups.values()),
@@ -162,11 +174,11 @@ class _Fold:
                 "values": tuple(self.values),
                 "artifacts": tuple(self.artifacts),
                 "agent_calls": tuple(self.agent_calls.values()),
-            }
+            },
         )
 
     def _fail(self, message: str, event: Event) -> NoReturn:
-        raise StreamIntegrityError(self.run_id, message, event, self.position)
+        raise StreamIntegrityError(self.run_id, message, event, self._log_position())
 
     # -- claims (fencing, DESIGN §4) -------------------------------------------------------
 
@@ -181,8 +193,8 @@ class _Fold:
             run["avoided_usage"] = run["avoided_usage"].plus(run["usage"])
             for path, step in self.steps.items():
                 if step.usage.calls:
-                    self.steps[path] = step.model_copy(
-                        update={"avoided_usage": step.avoided_usage.plus(step.usage)}
+                    self.steps[path] = evolve(
+                        step, avoided_usage=step.avoided_usage.plus(step.usage)
                     )
         run["epoch"] = e.epoch
         run["owner"] = e.owner
@@ -220,21 +232,23 @@ class _Fold:
             self._fail("a step event without step_path", e)
         step = self.steps.get(path)
         if step is None:
-            step = StepState(
-                step_path=path, step_id=step_id or path.rsplit("/", 1)[-1], status="running"
+            step = construct(
+                StepState,
+                step_path=path,
+                step_id=step_id or path.rsplit("/", 1)[-1],
+                status="running",
             )
         return step
 
     def step_started(self, e: StepStarted) -> None:
         step = self._step(e, e.step_id)
-        self.steps[step.step_path] = step.model_copy(
-            update={
-                "status": "running",
-                "attempts": step.attempts + 1,
-                "max_visits": e.max_visits,
-                "branch_path": e.branch_path,
-                "error": None,
-            }
+        self.steps[step.step_path] = evolve(
+            step,
+            status="running",
+            attempts=step.attempts + 1,
+            max_visits=e.max_visits,
+            branch_path=e.branch_path,
+            error=None,
         )
 
     def step_completed(self, e: StepCompleted) -> None:
@@ -244,59 +258,62 @@ class _Fold:
             # one entry per visit number (bounded by max_visits), the newest commit wins
             visit_outputs = (
                 *(v for v in visit_outputs if v.visit != e.visit),
-                VisitOutput(
+                construct(
+                    VisitOutput,
                     visit=e.visit,
                     output_json=e.output_json,
                     output_ref=e.output_ref,
                     decision_target=step.decision_target,
                 ),
             )
-        self.steps[step.step_path] = step.model_copy(
-            update={
-                "visit_outputs": visit_outputs,
-                "status": "completed",
-                "visits": step.visits + 1,
-                "branch_path": e.branch_path,
-                "output_json": e.output_json,
-                "output_ref": e.output_ref,
-                "artifact_refs": e.artifact_refs,
-                "error": None,
-                "completed_event_id": e.event_id,
-                "completed_position": self.position,
-            }
+        pos = self.position
+        self.steps[step.step_path] = evolve(
+            step,
+            visit_outputs=visit_outputs,
+            status="completed",
+            visits=step.visits + 1,
+            branch_path=e.branch_path,
+            output_json=e.output_json,
+            output_ref=e.output_ref,
+            artifact_refs=e.artifact_refs,
+            error=None,
+            completed_event_id=e.event_id,
+            completed_position=(
+                None if pos is None else construct(LogPosition, partition=pos[0], offset=pos[1])
+            ),
         )
         for sid in self.open_sessions.pop(step.step_path, ()):
             done = self.sessions[sid].freeze()
-            self.sessions[sid] = _Session(
-                done.model_copy(update={"turns": (), "tool_calls": (), "compacted": True})
-            )
+            self.sessions[sid] = _Session(evolve(done, turns=(), tool_calls=(), compacted=True))
 
     def step_failed(self, e: StepFailed) -> None:
         step = self._step(e, e.step_id)
-        self.steps[step.step_path] = step.model_copy(
-            update={
-                "status": "pending" if e.will_retry else "failed",
-                "error": f"{e.error_type}: {e.message}",
-            }
+        self.steps[step.step_path] = evolve(
+            step,
+            status="pending" if e.will_retry else "failed",
+            error=f"{e.error_type}: {e.message}",
         )
 
     def parallel_scheduled(self, e: ParallelBranchScheduled) -> None:
         path = e.step_path or ""
-        self.groups[path] = ParallelGroup(
-            group_path=path, branches=e.branches, branch_set_hash=e.branch_set_hash
+        self.groups[path] = construct(
+            ParallelGroup, group_path=path, branches=e.branches, branch_set_hash=e.branch_set_hash
         )
 
     def decision(self, e: DecisionRecorded) -> None:
         step = self._step(e, e.step_id)
-        self.steps[step.step_path] = step.model_copy(update={"decision_target": e.target})
+        self.steps[step.step_path] = evolve(step, decision_target=e.target)
         self.run["pending_decision_target"] = e.target
 
     def artifact(self, e: ArtifactCommitted) -> None:
-        self.artifacts.append(CommittedArtifact(name=e.name, ref=e.ref, step_path=e.step_path))
+        self.artifacts.append(
+            construct(CommittedArtifact, name=e.name, ref=e.ref, step_path=e.step_path)
+        )
 
     def sub_run(self, e: SubRunReserved) -> None:
         self.sub_runs.append(
-            SubRun(
+            construct(
+                SubRun,
                 sub_run_id=e.sub_run_id,
                 workflow=e.workflow,
                 input_json=e.input_json,
@@ -307,8 +324,12 @@ class _Fold:
 
     def value(self, e: ValueRecorded) -> None:
         self.values.append(
-            RecordedValue(
-                kind=e.kind, ordinal=e.ordinal, value_json=e.value_json, step_path=e.step_path
+            construct(
+                RecordedValue,
+                kind=e.kind,
+                ordinal=e.ordinal,
+                value_json=e.value_json,
+                step_path=e.step_path,
             )
         )
 
@@ -327,7 +348,8 @@ class _Fold:
         if existing is None or existing.frozen.compacted:
             self.open_sessions.setdefault(e.step_path, []).append(e.session_id or "")
         self.sessions[e.session_id or ""] = _Session(
-            SessionState(
+            construct(
+                SessionState,
                 session_id=e.session_id or "",
                 step_path=e.step_path,
                 name=e.session_name,
@@ -341,12 +363,11 @@ class _Fold:
         # e.usage is a rollup of this session's harness.model.responded events: skipped, or
         # every call would be counted twice.
         session = self._session(e)
-        session.frozen = session.frozen.model_copy(
-            update={"status": "completed", "output_json": e.output_json}
-        )
+        session.frozen = evolve(session.frozen, status="completed", output_json=e.output_json)
 
     def model_called(self, e: ModelCalled) -> None:
-        self._session(e).turns[e.turn] = ModelTurn(
+        self._session(e).turns[e.turn] = construct(
+            ModelTurn,
             turn=e.turn,
             status="called",
             provider=e.provider,
@@ -363,15 +384,14 @@ class _Fold:
         called = session.turns.get(e.turn)
         if called is None:
             self._fail(f"response to turn {e.turn}, which was never called", e)
-        session.turns[e.turn] = called.model_copy(
-            update={
-                "status": "responded",
-                "response_json": e.response_json,
-                "response_ref": e.response_ref,
-                "usage": e.usage,
-                "error": None,
-                "replayed_from_run_id": e.replayed_from_run_id,
-            }
+        session.turns[e.turn] = evolve(
+            called,
+            status="responded",
+            response_json=e.response_json,
+            response_ref=e.response_ref,
+            usage=e.usage,
+            error=None,
+            replayed_from_run_id=e.replayed_from_run_id,
         )
         cost = price_usd(e.provider, e.model, e.usage, e.occurred_at)
         self._account(e, cost, avoided=e.replayed_from_run_id is not None)
@@ -381,8 +401,8 @@ class _Fold:
         self.run[key] = self.run[key].add(e.usage, cost)
         if e.step_path is not None:
             step = self._step(e)
-            self.steps[step.step_path] = step.model_copy(
-                update={key: getattr(step, key).add(e.usage, cost)}
+            self.steps[step.step_path] = evolve(
+                step, **{key: getattr(step, key).add(e.usage, cost)}
             )
 
     def model_failed(self, e: ModelFailed) -> None:
@@ -390,12 +410,13 @@ class _Fold:
         called = session.turns.get(e.turn)
         if called is None:
             self._fail(f"failure of turn {e.turn}, which was never called", e)
-        session.turns[e.turn] = called.model_copy(
-            update={"status": "failed", "error": f"{e.error_type}: {e.message}"}
+        session.turns[e.turn] = evolve(
+            called, status="failed", error=f"{e.error_type}: {e.message}"
         )
 
     def tool_started(self, e: ToolCallStarted) -> None:
-        self._session(e).tool_calls[e.call_id] = ToolCall(
+        self._session(e).tool_calls[e.call_id] = construct(
+            ToolCall,
             call_id=e.call_id,
             tool=e.tool,
             turn=e.turn,
@@ -413,20 +434,21 @@ class _Fold:
 
     def tool_succeeded(self, e: ToolCallSucceeded) -> None:
         session, call = self._started_call(e)
-        session.tool_calls[e.call_id] = call.model_copy(
-            update={"status": "succeeded", "result_json": e.result_json, "result_ref": e.result_ref}
+        session.tool_calls[e.call_id] = evolve(
+            call, status="succeeded", result_json=e.result_json, result_ref=e.result_ref
         )
 
     def tool_failed(self, e: ToolCallFailed) -> None:
         session, call = self._started_call(e)
-        session.tool_calls[e.call_id] = call.model_copy(
-            update={"status": "failed", "error": f"{e.error_type}: {e.message}"}
+        session.tool_calls[e.call_id] = evolve(
+            call, status="failed", error=f"{e.error_type}: {e.message}"
         )
 
     # -- recorded-call replay (seed 003) -----------------------------------------------------
 
     def agent_admitted(self, e: AgentCallAdmitted) -> None:
-        self.agent_calls[e.ordinal] = AgentCall(
+        self.agent_calls[e.ordinal] = construct(
+            AgentCall,
             ordinal=e.ordinal,
             request_key=e.request_key,
             node_phase=e.node_phase,
@@ -440,16 +462,15 @@ class _Fold:
         admitted = self.agent_calls.get(e.ordinal)
         if admitted is None:
             self._fail(f"settlement of agent call {e.ordinal}, which was never admitted", e)
-        self.agent_calls[e.ordinal] = admitted.model_copy(
-            update={
-                "outcome": e.outcome,
-                "result_json": e.result_json,
-                "result_ref": e.result_ref,
-                "usage": e.usage,
-                "replayed": e.replayed,
-                "source_run_id": e.source_run_id,
-                "miss_reason": e.miss_reason,
-            }
+        self.agent_calls[e.ordinal] = evolve(
+            admitted,
+            outcome=e.outcome,
+            result_json=e.result_json,
+            result_ref=e.result_ref,
+            usage=e.usage,
+            replayed=e.replayed,
+            source_run_id=e.source_run_id,
+            miss_reason=e.miss_reason,
         )
 
 
@@ -477,6 +498,10 @@ _HANDLERS: dict[type[Event], Callable[[_Fold, Any], None]] = {
     AgentCallAdmitted: _Fold.agent_admitted,
     AgentCallSettled: _Fold.agent_settled,
 }
+
+
+def _pair(position: LogPosition) -> tuple[int, int]:
+    return position.partition, position.offset
 
 
 def materialize_run_state_from_events(

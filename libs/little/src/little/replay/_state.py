@@ -7,7 +7,7 @@ lookup helpers, so a state can be compared, hashed into snapshots and shared fre
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, computed_field, model_validator
 
@@ -24,6 +24,81 @@ STATE_VERSION = 1
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# -- building states without validating them again ------------------------------------------
+#
+# The fold builds states only from values that were validated already (decoded events, states,
+# sums of validated totals). pydantic's own ways to skip validation are slow for that:
+# ``model_copy(update=...)`` goes through ``copy.copy`` of the dict, the fields set, the extra
+# and the private attributes, and ``model_construct`` walks every field's aliases. Together they
+# were about a third of a fold's time. These two helpers set exactly what ``model_construct``
+# sets (``__dict__`` in field order, ``__pydantic_fields_set__``, ``__pydantic_extra__`` and
+# ``__pydantic_private__``, both ``None`` for these models: no extra fields, no private
+# attributes, no ``model_post_init``), so equality, hashing, ``model_dump`` and JSON behave as
+# for any instance (tests check both against validation). They rely on those four attributes
+# being pydantic's whole instance layout, as they are in pydantic 2 (pinned in uv.lock).
+
+_M = TypeVar("_M", bound=BaseModel)
+_new = object.__new__
+_setattr = object.__setattr__
+
+
+class _Layout:
+    """A model class's fields in order, with the defaults ``construct`` fills in."""
+
+    __slots__ = ("names", "required", "template")
+
+    def __init__(self, cls: type[BaseModel]) -> None:
+        if cls.__pydantic_post_init__ or cls.__private_attributes__:
+            raise TypeError(f"{cls.__name__} needs pydantic's own construction")
+        fields = cls.__pydantic_fields__
+        if any(f.default_factory is not None for f in fields.values()):
+            raise TypeError(f"{cls.__name__} has a default factory")
+        self.names = frozenset(fields)
+        self.required = frozenset(n for n, f in fields.items() if f.is_required())
+        # every field in declaration order; required ones get a placeholder that a
+        # construct() call always replaces (it checks they are given)
+        self.template: dict[str, Any] = {
+            n: None if f.is_required() else f.default for n, f in fields.items()
+        }
+
+
+_LAYOUTS: dict[type[BaseModel], _Layout] = {}
+
+
+def construct(cls: type[_M], /, **values: Any) -> _M:
+    """``cls.model_construct(**values)`` for the frozen state models, faster: ``values`` must be
+    valid already (not checked); a missing required field or an unknown one is a TypeError."""
+    layout = _LAYOUTS.get(cls)
+    if layout is None:
+        layout = _LAYOUTS[cls] = _Layout(cls)
+    keys = values.keys()
+    if not (layout.required <= keys <= layout.names):
+        missing = sorted(layout.required - keys)
+        unknown = sorted(keys - layout.names)
+        raise TypeError(f"{cls.__name__}: missing {missing}, unknown {unknown}")
+    new = _new(cls)
+    _setattr(new, "__dict__", layout.template | values)  # keeps declaration order
+    _setattr(new, "__pydantic_fields_set__", set(keys))
+    _setattr(new, "__pydantic_extra__", None)
+    _setattr(new, "__pydantic_private__", None)
+    return new
+
+
+def evolve(model: _M, /, **changes: Any) -> _M:
+    """``model.model_copy(update=changes)`` for the frozen state models, faster: a new instance
+    sharing the unchanged values (they are immutable). ``changes`` must be valid already (not
+    checked); an unknown field is a TypeError, where ``model_copy`` would add it silently."""
+    fields = model.__dict__
+    if not changes.keys() <= fields.keys():
+        raise TypeError(f"{type(model).__name__}: unknown {sorted(changes.keys() - fields)}")
+    new = _new(type(model))
+    _setattr(new, "__dict__", fields | changes)  # updates keep their position
+    _setattr(new, "__pydantic_fields_set__", model.__pydantic_fields_set__ | changes.keys())
+    _setattr(new, "__pydantic_extra__", None)
+    _setattr(new, "__pydantic_private__", None)
+    return new
 
 
 class LogPosition(_Frozen):
@@ -68,9 +143,10 @@ class UsageTotals(_Frozen):
         return self.input_tokens + self.output_tokens
 
     def add(self, usage: Usage, cost: Decimal | None) -> UsageTotals:
-        # model_construct: the sums of validated totals are valid; validating again on every
-        # model response was a measurable part of the fold
-        return UsageTotals.model_construct(
+        # the sums of validated totals are valid; validating again on every model response
+        # was a measurable part of the fold
+        return construct(
+            UsageTotals,
             calls=self.calls + 1,
             input_tokens=self.input_tokens + usage.input_tokens,
             output_tokens=self.output_tokens + usage.output_tokens,
@@ -81,7 +157,8 @@ class UsageTotals(_Frozen):
         )
 
     def plus(self, other: UsageTotals) -> UsageTotals:
-        return UsageTotals.model_construct(
+        return construct(
+            UsageTotals,
             calls=self.calls + other.calls,
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
