@@ -10,12 +10,11 @@ the same arguments and idempotency key.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from little._canonical import canonical_hash, canonical_json, chain_hash
+from little._canonical import canonical_hash, canonical_json, chain_hash_json
 from little.errors import LittleError
 from little.events import (
     ModelCalled,
@@ -150,9 +149,10 @@ class AgentSession:
         request = ModelRequest(
             self.system, tuple(messages), tuple(t.spec for t in self.tools.values())
         )
-        appended = messages[self._hashed_messages :]
+        # serialised once: the same canonical JSON extends the hash chain and is recorded
+        appended_text = canonical_json(messages[self._hashed_messages :])
         previous_hash = self._chain if self._hashed_messages else None  # None on turn 1
-        request_hash = chain_hash(self._chain, appended)
+        request_hash = chain_hash_json(self._chain, appended_text)
         self._chain = request_hash
         self._hashed_messages = len(messages)
         recorded = self._recorded.turn(turn) if self._recorded is not None else None
@@ -169,7 +169,7 @@ class AgentSession:
             return ModelResponse.from_json(text or "{}", recorded.usage)
 
         self._x.check_budget()
-        appended_json, appended_ref = self._x.store_json(appended)
+        appended_json, appended_ref = self._x.store_text(appended_text)
         self._emit(
             ModelCalled,
             turn=turn,
@@ -198,7 +198,7 @@ class AgentSession:
             )
             raise
         FAULTS.call_returned()
-        response_json, response_ref = self._x.store_json(json.loads(response.to_json()))
+        response_json, response_ref = self._x.store_text(response.to_json())  # canonical
         self._defer(
             ModelResponded,
             turn=turn,
@@ -270,7 +270,8 @@ class AgentSession:
                 "content": canonical_json({"error": error}),
             }
         FAULTS.call_returned()
-        result_json, result_ref = self._x.store_json(result)
+        result_text = canonical_json(result)
+        result_json, result_ref = self._x.store_text(result_text)
         self._defer(
             ToolCallSucceeded,
             call_id=call_id,
@@ -278,7 +279,7 @@ class AgentSession:
             result_json=result_json,
             result_ref=result_ref,
         )
-        return {"role": "tool", "tool_call_id": call.id, "content": canonical_json(result)}
+        return {"role": "tool", "tool_call_id": call.id, "content": result_text}
 
 
 def workflow_tool(step: StepContext, name: str = "run_workflow") -> Tool:

@@ -7,6 +7,8 @@ number, which is what makes partition ownership run ownership.
 
 from __future__ import annotations
 
+import functools
+
 _M = 0x5BD1E995
 _MASK = 0xFFFFFFFF
 
@@ -37,6 +39,10 @@ def murmur2(data: bytes) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
+@functools.lru_cache(maxsize=65_536)
 def partition_for(run_id: str, partitions: int) -> int:
-    """``toPositive(murmur2(key)) % partitions``, exactly as Kafka's default partitioner."""
+    """``toPositive(murmur2(key)) % partitions``, exactly as Kafka's default partitioner.
+
+    Cached: every append of a run asks again, and murmur2 in Python costs microseconds.
+    """
     return (murmur2(run_id.encode("utf-8")) & 0x7FFFFFFF) % partitions

@@ -75,7 +75,10 @@ class Execution:
 
     def store_json(self, value: Any) -> tuple[str | None, ArtifactRef | None]:
         """Canonical JSON inline, or in the artifact store when larger than LARGE_PAYLOAD."""
-        text = canonical_json(value)
+        return self.store_text(canonical_json(value))
+
+    def store_text(self, text: str) -> tuple[str | None, ArtifactRef | None]:
+        """``store_json`` for text that is already canonical JSON."""
         if len(text) <= LARGE_PAYLOAD:
             return text, None
         ref = self.world.artifacts.put(self.run_id, text.encode(), "application/json")
