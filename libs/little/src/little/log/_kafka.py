@@ -49,6 +49,13 @@ PRODUCER_PROFILES: dict[str, dict[str, Any]] = {
     "throughput": {"linger.ms": 10, "batch.num.messages": 10000, "compression.type": "lz4"},
 }
 
+# How long an append of each profile busy-polls for its delivery reports before it blocks.
+# A blocked thread lets its CPU go idle; waking it and warming it up again cost more than the
+# loopback round trip itself on small machines (measured in bench/durable_call.py), and a
+# write-ahead append is on the critical path of every model and tool call. The bulk profile
+# flushes and blocks: its batches wait for linger.ms and for each other anyway.
+ACK_SPIN_SECONDS: dict[str, float] = {"latency": 0.002, "throughput": 0.0}
+
 # Delivery errors after which the record may or may not be in the log.
 _UNKNOWN_OUTCOME = {
     KafkaError._MSG_TIMED_OUT,
@@ -218,6 +225,7 @@ class KafkaEventLog(EventLog):
         admin = connect_admin(bootstrap_servers, config)
         self.partitions = topic_partitions(admin, topic)
         self._admin = admin
+        self._ack_spin = ACK_SPIN_SECONDS[producer_profile]
         self._producer = Producer(
             {
                 **self._config,
@@ -285,10 +293,12 @@ class KafkaEventLog(EventLog):
         items: list[tuple[bytes, list[tuple[str, bytes]]]],
     ) -> list[Position]:
         results: list[Message | KafkaError | None] = [None] * len(items)
+        waiting = [len(items)]
 
         def delivered(i: int) -> Any:
             def cb(err: KafkaError | None, msg: Message) -> None:
                 results[i] = err if err is not None else msg
+                waiting[0] -= 1
 
             return cb
 
@@ -306,8 +316,8 @@ class KafkaEventLog(EventLog):
                     break
                 except BufferError:
                     self._producer.poll(0.1)
-        remaining = self._producer.flush(self.timeout + 5)
-        if remaining or any(r is None for r in results):
+        self._await_deliveries(waiting)
+        if any(r is None for r in results):
             raise AppendOutcomeUnknownError(
                 f"append of run {key} to {topic}: no delivery report within {self.timeout:.0f}s"
             )
@@ -322,6 +332,25 @@ class KafkaEventLog(EventLog):
             assert r is not None
             positions.append(Position(_int(r.partition()), _int(r.offset())))
         return positions
+
+    def _await_deliveries(self, waiting: list[int]) -> None:
+        """Serve delivery reports until this append's ``waiting[0]`` reaches 0 (or the timeout).
+
+        Other threads' appends may share the producer; each waits for its own reports only.
+        """
+        producer = self._producer
+        if not self._ack_spin:
+            producer.flush(self.timeout + 5)  # also ends any linger at once
+            return
+        now = time.perf_counter()
+        spin_until = now + self._ack_spin
+        while waiting[0] > 0 and now < spin_until:
+            producer.poll(0)
+            now = time.perf_counter()
+        deadline = now + self.timeout + 5
+        while waiting[0] > 0 and now < deadline:
+            producer.poll(min(0.05, deadline - now))
+            now = time.perf_counter()
 
     # -- read ------------------------------------------------------------------------------
 
