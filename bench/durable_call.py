@@ -48,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._common import bootstrap, machine, percentiles, stamp, table
 from bench.log_append import raw_producer
+from little import tune_gc
 from little._world import World, local_world
 from little.artifacts import ArtifactStore
 from little.events import EventCodec, Usage
@@ -443,6 +444,7 @@ async def profile(bs: str, turns: int, latency: float) -> None:
 
 async def main_async(args: argparse.Namespace) -> None:
     bs = bootstrap()
+    tune_gc()  # as the resume coordinator, the process that hosts runs, does at start-up
     if args.profile:
         await profile(bs, args.turns, args.latency)
         return

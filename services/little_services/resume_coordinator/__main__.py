@@ -13,6 +13,7 @@ import sys
 
 import structlog
 
+from little import tune_gc
 from little.errors import LittleError
 from little.logs import configure
 from little_services.resume_coordinator._coordinator import Coordinator
@@ -31,6 +32,7 @@ async def serve(settings: CoordinatorSettings) -> int:
     coordinator = Coordinator(settings, world, snapshots, Metrics())
     http = HttpServer(make_app(coordinator), settings.http_host, settings.http_port)
     await asyncio.to_thread(http.start)
+    tune_gc()  # a long-lived process recording many calls: collect less often
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -6,6 +6,7 @@ broker) or ``kafka_world(bootstrap_servers=...)``.
 """
 
 from little import events
+from little._gc import tune_gc
 from little._world import RecordDecodeError, World, kafka_world, local_world
 from little.artifacts import ArtifactStore
 from little.errors import (
@@ -61,4 +62,5 @@ __all__ = [
     "kafka_world",
     "local_world",
     "replay_run",
+    "tune_gc",
 ]
