@@ -73,7 +73,7 @@ class AgentSession:
         self.turns = 0
         self.served_calls = 0
         self.fresh_calls = 0
-        self._usage = Usage(input_tokens=0, output_tokens=0)
+        self._tokens = [0, 0, 0, 0]  # input, output, cached input, reasoning: this execution's
         tools_json = [t.spec.as_json() for t in tools]
         self._tools_hash = canonical_hash(tools_json)
         # The request hash is a chain: the first link covers model, system prompt and tools;
@@ -137,7 +137,12 @@ class AgentSession:
                 SessionCompleted,
                 turns=self.turns,
                 output_json=canonical_json(answer),
-                usage=self._usage,
+                usage=Usage(
+                    input_tokens=self._tokens[0],
+                    output_tokens=self._tokens[1],
+                    cached_input_tokens=self._tokens[2],
+                    reasoning_tokens=self._tokens[3],
+                ),
             )
         # Inside the loop a result rides with the next write-ahead record, which follows at
         # once; the last one is made durable here, so work after the session never puts the
@@ -213,12 +218,11 @@ class AgentSession:
         self.fresh_calls += 1
         self._x.billed(response.usage.input_tokens, response.usage.output_tokens)
         u = response.usage
-        self._usage = Usage(
-            input_tokens=self._usage.input_tokens + u.input_tokens,
-            output_tokens=self._usage.output_tokens + u.output_tokens,
-            cached_input_tokens=self._usage.cached_input_tokens + u.cached_input_tokens,
-            reasoning_tokens=self._usage.reasoning_tokens + u.reasoning_tokens,
-        )
+        tokens = self._tokens
+        tokens[0] += u.input_tokens
+        tokens[1] += u.output_tokens
+        tokens[2] += u.cached_input_tokens
+        tokens[3] += u.reasoning_tokens
         return response
 
     async def _tool_call(self, turn: int, call: ToolCallRequest) -> Message:
