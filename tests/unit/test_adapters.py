@@ -811,3 +811,52 @@ def test_provider_error_is_recorded_as_model_failed(tmp_path: Path, provider: st
         assert [(e.error_type, e.provider) for e in failed] == [("BadRequestError", provider)]
         assert "bad request" in failed[0].message
         assert recorded.calls == 1
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_changed_request_options_on_resume_are_capability_drift(
+    tmp_path: Path, provider: str
+) -> None:
+    """Request options (max tokens, temperature, ...) are part of the session's manifest: a
+    resume with other options refuses to serve the calls recorded under the old ones; the same
+    options resume."""
+    spec = PROVIDERS[provider]
+    recorded = Recorded(*((200, body) for body in spec["replies"]))
+    options = {"max_tokens": 512}
+    sent_as = "max_completion_tokens" if provider == "openai" else "max_tokens"
+    crashed: list[bool] = []
+
+    async def ask(step: StepContext, city: str) -> str | None:
+        model = spec["model"](recorded, spec["name"], **options)
+        async with step.session(
+            "a", model=model, tools=[get_weather, get_time], system="Be brief."
+        ) as agent:
+            answer: str | None = await agent.run(f"Weather and time in {city}?")
+        if not crashed:
+            crashed.append(True)
+            raise Crash
+        return answer
+
+    async def flow(ctx: WorkflowContext, input: dict[str, Any]) -> Any:
+        return await ctx.step("ask", ask, input["city"])
+
+    wf = workflow(f"adapters-options-{provider}-{uuid.uuid4().hex[:8]}", version="1")(flow)
+    run_id = f"run_{uuid.uuid4().hex}"
+    with little.local_world(tmp_path) as world:
+        with pytest.raises(Crash):
+            asyncio.run(execute(world, run_id, wf, {"city": "Paris"}))
+        assert recorded.calls == 2
+        assert recorded.body(0)[sent_as] == 512
+        session = replay_run(world, run_id).state.session("ask#a")
+        assert session is not None
+        assert json.loads(session.manifest_json)["model_options"][sent_as] == 512
+
+        options["max_tokens"] = 2048
+        with pytest.raises(little.CapabilityDriftError, match="changed: model_options"):
+            asyncio.run(resume(world, run_id, wf))
+        assert recorded.calls == 2
+
+        options["max_tokens"] = 512
+        result = asyncio.run(resume(world, run_id, wf))
+        assert (result.status, result.output) == ("completed", "It is 18 degrees in Paris.")
+        assert recorded.calls == 2

@@ -69,6 +69,9 @@ class AgentSession:
             "system_prompt_hash": hashlib.sha256((system or "").encode()).hexdigest(),
             **dict(manifest or {}),
         }
+        options = getattr(model, "request_options", None)
+        if options:  # temperature, max tokens, ...: absent (not {}) for models without any
+            self.manifest["model_options"] = _json_value(options)
         self._recorded: SessionState | None = execution.replayed.session(session_id)
         self.turns = 0
         self.served_calls = 0
@@ -284,6 +287,18 @@ class AgentSession:
             result_ref=result_ref,
         )
         return {"role": "tool", "tool_call_id": call.id, "content": result_text}
+
+
+def _json_value(value: Any) -> Any:
+    """``value`` as JSON data for a manifest: values JSON cannot hold (an SDK object, say) are
+    named by their type, so the manifest stays hashable and stable across processes."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): _json_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_value(v) for v in value]
+    return f"<{type(value).__module__}.{type(value).__qualname__}>"
 
 
 def workflow_tool(step: StepContext, name: str = "run_workflow") -> Tool:

@@ -7,6 +7,7 @@ Pure apart from loading artifacts through the loader it is given.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -88,9 +89,15 @@ def assert_harness_manifest_consistent(
         return  # not started yet: it will start with this manifest
     now = manifest_hash(manifest)
     if now != session.manifest_hash:
+        try:
+            then = json.loads(session.manifest_json)
+        except ValueError:
+            then = {}
+        keys = sorted(k for k in {*then, *manifest} if then.get(k) != manifest.get(k))
+        changed = ", ".join(keys) if keys else "model, tools or system prompt"
         raise CapabilityDriftError(
             f"run {state.run_id}: harness session {session_id} (step {session.step_path}) "
             f"started with manifest {session.manifest_hash[:12]}... but the current one is "
-            f"{now[:12]}... (model, tools or system prompt changed); resuming would mix answers "
-            "of two different agents: start a new run"
+            f"{now[:12]}... (changed: {changed}); resuming would mix answers of two different "
+            "agents: start a new run"
         )

@@ -63,7 +63,7 @@ class AnthropicModel:
 
     ``client`` is an ``anthropic.AsyncAnthropic`` (one is made from ``api_key``, else from
     the SDK's defaults, ``ANTHROPIC_API_KEY``, when not given). ``max_tokens`` is required by
-    the API; other keyword arguments (``temperature``, ``thinking``, ...) are passed to every
+    the API; other keyword arguments (``thinking``, ``stop_sequences``, ...) are passed to every
     ``messages.create`` call.
     """
 
@@ -90,18 +90,24 @@ class AnthropicModel:
     def __repr__(self) -> str:
         return f"AnthropicModel({self.name!r})"
 
+    @property
+    def request_options(self) -> dict[str, Any]:
+        """What every request carries besides the conversation (``max_tokens``,
+        ``thinking``, ``stop_sequences``, ...): part of a session's manifest, so changing it on
+        resume is capability drift, not a silent change of the calls served from the log."""
+        return {"max_tokens": self.max_tokens, **self.options}
+
     def request_params(self, request: ModelRequest) -> dict[str, Any]:
         """The keyword arguments of ``messages.create`` for ``request``."""
         params: dict[str, Any] = {
             "model": self.name,
-            "max_tokens": self.max_tokens,
             "messages": to_anthropic_messages(request.messages),
         }
         if request.system:
             params["system"] = request.system
         if request.tools:
             params["tools"] = [to_anthropic_tool(t) for t in request.tools]
-        params.update(self.options)
+        params.update(self.request_options)
         return params
 
     async def complete(self, request: ModelRequest) -> ModelResponse:

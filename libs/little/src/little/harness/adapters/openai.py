@@ -88,6 +88,16 @@ class OpenAIModel:
     def __repr__(self) -> str:
         return f"OpenAIModel({self.name!r})"
 
+    @property
+    def request_options(self) -> dict[str, Any]:
+        """What every request carries besides the conversation (``max_completion_tokens``,
+        ``temperature``, ...): part of a session's manifest, so changing it on resume is
+        capability drift, not a silent change of the calls served from the log."""
+        options: dict[str, Any] = {}
+        if self.max_tokens is not None:
+            options["max_completion_tokens"] = self.max_tokens
+        return {**options, **self.options}
+
     def request_params(self, request: ModelRequest) -> dict[str, Any]:
         """The keyword arguments of ``chat.completions.create`` for ``request``."""
         params: dict[str, Any] = {
@@ -96,9 +106,7 @@ class OpenAIModel:
         }
         if request.tools:
             params["tools"] = [to_openai_tool(t) for t in request.tools]
-        if self.max_tokens is not None:
-            params["max_completion_tokens"] = self.max_tokens
-        params.update(self.options)
+        params.update(self.request_options)
         return params
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
