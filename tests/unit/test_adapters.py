@@ -860,3 +860,74 @@ def test_changed_request_options_on_resume_are_capability_drift(
         result = asyncio.run(resume(world, run_id, wf))
         assert (result.status, result.output) == ("completed", "It is 18 degrees in Paris.")
         assert recorded.calls == 2
+
+
+THINKING = {
+    "type": "thinking",
+    "thinking": "The user wants the weather; call get_weather.",
+    "signature": "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds",
+}
+REDACTED = {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8"}
+ANTHROPIC_THINKING_TOOL_USE = anthropic_message(
+    [
+        THINKING,
+        REDACTED,
+        {
+            "type": "tool_use",
+            "id": "toolu_01A09q90qw90lq917835lq9",
+            "name": "get_weather",
+            "input": {"city": "Paris"},
+        },
+    ],
+    "tool_use",
+    input_tokens=420,
+    output_tokens=130,
+)
+
+
+def test_anthropic_thinking_blocks_go_back_verbatim_also_after_a_resume(tmp_path: Path) -> None:
+    """A thinking model's tool use continues only if its thinking blocks (signatures and all)
+    come back first in the assistant turn: on the next request of the same process, and on the
+    request of a resumed process that served the thinking turn from the log."""
+    fresh = Recorded((200, ANTHROPIC_THINKING_TOOL_USE), (200, ANTHROPIC_ANSWER))
+    crashing = Recorded((200, ANTHROPIC_THINKING_TOOL_USE), (200, ANTHROPIC_ANSWER))
+    tool_runs: list[str] = []
+
+    def weather_workflow(recorded: Recorded, crash_in_tool: bool) -> little.runtime.Workflow:
+        @tool(description="Current weather.", parameters={"type": "object"})
+        def get_weather(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
+            tool_runs.append(ctx.call_id)
+            if crash_in_tool and len(tool_runs) == 1:
+                raise Crash  # the process dies inside the tool: turn 1 is on the log
+            return {"city": args["city"], "temp": 18}
+
+        async def ask(step: StepContext, city: str) -> str | None:
+            model = anthropic_model(recorded, thinking={"type": "enabled", "budget_tokens": 1024})
+            async with step.session("a", model=model, tools=[get_weather]) as agent:
+                return await agent.run(f"Weather in {city}?")
+
+        async def flow(ctx: WorkflowContext, input: dict[str, Any]) -> Any:
+            return await ctx.step("ask", ask, input["city"])
+
+        return workflow(f"thinking-{uuid.uuid4().hex[:8]}", version="1")(flow)
+
+    with little.local_world(tmp_path / "fresh") as world:
+        result = asyncio.run(run(world, weather_workflow(fresh, False), {"city": "Paris"}))
+    assert result.output == "It is 18 degrees in Paris."
+    assistant = fresh.body(1)["messages"][1]
+    assert assistant["role"] == "assistant"
+    assert assistant["content"][:2] == [THINKING, REDACTED]
+    assert assistant["content"][2]["type"] == "tool_use"
+
+    tool_runs.clear()
+    wf = weather_workflow(crashing, True)
+    run_id = f"run_{uuid.uuid4().hex}"
+    with little.local_world(tmp_path / "crashed") as world:
+        with pytest.raises(Crash):
+            asyncio.run(execute(world, run_id, wf, {"city": "Paris"}))
+        assert crashing.calls == 1
+        result = asyncio.run(resume(world, run_id, wf))
+        assert result.output == "It is 18 degrees in Paris."
+        assert crashing.calls == 2  # turn 1 served from the log, turn 2 called once
+        assert len(tool_runs) == 2  # the tool the process died in ran again, once
+    assert crashing.body(1) == fresh.body(1)

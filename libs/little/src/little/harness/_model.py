@@ -62,6 +62,10 @@ class ModelResponse:
     tool_calls: tuple[ToolCallRequest, ...] = ()
     usage: Usage = field(default_factory=lambda: Usage(input_tokens=0, output_tokens=0))
     finish_reason: str | None = None
+    reasoning: tuple[dict[str, Any], ...] = ()
+    """Provider blocks the model must be shown again on the next turn, kept verbatim (JSON):
+    Anthropic's ``thinking`` / ``redacted_thinking`` blocks with their signatures. Recorded
+    with the response and carried in the assistant message as ``reasoning``."""
 
     def as_message(self) -> Message:
         message: Message = {"role": "assistant", "content": self.content}
@@ -69,18 +73,21 @@ class ModelResponse:
             message["tool_calls"] = [
                 {"id": c.id, "name": c.name, "arguments": c.arguments} for c in self.tool_calls
             ]
+        if self.reasoning:
+            message["reasoning"] = [dict(b) for b in self.reasoning]
         return message
 
     def to_json(self) -> str:
-        return canonical_json(
-            {
-                "content": self.content,
-                "tool_calls": [
-                    {"id": c.id, "name": c.name, "arguments": c.arguments} for c in self.tool_calls
-                ],
-                "finish_reason": self.finish_reason,
-            }
-        )
+        data: dict[str, Any] = {
+            "content": self.content,
+            "tool_calls": [
+                {"id": c.id, "name": c.name, "arguments": c.arguments} for c in self.tool_calls
+            ],
+            "finish_reason": self.finish_reason,
+        }
+        if self.reasoning:  # absent, not [], so responses without any record as before
+            data["reasoning"] = list(self.reasoning)
+        return canonical_json(data)
 
     @classmethod
     def from_json(cls, text: str, usage: Usage) -> ModelResponse:
@@ -93,6 +100,7 @@ class ModelResponse:
             ),
             usage=usage,
             finish_reason=data.get("finish_reason"),
+            reasoning=tuple(data.get("reasoning") or ()),
         )
 
 

@@ -12,7 +12,10 @@ Translation (deterministic, so equal requests send equal bodies):
 * tools are ``{"name", "description", "input_schema"}``.
 
 From the response, the ``text`` blocks joined are the content and the ``tool_use`` blocks the
-tool calls; other blocks (thinking, server tools) are not kept. ``stop_reason`` maps
+tool calls; ``thinking`` and ``redacted_thinking`` blocks are kept verbatim (signature
+included) as the response's ``reasoning`` and sent back first in that assistant message, as
+the API requires when a thinking model's tool use continues; other blocks (server tools) are
+not kept. ``stop_reason`` maps
 ``tool_use`` to ``tool_calls`` and ``end_turn`` to ``stop`` (others as they are). Usage is
 tokens only: Anthropic's ``input_tokens`` excludes cache reads and writes, so
 ``input_tokens`` here is ``input_tokens + cache_read_input_tokens +
@@ -138,7 +141,7 @@ def _blocks(m: Message) -> tuple[Literal["user", "assistant"], list[ContentBlock
             }
         ]
     if role == "assistant":
-        blocks: list[ContentBlockParam] = []
+        blocks: list[ContentBlockParam] = list(m.get("reasoning") or ())  # thinking first
         content = m.get("content")
         if isinstance(content, str) and content:
             blocks.append({"type": "text", "text": content})
@@ -196,15 +199,19 @@ def to_usage(usage: AnthropicUsage) -> Usage:
 def from_anthropic_message(message: AnthropicMessage) -> ModelResponse:
     texts: list[str] = []
     calls: list[ToolCallRequest] = []
+    reasoning: list[dict[str, Any]] = []
     for block in message.content:
         if block.type == "text":
             texts.append(block.text)
         elif block.type == "tool_use":
             calls.append(ToolCallRequest(block.id, block.name, dict(block.input)))
+        elif block.type in ("thinking", "redacted_thinking"):
+            reasoning.append(block.to_dict(mode="json"))
     stop = message.stop_reason
     return ModelResponse(
         content="".join(texts) if texts else None,
         tool_calls=tuple(calls),
         usage=to_usage(message.usage),
         finish_reason=STOP_REASONS.get(stop, stop) if stop is not None else None,
+        reasoning=tuple(reasoning),
     )
