@@ -7,7 +7,9 @@ Every test uses fresh topics and its own consumer group.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -22,7 +24,7 @@ import pytest
 from confluent_kafka import Producer
 
 import little
-from little.log import OutgoingRecord
+from little.log import OutgoingRecord, ResetTo
 from little.log._kafka import KafkaCursorStore
 from little.projection import (
     DLQ_MESSAGE,
@@ -32,9 +34,13 @@ from little.projection import (
     DLQ_TOPIC_HEADER,
     ProjectionStore,
     ProjectorFencedError,
+    ProjectorListener,
+    RebuildWorkerError,
+    RunQuery,
     SqliteProjectionStore,
     create_projector,
     open_world,
+    rebuild,
 )
 from little.projection._kafka import transactional_id
 from little.replay import decode_snapshot, replay_run
@@ -333,7 +339,101 @@ def test_kafka_consumer_groups_reset_to_earliest_gives_what_our_rebuild_gives(
         env={**{k: v for k, v in os.environ.items() if not k.startswith("LITTLE_")}, **env},
     )  # fmt: skip
     assert cli.returncode == 0, cli.stderr
-    assert "projection rebuilt from the earliest offsets" in " ".join(cli.stdout.split())
+    text = " ".join(cli.stdout.split())
+    assert "projection rebuilt from the earliest offsets" in text
+    # by default one worker process per core (3 partitions here), in-process on one core
+    assert ("by 2 worker processes" if (os.cpu_count() or 1) >= 2 else "by this process") in text
     with SqliteProjectionStore(ours_path) as ours:
         assert held_states(ours, expected) == by_tool == expected
     assert world.cursors.committed(group) == world.log.end_offsets()
+
+
+# -- rebuild with worker processes --------------------------------------------------------------
+
+
+def rebuild_into(
+    env: dict[str, str], world: little.World, path: Path, workers: int, **extra: Any
+) -> tuple[Any, dict[str, Any]]:
+    settings: Any = settings_of(env)
+    with SqliteProjectionStore(path) as store:
+        result = rebuild(
+            world,
+            store,
+            settings.projection_config(),
+            ResetTo(earliest=True),
+            bootstrap_servers=settings.kafka_bootstrap,
+            workers=workers,
+            settings=settings,
+            **extra,
+        )
+        runs = {r.run_id for r in store.list_runs(RunQuery(limit=1000)).runs}
+        return result, held_states(store, runs)
+
+
+class Progress(ProjectorListener):
+    def __init__(self) -> None:
+        self.seen: list[tuple[int, int]] = []
+        self.caught_up_calls = 0
+
+    def progress(self, done: int, lag: Any) -> None:
+        self.seen.append((done, sum(lag.values())))
+
+    def caught_up(self) -> None:
+        self.caught_up_calls += 1
+
+
+def test_a_rebuild_with_two_worker_processes_equals_a_clean_fold_and_one_process(
+    env: dict[str, str], world: little.World, tmp_path: Path
+) -> None:
+    runs = {f"r{i:02d}": run_events(f"r{i:02d}", 40 + i) for i in range(60)}
+    write_interleaved(world, runs, chunk=7)
+    world.append(run_events("open", 23, complete=False))
+    expected = clean_fold(world)
+    total = sum(world.log.end_offsets().values())
+    env = {**env, "LITTLE_PROJECTOR_BATCH": "200"}  # several batches, so both workers commit
+
+    listener = Progress()
+    two, by_two = rebuild_into(env, world, tmp_path / "two.sqlite3", 2, listener=listener)
+    assert two.workers == 2
+    assert (two.totals.consumed, two.totals.folded, two.totals.dead_letters) == (total, total, 0)
+    assert len(two.per_worker) == 2
+    assert all(t.consumed > 0 for t in two.per_worker), two.per_worker  # both folded a share
+    assert sum(t.consumed for t in two.per_worker) == total
+    assert by_two == expected
+    assert world.cursors.committed(env["LITTLE_PROJECTOR_GROUP"]) == world.log.end_offsets()
+    assert listener.seen[-1] == (total, 0)  # the parent's progress, from committed offsets
+    assert listener.caught_up_calls == 1
+
+    one, by_one = rebuild_into(env, world, tmp_path / "one.sqlite3", 1)
+    assert one.workers == 1
+    assert one.totals.consumed == total
+    assert by_one == by_two == expected
+
+
+def test_a_failing_rebuild_worker_is_a_clear_error_and_stops_the_others(
+    env: dict[str, str], world: little.World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs = {f"r{i:02d}": run_events(f"r{i:02d}", 40) for i in range(30)}
+    write_interleaved(world, runs, chunk=8)
+    # Workers are fresh processes: they read the fault injection at import, this one does not.
+    # Each SIGKILLs itself inside its second transaction.
+    monkeypatch.setenv("LITTLE_PROJECTOR_CRASH_IN_TRANSACTION", "2")
+    env = {**env, "LITTLE_PROJECTOR_BATCH": "50"}
+    with pytest.raises(RebuildWorkerError) as failed:
+        rebuild_into(env, world, tmp_path / "p.sqlite3", 2)
+    assert re.fullmatch(
+        r"rebuild worker [01] of 2 exited \(killed by SIGKILL\) without a result; "
+        r"the others were stopped",
+        str(failed.value),
+    ), str(failed.value)
+    assert multiprocessing.active_children() == []
+
+    # An exception in a worker comes back as its type and message (here: a missing topic).
+    monkeypatch.delenv("LITTLE_PROJECTOR_CRASH_IN_TRANSACTION")
+    env = {**env, "LITTLE_DLQ_TOPIC": "t.no-such-dlq", "LITTLE_PROJECTOR_GROUP": "g.other"}
+    with pytest.raises(
+        RebuildWorkerError,
+        match=r"rebuild worker [01] of 2 failed: ConfigurationError: topic t.no-such-dlq does not exist",
+    ):
+        rebuild_into(env, world, tmp_path / "q.sqlite3", 2)
+    assert multiprocessing.active_children() == []

@@ -128,6 +128,7 @@ def test_cli_rebuild_and_status_on_the_embedded_world(tmp_path: Path) -> None:
         (["--to-offset", "three"], "--to-offset wants PARTITION:OFFSET"),
         (["--to-earliest", "--to-datetime", "2025-01-01"], "choose one of"),
         (["--to-datetime", "yesterday"], "--to-datetime wants an ISO 8601 time"),
+        (["--workers", "2"], "rebuild workers need Kafka"),
     ],
 )
 def test_cli_rebuild_argument_errors_are_one_line(

@@ -1,12 +1,14 @@
 """``little projections rebuild | status``: operate the projector's run-state projection.
 
 A rebuild resets the projector group's offsets (the group must be stopped, as for
-``kafka-consumer-groups --reset-offsets``) and refolds in this process until caught up, with
-a progress bar; the store and the snapshots it leaves are the ones the service would.
+``kafka-consumer-groups --reset-offsets``) and refolds until caught up, with a progress bar;
+the store and the snapshots it leaves are the ones the service would. On Kafka it folds in
+worker processes (one per core, at most one per partition), in this process otherwise.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -118,7 +120,17 @@ def _progress_listener(progress: Progress, task_id: Any) -> Any:
             left = sum(lag.values())
             progress.update(task_id, total=self.done + left, lag=f"{left:,}")
 
+        def progress(self, done: int, lag: Mapping[int, int]) -> None:  # worker processes
+            self.done = done
+            progress.update(task_id, completed=done)
+            self.lag(lag)
+
     return Listener()
+
+
+def default_workers(kafka: bool, partitions: int) -> int:
+    """One worker process per core, at most one per partition, on Kafka; else in-process."""
+    return max(1, min(os.cpu_count() or 1, partitions)) if kafka else 1
 
 
 @projections_app.command("rebuild")
@@ -139,8 +151,17 @@ def rebuild_command(
     store: StorePath = None,
     group: Group = None,
     topic: Topic = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers",
+            min=1,
+            help="Processes that fold, each a projector in the group [default on Kafka: one "
+            "per core, at most one per partition; 1 (in-process) otherwise]",
+        ),
+    ] = None,
 ) -> None:
-    """Reset the projector group's offsets and refold the projection in-process."""
+    """Reset the projector group's offsets and refold the projection."""
     from little.projection import open_store, open_world, rebuild, tune_gc
 
     reset = parse_reset(to_earliest, to_offset, to_datetime)
@@ -161,6 +182,8 @@ def rebuild_command(
             transient=False,
         ) as progress,
     ):
+        if workers is None:
+            workers = default_workers(bool(settings.kafka_bootstrap), world.log.partitions)
         task = progress.add_task(f"{config.group} on {config.topic}", total=None, lag="?")
         began = time.perf_counter()
         result = rebuild(
@@ -170,12 +193,15 @@ def rebuild_command(
             reset,
             bootstrap_servers=settings.kafka_bootstrap,
             listener=_progress_listener(progress, task),
+            workers=workers,
+            settings=settings,
         )
         progress.update(task, total=result.totals.consumed, completed=result.totals.consumed)
         counts = projection.count_by_status()
     t = result.totals
     seconds = time.perf_counter() - began
-    table = Table(title=f"projection rebuilt from {_describe(reset)} in {seconds:.1f}s")
+    by = f"{result.workers} worker processes" if result.workers > 1 else "this process"
+    table = Table(title=f"projection rebuilt from {_describe(reset)} in {seconds:.1f}s by {by}")
     for col in ("records", "events folded", "events/s", "dead letters", "runs refolded", "runs"):
         table.add_column(col)
     table.add_row(

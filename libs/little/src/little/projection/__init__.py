@@ -51,6 +51,7 @@ from little.projection._store import (
     RunRecord,
     RunSummary,
 )
+from little.projection._workers import RebuildWorkerError
 
 __all__ = [
     "DEFAULT_GROUP",
@@ -77,6 +78,7 @@ __all__ = [
     "ProjectorStatus",
     "ProjectorTotals",
     "RebuildResult",
+    "RebuildWorkerError",
     "RunPage",
     "RunQuery",
     "RunRecord",

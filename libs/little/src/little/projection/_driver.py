@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from little.errors import LogError
 from little.projection._core import PartitionBatch, ProjectionCore
@@ -38,7 +38,8 @@ class ProjectorStatus:
 
 @dataclass
 class ProjectorTotals:
-    """Counts over one ``run``."""
+    """Counts over one ``run``. Plain and picklable: a rebuild's worker processes send theirs
+    to the parent, which adds them up (``+``)."""
 
     batches: int = 0
     consumed: int = 0
@@ -59,6 +60,11 @@ class ProjectorTotals:
         self.snapshots += len(b.snapshots)
         self.refolded_runs += b.refolded_runs
 
+    def __add__(self, other: ProjectorTotals) -> ProjectorTotals:
+        return ProjectorTotals(
+            **{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)}
+        )
+
 
 class ProjectorListener:
     """Callbacks from the driver thread; override what you need."""
@@ -77,6 +83,12 @@ class ProjectorListener:
 
     def caught_up(self) -> None:
         """Every assigned partition reached the end it had when assigned."""
+
+    def progress(self, done: int, lag: Mapping[int, int]) -> None:
+        """A rebuild with worker processes, polled by the parent about twice a second: offsets
+        the group's commits moved past since the reset (all workers together) and what is
+        left per partition. The workers' own batches are not seen in the parent; in-process
+        drivers call ``committed`` and ``lag`` instead."""
 
 
 class Projector(ABC):

@@ -59,6 +59,8 @@ class KafkaProjector(Projector):
 
     ``instance_id`` sets ``group.instance.id`` (static membership): a restarted instance takes
     its partitions back at once instead of waiting for the dead member's session to expire.
+    ``heartbeat_interval_ms`` bounds how long a member keeps consuming before it notices a
+    rebalance (librdkafka's default is 3 s; a rebuild's workers use less).
     """
 
     def __init__(
@@ -72,6 +74,7 @@ class KafkaProjector(Projector):
         listener: ProjectorListener | None = None,
         instance_id: str | None = None,
         session_timeout_ms: int | None = None,
+        heartbeat_interval_ms: int | None = None,
         timeout: float = 30.0,
     ) -> None:
         super().__init__(ProjectionCore(world, store, config), listener)
@@ -96,12 +99,15 @@ class KafkaProjector(Projector):
             consumer_config["group.instance.id"] = instance_id
         if session_timeout_ms:
             consumer_config["session.timeout.ms"] = session_timeout_ms
+        if heartbeat_interval_ms:
+            consumer_config["heartbeat.interval.ms"] = heartbeat_interval_ms
         self._consumer = Consumer(consumer_config)
         self._producers: dict[int, Producer] = {}
         self._targets: dict[int, int] = {}
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="projector-txn")
         self._caught_up = False
         self._closed = False
+        self._stop = threading.Event()
         self._transactions = itertools.count(1)
         self._pending: list[tuple[PartitionBatch, Future[bool], float]] = []
         self._totals = ProjectorTotals()
@@ -110,6 +116,13 @@ class KafkaProjector(Projector):
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         ps = sorted(tp.partition for tp in partitions)
+        if self._stop.is_set():
+            # Stopping: take nothing (a producer per partition would only delay the exit);
+            # the group gives them to a member that stays once this one has left. Happens
+            # when other members leave first, as a rebuild's workers do at the end.
+            consumer.assign([])
+            log.info("partitions_declined_when_stopping", partitions=ps)
+            return
         # Producers first: initialising a partition's transactional id fences a zombie and
         # aborts its open transaction, whose pending offset commit would otherwise hold up the
         # committed-offset fetch below until the transaction timed out.
@@ -181,7 +194,7 @@ class KafkaProjector(Projector):
     def run(
         self, stop: threading.Event | None = None, *, until_caught_up: bool = False
     ) -> ProjectorTotals:
-        stop = stop or threading.Event()
+        self._stop = stop = stop or threading.Event()
         self._totals = totals = ProjectorTotals()
         self._consumer.subscribe(
             [self.config.topic],

@@ -1,7 +1,8 @@
 """The default ProjectionStore: one sqlite file (WAL), states as JSON beside indexed columns.
 
 One connection writes (the projector), another reads (the HTTP API), so readers never wait
-for a write transaction. ``put`` is one ``BEGIN IMMEDIATE`` transaction with
+for a write transaction. Several processes may write one file (a rebuild's workers): each
+write waits for the others (``busy_timeout``), and a run's row never moves back. ``put`` is one ``BEGIN IMMEDIATE`` transaction with
 ``synchronous=FULL``: when it returns, the states survive a power cut, which is what lets the
 projector commit its consumer offsets next.
 """
@@ -105,6 +106,7 @@ class SqliteProjectionStore(ProjectionStore):
         if synchronous not in ("FULL", "NORMAL"):
             raise ConfigurationError(f"synchronous must be FULL or NORMAL, not {synchronous!r}")
         self.path = Path(path)
+        self.synchronous = synchronous
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._write = self._connect(synchronous)
         self._read = self._connect(synchronous)
