@@ -85,6 +85,8 @@ class AgentSession:
             {"model": f"{model.provider}:{model.name}", "system": system, "tools": tools_json}
         )
         self._hashed_messages = 0
+        self._messages: list[Message] = []  # the conversation, across run() calls
+        self._answer: str | None = None
 
     async def __aenter__(self) -> AgentSession:
         if self._recorded is not None:
@@ -105,7 +107,22 @@ class AgentSession:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        return None
+        if exc_type is not None:
+            return  # not completed: a resume runs the session on from its log
+        if self._recorded is None or self._recorded.status != "completed":
+            # Deferred: it reaches the log with the step's next acked event. Every result of
+            # the session is already durable (each run() flushes its last one).
+            self._defer(
+                SessionCompleted,
+                turns=self.turns,
+                output_json=canonical_json(self._answer),
+                usage=Usage(
+                    input_tokens=self._tokens[0],
+                    output_tokens=self._tokens[1],
+                    cached_input_tokens=self._tokens[2],
+                    reasoning_tokens=self._tokens[3],
+                ),
+            )
 
     def _emit(self, cls: Any, **fields: Any) -> Any:
         """Append and wait for the ack: write-ahead records, before the call they announce."""
@@ -123,11 +140,17 @@ class AgentSession:
     # -- the loop ------------------------------------------------------------------------
 
     async def run(self, prompt: str, *, max_turns: int = 10) -> str | None:
-        """Ask, call tools until the model answers without tool calls; return its text."""
-        messages: list[Message] = [{"role": "user", "content": prompt}]
+        """Ask, call tools until the model answers without tool calls; return its text.
+
+        Calling it again continues the same conversation (turn numbers go on from the last
+        run's), so a session may hold several exchanges; ``max_turns`` bounds each call.
+        """
+        messages = self._messages
+        messages.append({"role": "user", "content": prompt})
         answer: str | None = None
-        for turn in range(1, max_turns + 1):
-            self.turns = turn
+        for _ in range(max_turns):
+            self.turns += 1
+            turn = self.turns
             response = await self._model_turn(turn, messages)
             messages.append(response.as_message())
             if not response.tool_calls:
@@ -135,18 +158,7 @@ class AgentSession:
                 break
             for call in response.tool_calls:
                 messages.append(await self._tool_call(turn, call))
-        if self._recorded is None or self._recorded.status != "completed":
-            self._defer(
-                SessionCompleted,
-                turns=self.turns,
-                output_json=canonical_json(answer),
-                usage=Usage(
-                    input_tokens=self._tokens[0],
-                    output_tokens=self._tokens[1],
-                    cached_input_tokens=self._tokens[2],
-                    reasoning_tokens=self._tokens[3],
-                ),
-            )
+        self._answer = answer
         # Inside the loop a result rides with the next write-ahead record, which follows at
         # once; the last one is made durable here, so work after the session never puts the
         # session's final answer at risk.
