@@ -132,10 +132,13 @@ def crash_and_resume(
 
     if crash.states[RUN_ID].workflow is None:
         # Only the claim landed: the log holds no workflow or input to resume. resume() says
-        # so; submitting the run again (same id) starts it under a newer claim.
+        # so, how to start it, and appends nothing; submitting the run again (same id) starts
+        # it under a newer claim.
         refused = sc.resume(RUN_ID)
         assert refused.returncode == 1, refused.describe()
-        assert "has not started and no workflow was given" in refused.stderr
+        assert "has no RunStarted in its log" in refused.stderr
+        assert f"run_id={RUN_ID!r}" in refused.stderr
+        assert [le.event.event_id for le in sc.events(RUN_ID)] == crash.event_ids[RUN_ID]
         second = sc.start(RUN_ID, "research", RESEARCH_INPUT)
     else:
         second = sc.resume(RUN_ID)

@@ -230,6 +230,15 @@ async def execute(
     state, _, _ = fold_run(world, run_id)
     if state.terminal:
         return _result(state, world)  # nothing to claim: read the outcome from the log
+    if state.workflow is None and workflow is None:
+        # Refused before claiming: a claim would only add an event nothing can act on.
+        found = "no events" if state.last_position is None else "no RunStarted"
+        raise LittleError(
+            f"run {run_id} has {found} in its log, so there is no workflow or input to resume "
+            "(a starter that died right after claiming it leaves only its claim): start it "
+            f"with run(world, workflow, input, run_id={run_id!r}) or `little submit <workflow> "
+            f"--input ... --run-id {run_id}`"
+        )
     state, writer = claim(world, run_id, owner, state)
     if state.terminal:
         return _result(state, world)
@@ -238,7 +247,7 @@ async def execute(
     assert_completed_step_artifacts_valid(state, world.artifacts.get)
 
     if state.workflow is None:
-        if workflow is None:
+        if workflow is None:  # another process claimed it meanwhile and has not started it
             raise LittleError(f"run {run_id} has not started and no workflow was given")
         input_json, input_ref = Execution(world, run_id, state, writer, owner).store_json(input)
         started, at = writer.emit(
