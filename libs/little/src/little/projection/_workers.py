@@ -49,9 +49,9 @@ POLL_SECONDS = 0.5
 STOP_SECONDS = 60.0
 """How long a stopped worker may take to finish its batch, commit and leave the group."""
 HEARTBEAT_MS = 250
-"""Workers' consumer heartbeat: a worker that joins a moment after another (the first join of
-an empty group completes at once on a broker with ``group.initial.rebalance.delay.ms=0``) gets
-its share within about this long, not librdkafka's default 3 s."""
+"""Workers' consumer heartbeat. The first join of an empty group completes with one member on
+a broker with ``group.initial.rebalance.delay.ms=0``, and the next worker's join makes it
+rebalance: the first one notices within about this long, not librdkafka's default 3 s."""
 
 
 class RebuildWorkerError(LittleError):
