@@ -397,7 +397,9 @@ def test_a_rebuild_with_two_worker_processes_equals_a_clean_fold_and_one_process
     assert two.workers == 2
     assert (two.totals.consumed, two.totals.folded, two.totals.dead_letters) == (total, total, 0)
     assert len(two.per_worker) == 2
-    assert all(t.consumed > 0 for t in two.per_worker), two.per_worker  # both folded a share
+    # No share is asserted per worker: on this broker the first join completes with one
+    # member, which may fold all of so small a log before the rebalance gives the other one
+    # its partitions. Between them they consumed every record once.
     assert sum(t.consumed for t in two.per_worker) == total
     assert by_two == expected
     assert world.cursors.committed(env["LITTLE_PROJECTOR_GROUP"]) == world.log.end_offsets()
