@@ -7,6 +7,7 @@ The service in ``little_services.projector`` and ``little projections rebuild`` 
 ``import little.projection`` does not import the Kafka client.
 """
 
+from little._gc import tune_gc
 from little.projection._core import (
     DEFAULT_GROUP,
     DLQ_MESSAGE,
@@ -36,7 +37,6 @@ from little.projection._setup import (
     open_world,
     projector_from_settings,
     rebuild,
-    tune_gc,
 )
 from little.projection._sqlite import SqliteProjectionStore
 from little.projection._store import (

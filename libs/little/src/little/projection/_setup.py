@@ -7,7 +7,6 @@ transactions. Topic names are settings so tests and side-by-side projections can
 
 from __future__ import annotations
 
-import gc
 import threading
 import time
 from collections.abc import Mapping
@@ -152,19 +151,6 @@ def projector_from_settings(
 
 def open_store(settings: ProjectionSettings, path: Path | None = None) -> SqliteProjectionStore:
     return SqliteProjectionStore(path or settings.store_path())
-
-
-def tune_gc() -> None:
-    """Fewer, larger garbage collections, for a process that folds a long log.
-
-    A projector keeps thousands of run states alive, and CPython's default thresholds walk
-    that heap again and again (about 7% of a rebuild's time, measured); folding makes few
-    reference cycles. Entry points (the service, ``little projections rebuild``) call this
-    once after start-up; the library never changes the collector on its own.
-    """
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(50_000, 20, 100)
 
 
 @dataclass(frozen=True)

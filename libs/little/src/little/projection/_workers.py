@@ -248,8 +248,9 @@ def worker_main(
 ) -> None:
     """A worker's whole life: open, say ready, wait for the others, consume until the parent
     says stop, send the totals. A failure is sent as text (exceptions may not pickle)."""
+    from little._gc import tune_gc
     from little.projection._kafka import KafkaProjector
-    from little.projection._setup import open_world, tune_gc
+    from little.projection._setup import open_world
     from little.projection._sqlite import SqliteProjectionStore
 
     try:
