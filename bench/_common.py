@@ -41,6 +41,13 @@ def percentiles(samples: list[float]) -> tuple[float, float]:
     return qs[49], qs[98]
 
 
+def busy(seconds: float) -> None:
+    """CPU work for ``seconds`` (a busy-wait): what precedes an append in a real session."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
 def timed(fn: Callable[[], object]) -> float:
     start = time.perf_counter()
     fn()

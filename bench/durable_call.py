@@ -40,18 +40,16 @@ import sys
 import tempfile
 import time
 import uuid
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._common import bootstrap, machine, percentiles, stamp, table
-from bench.log_append import raw_producer
+from bench.log_append import ours_acked, raw_acked
 from little import tune_gc
-from little._world import World, local_world
-from little.artifacts import ArtifactStore
-from little.events import EventCodec, Usage
+from little._world import World, kafka_world, local_world
+from little.events import Usage
 from little.harness import (
     AgentSession,
     ModelRequest,
@@ -61,14 +59,13 @@ from little.harness import (
     ToolContext,
     tool,
 )
-from little.log import OutgoingRecord, load_topic_specs, partition_for
-from little.log._kafka import KafkaCursorStore, KafkaEventLog, KafkaSnapshotStore
-from little.log._provision import apply_topics
+from little.log import RUNS_TOPIC
 from little.replay import fold_run
 from little.runtime import StepContext, WorkflowContext, resume, run, workflow
 
 RAW_PAYLOAD = bytes(range(200))  # the raw engine's record: 200 bytes
 GAP = 0.0001  # CPU work before each spaced raw round trip: about the gap between session appends
+RAW: dict[str, Any] = {"payload": RAW_PAYLOAD, "partitions": 12}
 SYSTEM = "Be brief."
 WORKFLOW = "bench.durable_call"
 
@@ -124,31 +121,18 @@ def crash_call_index(turns: int) -> int:
 # -- worlds ---------------------------------------------------------------------------------
 
 
-def make_kafka_topics(bs: str) -> dict[str, str]:
-    specs = load_topic_specs()
-    tag = uuid.uuid4().hex[:8]
-    runs = replace(specs["little.runs.v1"], name=f"bench.{tag}.runs")
-    index = replace(specs["little.runs.index.v1"], name=f"bench.{tag}.index")
-    snaps = replace(specs["little.snapshots.v1"], name=f"bench.{tag}.snapshots")
-    apply_topics(bs, [runs, index, snaps])
-    return {"runs": runs.name, "index": index.name, "snapshots": snaps.name}
-
-
-def kafka_world_on(bs: str, topics: dict[str, str], artifacts: Path) -> World:
-    """Like little.kafka_world, on this run's fresh topics."""
-    return World(
-        log=KafkaEventLog(bs, topic=topics["runs"], index_topic=topics["index"]),
-        cursors=KafkaCursorStore(bs, topic=topics["runs"]),
-        artifacts=ArtifactStore(artifacts),
-        codec=EventCodec(),
-        snapshots=KafkaSnapshotStore(bs, topic=topics["snapshots"]),
-        description=f"kafka:{bs}",
-    )
+def fresh_prefix(bs: str) -> str:
+    """A topic prefix of this invocation's own, with its topics created (deploy/topics.yaml)."""
+    prefix = f"bench.{uuid.uuid4().hex[:8]}."
+    with tempfile.TemporaryDirectory() as d:
+        kafka_world(bs, topic_prefix=prefix, provision=True, artifacts_dir=d).close()
+    return prefix
 
 
 def open_world(spec: dict[str, Any]) -> World:
     if spec["kind"] == "kafka":
-        return kafka_world_on(spec["bs"], spec["topics"], Path(spec["dir"]) / "artifacts")
+        artifacts = Path(spec["dir"]) / "artifacts"
+        return kafka_world(spec["bs"], topic_prefix=spec["prefix"], artifacts_dir=artifacts)
     return local_world(spec["dir"])
 
 
@@ -211,60 +195,6 @@ async def direct_turns(turns: int) -> list[float]:
         messages.append(response.as_message())
         for call in response.tool_calls:
             messages.append({"role": "tool", "tool_call_id": call.id, "content": '"ok"'})
-    return out
-
-
-def busy(seconds: float) -> None:
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        pass
-
-
-def raw_kafka_acked(bs: str, topic: str, n: int, gap: float = 0.0) -> list[float]:
-    """Produce one record and flush, n times; ``gap`` seconds of CPU work before each."""
-    p = raw_producer(bs, "latency")
-    part = partition_for("raw-acked", 12)
-    p.produce(topic, value=b"warm", key=b"raw-acked", partition=part)
-    p.flush()
-    out = []
-    for _ in range(n):
-        if gap:
-            busy(gap)
-        start = time.perf_counter()
-        p.produce(topic, RAW_PAYLOAD, "raw-acked", part)  # positional: the call's fast path
-        p.flush()
-        out.append(time.perf_counter() - start)
-    return out
-
-
-def raw_kafka_spin(bs: str, topic: str, n: int, gap: float = 0.0) -> list[float]:
-    """Produce one record and busy-poll for its delivery report (KafkaEventLog's wait), n times."""
-    p = raw_producer(bs, "latency")
-    part = partition_for("raw-acked", 12)
-    p.produce(topic, value=b"warm", key=b"raw-acked", partition=part)
-    p.flush()
-    done: list[object] = []
-    out = []
-    for _ in range(n):
-        if gap:
-            busy(gap)
-        done.clear()
-        start = time.perf_counter()
-        p.produce(topic, RAW_PAYLOAD, "raw-acked", part, lambda err, msg: done.append(err or msg))
-        while not done:
-            p.poll(0)
-        out.append(time.perf_counter() - start)
-    return out
-
-
-def log_acked(log: Any, n: int) -> list[float]:
-    rec = [OutgoingRecord(RAW_PAYLOAD)]
-    log.append("log-acked", rec)
-    out = []
-    for _ in range(n):
-        start = time.perf_counter()
-        log.append("log-acked", rec)
-        out.append(time.perf_counter() - start)
     return out
 
 
@@ -382,8 +312,9 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1000:.3f}" if seconds < 0.01 else f"{seconds * 1000:.2f}"
 
 
-async def part1(bs: str, topics: dict[str, str], tmp: Path, turns: int, rounds: int) -> Any:
-    kworld = kafka_world_on(bs, topics, tmp / "k-artifacts")
+async def part1(bs: str, prefix: str, tmp: Path, turns: int, rounds: int) -> Any:
+    kworld = open_world({"kind": "kafka", "bs": bs, "prefix": prefix, "dir": str(tmp / "k")})
+    topic = prefix + RUNS_TOPIC
     eworld = local_world(tmp / "embedded-1")
     raw_k, raw_gap, raw_spin, ours_k, raw_sql, ours_e = [], [], [], [], [], []
     rec_k: list[list[float]] = []
@@ -392,19 +323,19 @@ async def part1(bs: str, topics: dict[str, str], tmp: Path, turns: int, rounds: 
     app_e: list[float] = []
     direct: list[list[float]] = []
     for r in range(rounds):  # interleaved, so drift on a shared machine hits all alike
-        raw_k += raw_kafka_acked(bs, topics["runs"], turns)
-        raw_gap += raw_kafka_acked(bs, topics["runs"], turns, gap=GAP)
-        raw_spin += raw_kafka_spin(bs, topics["runs"], turns, gap=GAP)
+        raw_k += raw_acked(bs, topic, turns, **RAW)
+        raw_gap += raw_acked(bs, topic, turns, gap=GAP, **RAW)
+        raw_spin += raw_acked(bs, topic, turns, gap=GAP, spin=True, **RAW)
         times, appends = await recorded_turns(kworld, turns)
         rec_k.append(times)
         app_k += appends
-        ours_k += log_acked(kworld.log, turns)
+        ours_k += ours_acked(kworld.log, turns, RAW_PAYLOAD)
         direct.append(await direct_turns(turns))
         raw_sql += raw_sqlite_acked(tmp / f"raw-{r}.sqlite3", turns)
         times, appends = await recorded_turns(eworld, turns)
         rec_e.append(times)
         app_e += appends
-        ours_e += log_acked(eworld.log, turns)
+        ours_e += ours_acked(eworld.log, turns, RAW_PAYLOAD)
     kworld.close()
     eworld.close()
     # direct cost of turn i: its median over rounds; overhead sample = recorded - direct
@@ -443,7 +374,7 @@ async def profile(bs: str, turns: int, latency: float) -> None:
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         specs: dict[str, dict[str, Any]] = {
-            "kafka": {"kind": "kafka", "bs": bs, "topics": make_kafka_topics(bs), "dir": d},
+            "kafka": {"kind": "kafka", "bs": bs, "prefix": fresh_prefix(bs), "dir": d},
             "embedded": {"kind": "embedded", "dir": str(tmp / "e")},
         }
         for name, spec in specs.items():
@@ -473,9 +404,9 @@ async def main_async(args: argparse.Namespace) -> None:
     wall_start = time.perf_counter()
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        topics = make_kafka_topics(bs)
-        p1 = await part1(bs, topics, tmp, args.turns, args.rounds)
-        kspec = {"kind": "kafka", "bs": bs, "topics": topics, "dir": str(tmp / "k2")}
+        prefix = fresh_prefix(bs)
+        p1 = await part1(bs, prefix, tmp, args.turns, args.rounds)
+        kspec = {"kind": "kafka", "bs": bs, "prefix": prefix, "dir": str(tmp / "k2")}
         espec = {"kind": "embedded", "dir": str(tmp / "embedded-2")}
         p2 = {
             "kafka": await fresh_vs_resume(kspec, args.turns, args.latency),

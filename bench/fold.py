@@ -63,9 +63,7 @@ from little.events import (
     ToolCallSucceeded,
     Usage,
     ValueRecorded,
-    event_headers,
 )
-from little.log import OutgoingRecord
 from little.replay import (
     Snapshot,
     encode_snapshot,
@@ -446,7 +444,6 @@ def fold_throughput(n: int, rounds: int) -> dict[str, Any]:
 def write_long_run(world: little.World, run_id: str, n: int, paths: int) -> Any:
     """Write ``n`` events in big batches; fold the first ``n - TAIL`` as they are written
     (from the events just appended and their positions, so setup decodes nothing)."""
-    codec, log = world.codec, world.log
     artifacts = {}
 
     def artifact(j: int) -> ArtifactRef:
@@ -460,8 +457,7 @@ def write_long_run(world: little.World, run_id: str, n: int, paths: int) -> Any:
     def written() -> Iterator[LoggedEvent]:
         done = 0
         while batch := list(itertools.islice(events, BATCH)):
-            records = [OutgoingRecord(codec.encode(e), tuple(event_headers(e))) for e in batch]
-            for e, pos in zip(batch, log.append(run_id, records), strict=True):
+            for e, pos in zip(batch, world.append(batch), strict=True):
                 if done < cut:
                     yield LoggedEvent(e, pos.partition, pos.offset)
                 done += 1

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from confluent_kafka import Producer
 
-from bench._common import bootstrap, machine, percentiles, stamp, table, timed
+from bench._common import bootstrap, busy, machine, percentiles, stamp, table, timed
 from little.log import EmbeddedEventLog, OutgoingRecord, load_topic_specs, partition_for
 from little.log._kafka import PRODUCER_PROFILES, KafkaEventLog
 from little.log._provision import apply_topics
@@ -87,23 +87,44 @@ def ours_batched(log: object, n: int) -> float:
     return n / timed(go)
 
 
-def raw_acked(bs: str, topic: str, n: int) -> list[float]:
+def raw_acked(
+    bs: str,
+    topic: str,
+    n: int,
+    *,
+    payload: bytes = PAYLOAD,
+    partitions: int = PARTITIONS,
+    gap: float = 0.0,
+    spin: bool = False,
+) -> list[float]:
+    """Produce one record and wait for its ack, n times: ``flush()``, or with ``spin`` a
+    busy-poll for its delivery report (KafkaEventLog's latency wait); ``gap`` seconds of CPU
+    work before each (as a session's appends follow its own work)."""
     p = raw_producer(bs, "latency")
-    part = partition_for("run-acked", PARTITIONS)
+    part = partition_for("run-acked", partitions)
     p.produce(topic, value=b"warm", key=b"run-acked", partition=part)
     p.flush()
+    done: list[object] = []
     out = []
     for _ in range(n):
+        if gap:
+            busy(gap)
+        done.clear()
         t = time.perf_counter()
-        p.produce(topic, PAYLOAD, "run-acked", part)
-        p.flush()
+        if spin:
+            p.produce(topic, payload, "run-acked", part, lambda err, msg: done.append(err or msg))
+            while not done:
+                p.poll(0)
+        else:
+            p.produce(topic, payload, "run-acked", part)  # positional: the call's fast path
+            p.flush()
         out.append(time.perf_counter() - t)
     return out
 
 
-def ours_acked(log: object, n: int) -> list[float]:
+def ours_acked(log: object, n: int, payload: bytes = PAYLOAD) -> list[float]:
     assert hasattr(log, "append")
-    rec = [OutgoingRecord(PAYLOAD)]
+    rec = [OutgoingRecord(payload)]
     log.append("run-acked", rec)
     out = []
     for _ in range(n):

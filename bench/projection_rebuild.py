@@ -28,8 +28,8 @@ import sys
 import tempfile
 import time
 import uuid
-from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -38,43 +38,23 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from bench._common import bootstrap, machine, stamp, table
 from little.events import EventCodec, event_headers
 from little.log import (
-    DLQ_TOPIC,
-    RUN_INDEX_TOPIC,
-    RUNS_TOPIC,
-    SNAPSHOTS_TOPIC,
     ResetTo,
-    load_topic_specs,
     partition_for,
 )
-from little.log._provision import apply_topics
 from little.projection import (
     MemoryProjectionStore,
-    ProjectionSettings,
     ProjectionStore,
     SqliteProjectionStore,
     open_world,
     rebuild,
     tune_gc,
 )
-from tests.projection_runs import run_events
+from tests.projection_runs import fresh_topics, run_events, settings_of
 
 PARTITIONS = 12
 EVENTS_PER_RUN = 100
 CHUNK = 10  # events a run appends at its turn
 TEMPLATE_ID = "run-0000000"  # every run id has this length: runs are made by byte substitution
-
-
-def make_topics(bs: str) -> dict[str, str]:
-    specs = load_topic_specs()
-    tag = uuid.uuid4().hex[:8]
-    names = {
-        RUNS_TOPIC: f"bench.{tag}.runs",
-        RUN_INDEX_TOPIC: f"bench.{tag}.index",
-        SNAPSHOTS_TOPIC: f"bench.{tag}.snapshots",
-        DLQ_TOPIC: f"bench.{tag}.dlq",
-    }
-    apply_topics(bs, [replace(specs[k], name=v, partitions=PARTITIONS) for k, v in names.items()])
-    return names
 
 
 def write(bs: str, topic: str, runs: int, concurrent: int) -> float:
@@ -152,20 +132,15 @@ def consume_all(bs: str, topic: str, total: int, *, decode: bool) -> float:
 
 def rebuild_rate(
     bs: str,
-    names: dict[str, str],
+    env: dict[str, str],
     total: int,
     store: ProjectionStore,
     batch: int,
     workers: int = 1,
 ) -> tuple[float, int]:
-    settings = ProjectionSettings(
-        kafka_bootstrap=bs,
-        runs_topic=names[RUNS_TOPIC],
-        runs_index_topic=names[RUN_INDEX_TOPIC],
-        snapshots_topic=names[SNAPSHOTS_TOPIC],
-        dlq_topic=names[DLQ_TOPIC],
-        projector_group=f"bench-{uuid.uuid4().hex[:8]}",
-        projector_batch=batch,
+    group = f"bench-{uuid.uuid4().hex[:8]}"  # a fresh group per rebuild
+    settings: Any = settings_of(
+        {**env, "LITTLE_PROJECTOR_GROUP": group, "LITTLE_PROJECTOR_BATCH": str(batch)}
     )
     with open_world(settings) as world:
         result = rebuild(
@@ -202,8 +177,9 @@ def main() -> None:
     tune_gc()  # as the service and `little projections rebuild` do; for every path measured
     runs = args.events // EVENTS_PER_RUN
     total = runs * EVENTS_PER_RUN
-    names = make_topics(bs)
-    wrote = write(bs, names[RUNS_TOPIC], runs, args.concurrent)
+    env = fresh_topics(bs, f"bench-{uuid.uuid4().hex[:8]}", partitions=PARTITIONS)
+    topic = env["LITTLE_RUNS_TOPIC"]
+    wrote = write(bs, topic, runs, args.concurrent)
     print(f"wrote {total:,} events of {runs:,} runs in {wrote:.1f}s", file=sys.stderr)
 
     raws: list[float] = []
@@ -211,15 +187,15 @@ def main() -> None:
     rebuilds: dict[int, list[float]] = {w: [] for w in counts_of_workers}
     snapshots = 0
     for r in range(args.rounds):  # interleaved, so drift on a shared machine hits all alike
-        raws.append(consume_all(bs, names[RUNS_TOPIC], total, decode=False))
-        decodes.append(consume_all(bs, names[RUNS_TOPIC], total, decode=True))
+        raws.append(consume_all(bs, topic, total, decode=False))
+        decodes.append(consume_all(bs, topic, total, decode=True))
         line = f"round {r + 1}: raw {raws[-1]:,.0f}/s, decode-only {decodes[-1]:,.0f}/s"
         for workers in counts_of_workers:
             with (
                 tempfile.TemporaryDirectory() as d,
                 SqliteProjectionStore(Path(d) / "projection.sqlite3") as store,
             ):
-                rate, snapshots = rebuild_rate(bs, names, total, store, args.batch, workers)
+                rate, snapshots = rebuild_rate(bs, env, total, store, args.batch, workers)
                 counts = store.count_by_status()
             assert counts == {"completed": runs}, counts
             rebuilds[workers].append(rate)
@@ -247,7 +223,7 @@ def main() -> None:
             ]
         )
     if args.memory_store:
-        mem, _ = rebuild_rate(bs, names, total, MemoryProjectionStore(), args.batch)
+        mem, _ = rebuild_rate(bs, env, total, MemoryProjectionStore(), args.batch)
         rows.append(
             [
                 "projector rebuild (memory store)",

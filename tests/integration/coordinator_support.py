@@ -42,7 +42,7 @@ from little.events import (
 from little.harness import ModelResponse, ScriptedModel, ToolCallRequest, ToolContext, tool
 from little.harness._model import count_invocations
 from little.log import load_topic_specs
-from little.log._kafka import KafkaCursorStore, KafkaEventLog, KafkaSnapshotStore, connect_admin
+from little.log._kafka import KafkaCursorStore, KafkaEventLog, KafkaSnapshotStore
 from little.log._provision import apply_topics
 from little.replay import MaterializedRunState, materialize_run_state_from_events
 from little.runtime import StepContext, WorkflowContext, workflow
@@ -128,40 +128,7 @@ def make_topics(bootstrap: str, tag: str, partitions: int = 12) -> dict[str, str
     specs = load_topic_specs(partitions=partitions, replication_factor=1, min_insync_replicas=1)
     names = {key: f"test.{tag}.{topic}" for key, topic in TOPIC_KEYS.items()}
     apply_topics(bootstrap, [replace(specs[t], name=names[k]) for k, t in TOPIC_KEYS.items()])
-    _wait_for_leaders(bootstrap, list(names.values()))
     return names
-
-
-def _wait_for_leaders(bootstrap: str, topics: list[str], timeout: float = 30.0) -> None:
-    admin = connect_admin(bootstrap)
-    deadline = time.monotonic() + timeout
-    while True:
-        meta = admin.list_topics(timeout=10).topics
-        if all(
-            t in meta
-            and meta[t].error is None
-            and meta[t].partitions
-            and all(p.leader >= 0 and p.error is None for p in meta[t].partitions.values())
-            for t in topics
-        ):
-            break
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"topics {topics} have no leaders after {timeout}s")
-        time.sleep(0.1)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"probe-{uuid.uuid4()}"})
-    try:
-        for t in topics:  # a just-created partition may answer NOT_LEADER for a moment
-            for p in meta[t].partitions:
-                while True:
-                    try:
-                        consumer.get_watermark_offsets(TopicPartition(t, p), timeout=5)
-                        break
-                    except Exception:
-                        if time.monotonic() > deadline:
-                            raise
-                        time.sleep(0.1)
-    finally:
-        consumer.close()
 
 
 def open_world(bootstrap: str, topics: dict[str, str], artifacts: Path) -> World:
@@ -169,7 +136,7 @@ def open_world(bootstrap: str, topics: dict[str, str], artifacts: Path) -> World
         log=KafkaEventLog(bootstrap, topic=topics["runs"], index_topic=topics["index"]),
         cursors=KafkaCursorStore(bootstrap, topic=topics["runs"]),
         artifacts=ArtifactStore(artifacts),
-        codec=EventCodec(),
+        codec=EventCodec(topic=topics["runs"]),
         snapshots=KafkaSnapshotStore(bootstrap, topic=topics["snapshots"]),
     )
 

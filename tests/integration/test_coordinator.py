@@ -28,6 +28,7 @@ from little.events import (
 )
 from little.log import partition_for
 from little.log._kafka import KafkaCursorStore
+from tests.cli import little_cli
 from tests.integration.coordinator_support import (
     OUTSIDE_WRITER,
     TURNS,
@@ -243,13 +244,7 @@ def test_cli_submit_and_cancel(solo: Solo, unique: str) -> None:
     }
 
     def little(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-c", "from little.cli import main; main()", *args],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=env,
-        )
+        return little_cli(*args, env=env, timeout=60)
 
     submitted = little(
         "submit", "coordinator.chat", "--input", '{"latency": 0.05}', "--run-id", f"cli-{unique}"

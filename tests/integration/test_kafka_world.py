@@ -4,8 +4,6 @@ snapshots on Kafka, and the report CLI against it."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
@@ -15,6 +13,7 @@ from little.events import RunClaimed
 from little.log import RUNS_TOPIC, SNAPSHOTS_TOPIC, load_topic_specs
 from little.log._provision import apply_topics
 from little.replay import Snapshot, encode_snapshot, replay_run
+from tests.cli import little_cli
 from tests.sample_runs import first_writer, second_writer
 
 
@@ -68,11 +67,10 @@ def test_report_cli_on_kafka(
 ) -> None:
     run_id = f"cli-{unique}"
     world.append(first_writer(run_id))
-    out = subprocess.run(
-        [sys.executable, "-c", "from little.cli import main; main()", "report", run_id, "--json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
+    out = little_cli(
+        "report",
+        run_id,
+        "--json",
         env={"LITTLE_KAFKA_BOOTSTRAP": kafka_bootstrap_servers, "PATH": "/usr/bin:/bin"},
     )
     assert out.returncode == 0, out.stderr

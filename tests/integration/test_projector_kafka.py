@@ -44,6 +44,7 @@ from little.projection import (
 )
 from little.projection._kafka import transactional_id
 from little.replay import decode_snapshot, replay_run
+from tests.cli import little_cli
 from tests.kafka_broker import KAFKA_SH
 from tests.projection_runs import (
     clean_fold,
@@ -332,11 +333,11 @@ def test_kafka_consumer_groups_reset_to_earliest_gives_what_our_rebuild_gives(
     assert by_tool == expected
 
     ours_path = tmp_path / "ours.sqlite3"
-    cli = subprocess.run(
-        [sys.executable, "-c", "from little.cli import main; main()", "projections", "rebuild",
-         "--to-earliest", "--bootstrap-servers", bootstrap, "--store", str(ours_path)],
-        capture_output=True, text=True, timeout=180,
+    cli = little_cli(
+        "projections", "rebuild", "--to-earliest", "--bootstrap-servers", bootstrap,
+        "--store", str(ours_path),
         env={**{k: v for k, v in os.environ.items() if not k.startswith("LITTLE_")}, **env},
+        timeout=180,
     )  # fmt: skip
     assert cli.returncode == 0, cli.stderr
     text = " ".join(cli.stdout.split())

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -187,3 +188,26 @@ def test_recorded_values_replay_identically_after_a_crash(tmp_path: Path) -> Non
     assert now == datetime.fromtimestamp(by_scope[(None, 0)] / 1_000_000, UTC).isoformat()
     assert len(final) == 8  # only the value after the crash point was new
     assert late == json.loads(final[-1].value_json)
+
+
+def test_outer_loop_keeps_large_cycle_outputs_in_the_artifact_store(tmp_path: Path) -> None:
+    from little.events import RunCompleted, StepCompleted
+    from little.runtime import workflow
+    from little.runtime._context import LARGE_PAYLOAD
+
+    @workflow("test.big_cycle", version="1")
+    async def big_cycle(ctx: Any, cycle_input: dict[str, Any]) -> str:
+        return "x" * LARGE_PAYLOAD + str(cycle_input["cycle"])
+
+    with little.local_world(tmp_path / "w") as world:
+        final = asyncio.run(outer_loop(world, "big", big_cycle, {"goal": "g"}, cycles=2))
+        events = [logged.event for logged in world.read_run("outer~big")]
+        reloaded = load_manifest(world, "big")
+    assert [c.output for c in final.cycles] == [
+        "x" * LARGE_PAYLOAD + "1",
+        "x" * LARGE_PAYLOAD + "2",
+    ]
+    assert [c.output for c in reloaded.cycles] == [c.output for c in final.cycles]
+    ends = [e for e in events if isinstance(e, StepCompleted | RunCompleted)]
+    assert len(ends) == 3
+    assert all(e.output_json is None and e.output_ref is not None for e in ends)

@@ -696,13 +696,20 @@ PROVIDERS: dict[str, dict[str, Any]] = {
 
 
 def session_workflow(
-    provider: str, recorded: Recorded, *, crash_once: bool = False
+    provider: str,
+    recorded: Recorded,
+    *,
+    crash_once: bool = False,
+    options: dict[str, Any] | None = None,
 ) -> little.runtime.Workflow:
+    """``options`` (the model's request options) are read at each call, so a test may change
+    them between a crash and the resume."""
     spec = PROVIDERS[provider]
     crashed: list[bool] = []
+    options = {} if options is None else options
 
     async def ask(step: StepContext, city: str) -> str | None:
-        model = spec["model"](recorded, spec["name"])
+        model = spec["model"](recorded, spec["name"], **options)
         async with step.session(
             "a", model=model, tools=[get_weather, get_time], system="Be brief."
         ) as agent:
@@ -822,25 +829,9 @@ def test_changed_request_options_on_resume_are_capability_drift(
     options resume."""
     spec = PROVIDERS[provider]
     recorded = Recorded(*((200, body) for body in spec["replies"]))
-    options = {"max_tokens": 512}
+    options: dict[str, Any] = {"max_tokens": 512}
     sent_as = "max_completion_tokens" if provider == "openai" else "max_tokens"
-    crashed: list[bool] = []
-
-    async def ask(step: StepContext, city: str) -> str | None:
-        model = spec["model"](recorded, spec["name"], **options)
-        async with step.session(
-            "a", model=model, tools=[get_weather, get_time], system="Be brief."
-        ) as agent:
-            answer: str | None = await agent.run(f"Weather and time in {city}?")
-        if not crashed:
-            crashed.append(True)
-            raise Crash
-        return answer
-
-    async def flow(ctx: WorkflowContext, input: dict[str, Any]) -> Any:
-        return await ctx.step("ask", ask, input["city"])
-
-    wf = workflow(f"adapters-options-{provider}-{uuid.uuid4().hex[:8]}", version="1")(flow)
+    wf = session_workflow(provider, recorded, crash_once=True, options=options)
     run_id = f"run_{uuid.uuid4().hex}"
     with little.local_world(tmp_path) as world:
         with pytest.raises(Crash):

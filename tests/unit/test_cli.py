@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
-LITTLE = [sys.executable, "-c", "from little.cli import main; main()"]
+from tests.cli import little_cli
 
 
 def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*LITTLE, *args], capture_output=True, text=True, cwd=cwd, timeout=120)
+    return little_cli(*args, cwd=cwd)
 
 
 def test_demo_crashes_and_resumes_a_run(tmp_path: Path) -> None:

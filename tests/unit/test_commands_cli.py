@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -15,7 +14,8 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-LITTLE = [sys.executable, "-c", "from little.cli import main; main()"]
+from tests.cli import little_cli
+
 RUNS = [
     {
         "run_id": "run-a",
@@ -33,12 +33,8 @@ RUNS = [
 
 
 def little(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*LITTLE, *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={"PATH": "/usr/bin:/bin", "COLUMNS": "200", **(env or {})},
+    return little_cli(
+        *args, env={"PATH": "/usr/bin:/bin", "COLUMNS": "200", **(env or {})}, timeout=60
     )
 
 

@@ -22,9 +22,8 @@ import pytest
 
 import little
 from little.projection import SqliteProjectionStore
+from tests.cli import little_cli
 from tests.projection_runs import clean_fold, run_events
-
-LITTLE = [sys.executable, "-c", "from little.cli import main; main()"]
 
 
 def free_port() -> int:
@@ -96,9 +95,7 @@ def test_projector_process_on_the_embedded_world_stops_cleanly_on_sigterm(
 
 
 def cli(*args: str, data: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*LITTLE, *args], capture_output=True, text=True, timeout=120, env=env_for(data)
-    )
+    return little_cli(*args, env=env_for(data))
 
 
 def test_cli_rebuild_and_status_on_the_embedded_world(tmp_path: Path) -> None:

@@ -3,21 +3,14 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from decimal import Decimal
 from pathlib import Path
 
 import little
 from little.events import RunClaimed, RunStarted, StepStarted
 from little.log import OutgoingRecord
+from tests.cli import little_cli
 from tests.sample_runs import first_writer, second_writer
-
-LITTLE = [sys.executable, "-c", "from little.cli import main; main()"]
-
-
-def little_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*LITTLE, *args], capture_output=True, text=True, timeout=120)
 
 
 def write_resumed_run(data: Path) -> None:

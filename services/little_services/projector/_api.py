@@ -29,7 +29,13 @@ from little.projection import (
     RunSummary,
     replay_from_state,
 )
-from little.replay import LogPosition, MaterializedRunState, ReplayResult, replay_run
+from little.replay import (
+    LogPosition,
+    MaterializedRunState,
+    ReplayPlanStep,
+    ReplayResult,
+    replay_run,
+)
 from little.report import report_data
 
 Source = Literal["projection", "log"]
@@ -67,46 +73,13 @@ class RunSummaryOut(BaseModel):
 
     @classmethod
     def of(cls, s: RunSummary) -> RunSummaryOut:
-        mark = s.integrity
-        return cls(
-            run_id=s.run_id,
-            status=s.status,
-            workflow=s.workflow,
-            workflow_version=s.workflow_version,
-            updated_at=s.updated_at,
-            partition=s.partition,
-            first_offset=s.first_offset,
-            last_offset=s.last_offset,
-            last_seq=s.last_seq,
-            events_applied=s.events_applied,
-            epoch=s.epoch,
-            stale=s.stale,
-            integrity=None
-            if mark is None
-            else IntegrityOut(
-                reason=mark.reason,
-                message=mark.message,
-                partition=mark.partition,
-                offset=mark.offset,
-                skipped=mark.skipped,
-                last_skipped_offset=mark.last_skipped_offset,
-            ),
-        )
+        return cls.model_validate(s, from_attributes=True)
 
 
 class RunPageOut(BaseModel):
     runs: list[RunSummaryOut]
     next_cursor: str | None
     """Pass as ``cursor`` for the next page; null on the last page."""
-
-
-class ReplayStepOut(BaseModel):
-    step_path: str
-    status: str
-    should_run: bool
-    output_json: str | None
-    output_ref: ArtifactRef | None
-    artifact_refs: list[ArtifactRef]
 
 
 class ArtifactOut(BaseModel):
@@ -119,7 +92,7 @@ class ReplayPlanOut(BaseModel):
     run_id: str
     source: Source
     status: str
-    steps: list[ReplayStepOut]
+    steps: list[ReplayPlanStep]
     completed_step_paths: list[str]
     pending_step_paths: list[str]
     from_snapshot: LogPosition | None
@@ -278,7 +251,7 @@ def create_app(
                 return _error(409, "integrity_error", str(exc), run_id)
             except LittleError as exc:
                 return _error(500, "replay_failed", str(exc), run_id)
-            if result.events_folded == 0 and result.from_snapshot is None:
+            if not result.found:
                 return _not_found(run_id)
             return result
         record = store.get(run_id)
@@ -314,17 +287,7 @@ def create_app(
             run_id=result.run_id,
             source=source,
             status=result.state.status,
-            steps=[
-                ReplayStepOut(
-                    step_path=s.step_path,
-                    status=s.status,
-                    should_run=s.should_run,
-                    output_json=s.output_json,
-                    output_ref=s.output_ref,
-                    artifact_refs=list(s.artifact_refs),
-                )
-                for s in result.steps
-            ],
+            steps=list(result.steps),
             completed_step_paths=list(result.completed_step_paths),
             pending_step_paths=list(result.pending_step_paths),
             from_snapshot=result.from_snapshot,

@@ -120,7 +120,7 @@ class CommandConsumer:
         finally:
             self.closed.set()
 
-    def _drain_commits(self, only: set[int] | None = None, *, sync: bool = False) -> None:
+    def _drain_commits(self) -> None:
         latest: dict[int, int] = {}
         while True:
             try:
@@ -128,9 +128,7 @@ class CommandConsumer:
             except queue.Empty:
                 break
             latest[partition] = max(offset, latest.get(partition, -1))
-        if only is not None:
-            latest = {p: o for p, o in latest.items() if p in only}
-        self._commit(latest, sync=sync)
+        self._commit(latest, sync=False)
 
     def _commit(self, offsets: dict[int, int], *, sync: bool) -> None:
         if not offsets:

@@ -25,7 +25,14 @@ from little.commands import CancelRun, CommandDecodeError, ResumeRun, StartRun, 
 from little.errors import LogError, RuntimeIntegrityError
 from little.events import RunFailed
 from little.log import partition_for
-from little.replay import MaterializedRunState, fold_run
+from little.replay import (
+    MaterializedRunState,
+    Snapshot,
+    SnapshotError,
+    decode_snapshot,
+    encode_snapshot,
+    fold_run,
+)
 from little.runtime import (
     REGISTRY,
     ClaimRejectedError,
@@ -35,7 +42,6 @@ from little.runtime import (
     claim,
     execute,
 )
-from little.snapshots import Snapshot, SnapshotError, decode_snapshot, encode_snapshot
 from little_services.resume_coordinator._consumers import CommandConsumer, RunEvent, RunsTail
 from little_services.resume_coordinator._metrics import Metrics
 from little_services.resume_coordinator._scheduling import CommandRef, FairGate, Ledger

@@ -9,12 +9,10 @@ memory: read once per partition on assignment, written through when it snapshots
 from __future__ import annotations
 
 import threading
-import uuid
 from dataclasses import replace
 from typing import Any
 
 import structlog
-from confluent_kafka import Consumer, TopicPartition
 
 from little._world import World
 from little.artifacts import ArtifactStore
@@ -25,9 +23,6 @@ from little.log._kafka import (
     KafkaCursorStore,
     KafkaEventLog,
     KafkaSnapshotStore,
-    _client_config,
-    _consume_until,
-    _watermarks,
     connect_admin,
     topic_partitions,
 )
@@ -45,44 +40,16 @@ class OwnedSnapshots(SnapshotStore):
     dropped when it ends, so memory follows the live runs, not every run ever snapshotted.
     """
 
-    def __init__(self, store: KafkaSnapshotStore, bootstrap: str, config: dict[str, Any]) -> None:
+    def __init__(self, store: KafkaSnapshotStore) -> None:
         self.store = store
         self.partitions = store.partitions
         self._cache: dict[str, bytes] = {}
         self._lock = threading.Lock()
-        self._scanner = Consumer(
-            {
-                **_client_config(bootstrap, config),
-                "group.id": f"little-coordinator-scan-{uuid.uuid4()}",
-                "enable.auto.commit": False,
-                "isolation.level": "read_committed",
-                "fetch.wait.max.ms": 10,
-            }
-        )
-        self._scan_lock = threading.Lock()
 
-    def scan(self, partition: int, timeout: float = 30.0) -> dict[str, bytes]:
-        """The newest snapshot bytes of every run in ``partition`` (empty values are tombstones),
-        read from the compacted partition once."""
-        tp = TopicPartition(self.store.topic, partition)
-        newest: dict[str, bytes] = {}
-        with self._scan_lock:
-            low, high = _watermarks(self._scanner, tp, timeout)
-            if high > low:
-                self._scanner.assign([TopicPartition(self.store.topic, partition, low)])
-                try:
-                    for msg in _consume_until(self._scanner, low, high, timeout):
-                        key, value = msg.key(), msg.value()
-                        if key is None:
-                            continue
-                        run_id = key.decode() if isinstance(key, bytes) else str(key)
-                        if value:
-                            newest[run_id] = value
-                        else:
-                            newest.pop(run_id, None)
-                finally:
-                    self._scanner.unassign()
-        return newest
+    def scan(self, partition: int) -> dict[str, bytes]:
+        """The newest snapshot bytes of every run in ``partition``, read from the compacted
+        partition once."""
+        return self.store.scan(partition)
 
     def remember(self, run_id: str, payload: bytes) -> None:
         with self._lock:
@@ -111,7 +78,6 @@ class OwnedSnapshots(SnapshotStore):
 
     def close(self) -> None:
         self.store.close()
-        self._scanner.close()
 
 
 def open_world(settings: CoordinatorSettings) -> tuple[World, OwnedSnapshots]:
@@ -138,9 +104,7 @@ def open_world(settings: CoordinatorSettings) -> tuple[World, OwnedSnapshots]:
             f"(partition ownership is run ownership): {counts}"
         )
     snapshots = OwnedSnapshots(
-        KafkaSnapshotStore(bootstrap, topic=settings.snapshots_topic, config=config),
-        bootstrap,
-        config,
+        KafkaSnapshotStore(bootstrap, topic=settings.snapshots_topic, config=config)
     )
     registry = None
     if settings.schema_registry_url:
@@ -158,7 +122,7 @@ def open_world(settings: CoordinatorSettings) -> tuple[World, OwnedSnapshots]:
             ),
             cursors=KafkaCursorStore(bootstrap, topic=settings.runs_topic, config=config),
             artifacts=ArtifactStore(settings.artifacts()),
-            codec=EventCodec(registry=registry),
+            codec=EventCodec(registry=registry, topic=settings.runs_topic),
             snapshots=snapshots,
             description=f"kafka:{bootstrap}/{settings.runs_topic}",
         )

@@ -29,14 +29,9 @@ def canonical_hash(value: Any) -> str:
     return sha256_hex(canonical_json(value))
 
 
-def chain_hash(previous: str, appended: Any) -> str:
+def chain_hash(previous: str, appended_json: str) -> str:
     """Extend a hash chain: sha256 of the previous link and the canonical JSON of what was
-    appended. Hashing a growing conversation this way costs the new messages only, while the
-    last link still commits to everything before it."""
-    return chain_hash_json(previous, canonical_json(appended))
-
-
-def chain_hash_json(previous: str, appended_json: str) -> str:
-    """``chain_hash`` for a caller that already holds the canonical JSON of what was appended
-    (and records it too): the same link, without serialising twice."""
+    appended (the caller serialises it once, and records the same text). Hashing a growing
+    conversation this way costs the new messages only, while the last link still commits to
+    everything before it."""
     return sha256_hex(f"{previous}\n{appended_json}")

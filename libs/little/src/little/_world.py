@@ -152,7 +152,7 @@ def kafka_world(
         log=log,
         cursors=KafkaCursorStore(bootstrap_servers, topic=runs, config=config),
         artifacts=ArtifactStore(Path(artifacts_dir)),
-        codec=EventCodec(registry=registry),
+        codec=EventCodec(registry=registry, topic=runs),
         snapshots=KafkaSnapshotStore(bootstrap_servers, topic=snapshots, config=config),
         description=f"kafka:{bootstrap_servers}",
     )

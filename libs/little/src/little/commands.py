@@ -23,8 +23,8 @@ from fastavro import schemaless_reader, schemaless_writer
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from little._canonical import canonical_json
-from little.errors import ConfigurationError, LittleError, LogError
-from little.events._catalog import SINGLE_OBJECT_MAGIC, SchemaVersion, load_schema_version
+from little.errors import ConfigurationError, LittleError
+from little.events._catalog import SINGLE_OBJECT_MAGIC, SchemaCatalog, load_catalog
 from little.log._port import Position
 from little.log._topics import COMMANDS_TOPIC
 
@@ -130,34 +130,20 @@ COMMAND_TYPES: Mapping[str, type[StartRun | ResumeRun | CancelRun]] = {
 # -- schemas ---------------------------------------------------------------------------------
 
 
-class _Schemas:
-    """Every version of every command schema; writers use the newest, readers resolve any."""
-
-    def __init__(self) -> None:
-        base = resources.files("little") / "schemas" / "commands"
-        self.latest: dict[str, SchemaVersion] = {}
-        self.by_fingerprint: dict[bytes, SchemaVersion] = {}
-        for name in COMMAND_TYPES:
-            for entry in (base / name).iterdir():
-                stem = entry.name.removesuffix(".avsc")
-                if not (entry.name.endswith(".avsc") and stem[:1] == "v" and stem[1:].isdigit()):
-                    continue
-                version = load_schema_version(name, int(stem[1:]), entry.read_text("utf-8"))
-                self.by_fingerprint[version.fingerprint] = version
-                if name not in self.latest or version.version > self.latest[name].version:
-                    self.latest[name] = version
-            if name not in self.latest:
-                raise ConfigurationError(f"no schema for command {name} under {base / name}")
-
-
 @cache
-def _schemas() -> _Schemas:
-    return _Schemas()
+def _schemas() -> SchemaCatalog:
+    """Every version of every command schema; writers use the newest, readers resolve any."""
+    base = resources.files("little") / "schemas" / "commands"
+    catalog = load_catalog(base)
+    for name in COMMAND_TYPES:
+        if name not in catalog.event_types:
+            raise ConfigurationError(f"no schema for command {name} under {base / name}")
+    return catalog
 
 
 def encode_command(command: Command) -> bytes:
     """Avro single-object bytes of the command, in the newest schema of its type."""
-    schema = _schemas().latest[command.command_type]
+    schema = _schemas().latest(command.command_type)
     record = command.model_dump(mode="python")
     out = io.BytesIO()
     out.write(schema.single_object_header)
@@ -170,21 +156,19 @@ def decode_command(data: bytes) -> Command:
     schemas = _schemas()
     if len(data) < 10 or data[:2] != SINGLE_OBJECT_MAGIC:
         raise CommandDecodeError("not a command: no Avro single-object header")
-    writer = schemas.by_fingerprint.get(bytes(data[2:10]))
+    writer = schemas.by_fingerprint(bytes(data[2:10]))
     if writer is None:
         raise CommandDecodeError(f"unknown command schema fingerprint {bytes(data[2:10]).hex()}")
-    reader = schemas.latest[writer.event_type]
+    reader = schemas.latest(writer.event_type)
     body = io.BytesIO(data[10:])
     try:
-        record: Any = schemaless_reader(body, writer.parsed, reader.parsed)
+        record: Any = schemaless_reader(body, writer.read_parsed, reader.read_parsed)
     except Exception as exc:
         raise CommandDecodeError(
             f"{writer.event_type} v{writer.version} body does not decode: {exc}"
         ) from exc
     if body.tell() != len(data) - 10:
         raise CommandDecodeError(f"trailing bytes after the {writer.event_type} record")
-    if not isinstance(record.get("command_id"), str):  # fastavro reads logicalType uuid as UUID
-        record["command_id"] = str(record.get("command_id"))
     try:
         return COMMAND_TYPES[writer.event_type].model_validate(record)
     except ValueError as exc:
@@ -236,44 +220,30 @@ class CommandPublisher:
         )
 
     def send(self, commands: Sequence[Command]) -> list[Position]:
-        """Send and wait for every ack; returns where each command landed."""
-        from confluent_kafka import KafkaError, Message
+        """Send and wait for every ack; returns where each command landed.
 
+        A run's commands are sent together, in order; runs one after another.
+        """
+        from little.log._kafka import produce_and_wait
         from little.log._partitioner import partition_for
 
-        results: list[Message | KafkaError | None] = [None] * len(commands)
-
-        def delivered(i: int) -> Any:
-            def cb(err: KafkaError | None, msg: Message) -> None:
-                results[i] = err if err is not None else msg
-
-            return cb
-
+        by_run: dict[str, list[int]] = {}
         for i, command in enumerate(commands):
-            headers: list[tuple[str, str | bytes | None]] = [*command_headers(command)]
-            while True:
-                try:
-                    self._producer.produce(
-                        self.topic,
-                        key=command.run_id,
-                        value=encode_command(command),
-                        partition=partition_for(command.run_id, self.partitions),
-                        headers=headers,
-                        on_delivery=delivered(i),
-                    )
-                    break
-                except BufferError:
-                    self._producer.poll(0.1)
-        self._producer.flush(self.timeout + 5)
-        positions: list[Position] = []
-        for command, result in zip(commands, results, strict=True):
-            if not isinstance(result, Message):
-                raise LogError(
-                    f"{command.command_type} for run {command.run_id} was not acknowledged by "
-                    f"{self.topic}: {result or 'timed out'}"
-                )
-            positions.append(Position(int(result.partition() or 0), int(result.offset() or 0)))
-        return positions
+            by_run.setdefault(command.run_id, []).append(i)
+        positions: list[Position | None] = [None] * len(commands)
+        for run_id, indices in by_run.items():
+            landed = produce_and_wait(
+                self._producer,
+                self.topic,
+                partition_for(run_id, self.partitions),
+                run_id,
+                [(encode_command(commands[i]), command_headers(commands[i])) for i in indices],
+                self.timeout,
+                0.0,  # flush: ends the linger at once
+            )
+            for i, position in zip(indices, landed, strict=True):
+                positions[i] = position
+        return [p for p in positions if p is not None]
 
     def close(self) -> None:
         self._producer.flush(self.timeout)

@@ -42,14 +42,14 @@ def report_data(result: ReplayResult) -> dict[str, Any]:
             {
                 "step_path": step.step_path,
                 "status": step.status,
-                "should_run": step.status != "completed",
+                "should_run": planned.should_run,
                 "visits": step.visits,
                 "attempts": step.attempts,
                 "error": step.error,
                 "billed": usage_dict(step.usage),
                 "avoided": usage_dict(step.avoided_usage),
             }
-            for step in s.steps
+            for step, planned in zip(s.steps, result.steps, strict=True)
         ],
         "sub_runs": [r.sub_run_id for r in s.sub_runs],
         "billed": usage_dict(s.usage),

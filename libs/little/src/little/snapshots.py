@@ -1,12 +1,13 @@
-"""Where snapshots are kept: the SnapshotStore port (embedded and Kafka stores in little.log)."""
+"""Where snapshots are kept: the SnapshotStore port (embedded and Kafka stores in little.log).
+
+The snapshot format (``Snapshot``, ``encode_snapshot``, ``decode_snapshot``) is in little.replay.
+"""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-from little.replay._snapshot import Snapshot, SnapshotError, decode_snapshot, encode_snapshot
-
-__all__ = ["Snapshot", "SnapshotError", "SnapshotStore", "decode_snapshot", "encode_snapshot"]
+__all__ = ["SnapshotStore"]
 
 
 class SnapshotStore(ABC):

@@ -129,7 +129,7 @@ def report(
 
     with open_world(data_dir, bootstrap_servers) as world:
         result = replay_run(world, run_id, use_snapshot=not no_snapshot)
-        if result.events_folded == 0 and result.from_snapshot is None:
+        if not result.found:
             raise LittleError(f"run {run_id} has no events in {world.description}")
     if as_json:
         print(__import__("json").dumps(report_data(result), indent=2))

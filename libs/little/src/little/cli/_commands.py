@@ -131,11 +131,11 @@ def status(
     if workflow:
         query["workflow"] = workflow
     body = _get_json(base, "/runs?" + urllib.parse.urlencode(query), settings.api_token, timeout)
-    runs = body.get("runs") if isinstance(body, dict) else body
+    runs = body.get("runs") if isinstance(body, dict) else None
     if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
-        raise LittleError(f"projector at {base}: GET /runs did not return a list of runs")
-    if status_filter:  # also filter here, in case the server ignored the parameter
-        runs = [r for r in runs if r.get("status") == status_filter]
+        raise LittleError(
+            f'projector at {base}: GET /runs did not return a page ({{"runs": [...]}})'
+        )
     if as_json:
         for r in runs:
             print(json.dumps(r))
@@ -151,7 +151,7 @@ def status(
             str(r.get("updated_at") or ""),
         )
     console.print(table)
-    if isinstance(body, dict) and body.get("next_cursor"):
+    if body.get("next_cursor"):
         console.print(f"(more runs than --limit {limit})")
 
 

@@ -9,7 +9,6 @@ worker processes (one per core, at most one per partition), in this process othe
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -185,7 +184,6 @@ def rebuild_command(
         if workers is None:
             workers = default_workers(bool(settings.kafka_bootstrap), world.log.partitions)
         task = progress.add_task(f"{config.group} on {config.topic}", total=None, lag="?")
-        began = time.perf_counter()
         result = rebuild(
             world,
             projection,
@@ -199,7 +197,7 @@ def rebuild_command(
         progress.update(task, total=result.totals.consumed, completed=result.totals.consumed)
         counts = projection.count_by_status()
     t = result.totals
-    seconds = time.perf_counter() - began
+    seconds = result.seconds
     by = f"{result.workers} worker processes" if result.workers > 1 else "this process"
     table = Table(title=f"projection rebuilt from {_describe(reset)} in {seconds:.1f}s by {by}")
     for col in ("records", "events folded", "events/s", "dead letters", "runs refolded", "runs"):

@@ -35,7 +35,7 @@ class SchemaVersion:
     parsed: Any = field(repr=False, compare=False)
     fingerprint: bytes = field(repr=False)
     """CRC-64-AVRO of the parsing canonical form, in single-object byte order."""
-    read_parsed: Any = field(default=None, repr=False, compare=False)
+    read_parsed: Any = field(repr=False, compare=False)
     """The same schema for decoding, with ``uuid`` logical types read as plain strings: the
     bytes are identical, and the models want text (a UUID object per event, turned back into
     text, was ~15% of decoding)."""

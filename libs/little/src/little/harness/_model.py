@@ -70,9 +70,7 @@ class ModelResponse:
     def as_message(self) -> Message:
         message: Message = {"role": "assistant", "content": self.content}
         if self.tool_calls:
-            message["tool_calls"] = [
-                {"id": c.id, "name": c.name, "arguments": c.arguments} for c in self.tool_calls
-            ]
+            message["tool_calls"] = self._tool_calls_json()
         if self.reasoning:
             message["reasoning"] = [dict(b) for b in self.reasoning]
         return message
@@ -80,14 +78,15 @@ class ModelResponse:
     def to_json(self) -> str:
         data: dict[str, Any] = {
             "content": self.content,
-            "tool_calls": [
-                {"id": c.id, "name": c.name, "arguments": c.arguments} for c in self.tool_calls
-            ],
+            "tool_calls": self._tool_calls_json(),
             "finish_reason": self.finish_reason,
         }
         if self.reasoning:  # absent, not [], so responses without any record as before
             data["reasoning"] = list(self.reasoning)
         return canonical_json(data)
+
+    def _tool_calls_json(self) -> list[dict[str, Any]]:
+        return [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in self.tool_calls]
 
     @classmethod
     def from_json(cls, text: str, usage: Usage) -> ModelResponse:

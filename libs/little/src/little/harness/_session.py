@@ -9,12 +9,11 @@ the same arguments and idempotency key.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from little._canonical import canonical_hash, canonical_json, chain_hash_json
+from little._canonical import canonical_hash, canonical_json, chain_hash, sha256_hex
 from little.errors import LittleError
 from little.events import (
     ModelCalled,
@@ -63,10 +62,13 @@ class AgentSession:
         self.model = model
         self.tools = {t.name: t for t in tools}
         self.system = system
+        self._model_id = f"{model.provider}:{model.name}"
+        self._specs = tuple(t.spec for t in tools)  # Tool.spec builds a new ToolSpec per access
+        tools_json = [s.as_json() for s in self._specs]
         self.manifest: dict[str, Any] = {
-            "model": f"{model.provider}:{model.name}",
-            "tools": [t.spec.as_json() for t in tools],
-            "system_prompt_hash": hashlib.sha256((system or "").encode()).hexdigest(),
+            "model": self._model_id,
+            "tools": tools_json,
+            "system_prompt_hash": sha256_hex(system or ""),
             **dict(manifest or {}),
         }
         options = getattr(model, "request_options", None)
@@ -74,15 +76,12 @@ class AgentSession:
             self.manifest["model_options"] = _json_value(options)
         self._recorded: SessionState | None = execution.replayed.session(session_id)
         self.turns = 0
-        self.served_calls = 0
-        self.fresh_calls = 0
         self._tokens = [0, 0, 0, 0]  # input, output, cached input, reasoning: this execution's
-        tools_json = [t.spec.as_json() for t in tools]
         self._tools_hash = canonical_hash(tools_json)
         # The request hash is a chain: the first link covers model, system prompt and tools;
         # each request extends the previous request's hash with the messages appended since.
         self._chain = canonical_hash(
-            {"model": f"{model.provider}:{model.name}", "system": system, "tools": tools_json}
+            {"model": self._model_id, "system": system, "tools": tools_json}
         )
         self._hashed_messages = 0
         self._messages: list[Message] = []  # the conversation, across run() calls
@@ -95,7 +94,7 @@ class AgentSession:
             self._emit(
                 SessionStarted,
                 session_name=self.name,
-                model=f"{self.model.provider}:{self.model.name}",
+                model=self._model_id,
                 manifest_json=canonical_json(self.manifest),
                 manifest_hash=manifest_hash(self.manifest),
             )
@@ -166,13 +165,10 @@ class AgentSession:
         return answer
 
     async def _model_turn(self, turn: int, messages: list[Message]) -> ModelResponse:
-        request = ModelRequest(
-            self.system, tuple(messages), tuple(t.spec for t in self.tools.values())
-        )
         # serialised once: the same canonical JSON extends the hash chain and is recorded
         appended_text = canonical_json(messages[self._hashed_messages :])
         previous_hash = self._chain if self._hashed_messages else None  # None on turn 1
-        request_hash = chain_hash_json(self._chain, appended_text)
+        request_hash = chain_hash(self._chain, appended_text)
         self._chain = request_hash
         self._hashed_messages = len(messages)
         recorded = self._recorded.turn(turn) if self._recorded is not None else None
@@ -184,7 +180,6 @@ class AgentSession:
             )
         if recorded is not None and recorded.status == "responded" and recorded.usage is not None:
             text = self._x.load_text(recorded.response_json, recorded.response_ref)
-            self.served_calls += 1
             self._x.served_calls += 1
             return ModelResponse.from_json(text or "{}", recorded.usage)
 
@@ -202,6 +197,7 @@ class AgentSession:
             message_count=len(messages),
             tools_hash=self._tools_hash,
         )
+        request = ModelRequest(self.system, tuple(messages), self._specs)
         try:
             response = await self.model.complete(request)
         except Exception as exc:
@@ -230,7 +226,6 @@ class AgentSession:
             usage=response.usage,
             finish_reason=response.finish_reason,
         )
-        self.fresh_calls += 1
         self._x.billed(response.usage.input_tokens, response.usage.output_tokens)
         u = response.usage
         tokens = self._tokens
@@ -244,16 +239,10 @@ class AgentSession:
         call_id = f"{turn}:{call.id}"
         recorded = self._recorded.tool_call(call_id) if self._recorded is not None else None
         if recorded is not None and recorded.status == "succeeded":
-            self.served_calls += 1
             text = self._x.load_text(recorded.result_json, recorded.result_ref)
-            return {"role": "tool", "tool_call_id": call.id, "content": text}
+            return _tool_message(call.id, text)
         if recorded is not None and recorded.status == "failed":
-            self.served_calls += 1
-            return {
-                "role": "tool",
-                "tool_call_id": call.id,
-                "content": canonical_json({"error": recorded.error}),
-            }
+            return _tool_message(call.id, canonical_json({"error": recorded.error}))
         key = f"{self._x.run_id}/{self._step.step_path}/{call_id}"
         tool = self.tools.get(call.name)
         attempt = 2 if recorded is not None else 1
@@ -283,11 +272,7 @@ class AgentSession:
                 message=str(exc),
                 retryable=False,
             )
-            return {
-                "role": "tool",
-                "tool_call_id": call.id,
-                "content": canonical_json({"error": error}),
-            }
+            return _tool_message(call.id, canonical_json({"error": error}))
         FAULTS.call_returned()
         result_text = canonical_json(result)
         result_json, result_ref = self._x.store_text(result_text)
@@ -298,7 +283,12 @@ class AgentSession:
             result_json=result_json,
             result_ref=result_ref,
         )
-        return {"role": "tool", "tool_call_id": call.id, "content": result_text}
+        return _tool_message(call.id, result_text)
+
+
+def _tool_message(call_id: str, content: str | None) -> Message:
+    """The message that gives the model a tool call's result (or error)."""
+    return {"role": "tool", "tool_call_id": call_id, "content": content}
 
 
 def _json_value(value: Any) -> Any:

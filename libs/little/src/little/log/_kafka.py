@@ -265,8 +265,14 @@ class KafkaEventLog(EventLog):
         partition = self.partition_for(run_id)
         if run_id not in self._indexed:
             self._ensure_indexed(run_id, partition)
-        return self._produce(
-            self.topic, partition, run_id, [(r.payload, r.headers) for r in records]
+        return produce_and_wait(
+            self._producer,
+            self.topic,
+            partition,
+            run_id,
+            [(r.payload, r.headers) for r in records],
+            self.timeout,
+            self._ack_spin,
         )
 
     def _ensure_indexed(self, run_id: str, partition: int) -> None:
@@ -276,69 +282,17 @@ class KafkaEventLog(EventLog):
                     self._reader, TopicPartition(self.topic, partition), self.timeout
                 )
             value = json.dumps({"topic": self.topic, "partition": partition, "offset": high})
-            self._produce(
+            produce_and_wait(
+                self._producer,
                 self._index_topic,
                 partition_for(run_id, self._index.partitions),
                 run_id,
                 [(value.encode(), [])],
+                self.timeout,
+                self._ack_spin,
             )
             self._index.note(run_id, high)
         self._indexed.add(run_id)
-
-    def _produce(
-        self,
-        topic: str,
-        partition: int,
-        key: str,
-        items: Sequence[tuple[bytes, Sequence[tuple[str, bytes]]]],
-    ) -> list[Position]:
-        reports = _Deliveries(len(items))
-        report = reports.report
-        produce = self._producer.produce
-        for payload, headers in items:
-            while True:
-                try:  # positional arguments, headers only when present: keyword arguments
-                    # cost more than the rest of the call (measured in bench/log_append.py)
-                    if headers:
-                        produce(topic, payload, key, partition, report, headers=list(headers))
-                    else:
-                        produce(topic, payload, key, partition, report)
-                    break
-                except BufferError:
-                    self._producer.poll(0.1)
-        self._await_deliveries(reports)
-        if reports.waiting:
-            raise AppendOutcomeUnknownError(
-                f"append of run {key} to {topic}: no delivery report within {self.timeout:.0f}s"
-            )
-        for err in reports.errors:
-            if err.code() in _UNKNOWN_OUTCOME or err.retriable():
-                raise AppendOutcomeUnknownError(
-                    f"append of run {key} to {topic}[{partition}] has an unknown outcome: {err}"
-                )
-            raise LogError(f"append of run {key} to {topic}[{partition}] failed: {err}")
-        # One partition, one idempotent producer: the records landed in the order produced,
-        # so the i-th smallest offset is the i-th record's.
-        return [Position(partition, offset) for offset in sorted(reports.offsets)]
-
-    def _await_deliveries(self, reports: _Deliveries) -> None:
-        """Serve delivery reports until every one of this append's arrived (or the timeout).
-
-        Other threads' appends may share the producer; each waits for its own reports only.
-        """
-        producer = self._producer
-        if not self._ack_spin:
-            producer.flush(self.timeout + 5)  # also ends any linger at once
-            return
-        now = time.perf_counter()
-        spin_until = now + self._ack_spin
-        while reports.waiting > 0 and now < spin_until:
-            producer.poll(0)
-            now = time.perf_counter()
-        deadline = now + self.timeout + 5
-        while reports.waiting > 0 and now < deadline:
-            producer.poll(min(0.05, deadline - now))
-            now = time.perf_counter()
 
     # -- read ------------------------------------------------------------------------------
 
@@ -357,13 +311,14 @@ class KafkaEventLog(EventLog):
             if start >= high:
                 return []
             self._reader.assign([TopicPartition(self.topic, partition, start)])
-            out = [
-                _stored(msg)
-                for msg in _consume_until(self._reader, start, high, self.timeout)
-                if run_id is None or msg.key() == run_id.encode()
-            ]
-            self._reader.unassign()
-        return out
+            try:
+                return [
+                    _stored(msg)
+                    for msg in _consume_until(self._reader, start, high, self.timeout)
+                    if run_id is None or msg.key() == run_id.encode()
+                ]
+            finally:
+                self._reader.unassign()
 
     def first_offset(self, run_id: str) -> int | None:
         return self._index.lookup(run_id, self.timeout)
@@ -403,6 +358,74 @@ class KafkaEventLog(EventLog):
         self._producer.flush(self.timeout)
         self._reader.close()
         self._index.close()
+
+
+def produce_and_wait(
+    producer: Producer,
+    topic: str,
+    partition: int,
+    key: str,
+    items: Sequence[tuple[bytes, Sequence[tuple[str, bytes]]]],
+    timeout: float,
+    spin: float,
+) -> list[Position]:
+    """Produce ``(payload, headers)`` records to one partition under one key and wait for
+    every ack; returns their positions, in order.
+
+    ``spin`` is how long to busy-poll for the delivery reports before blocking (0: flush the
+    producer and block, see ACK_SPIN_SECONDS). Raises ``AppendOutcomeUnknownError`` when a
+    record may or may not have landed (no report within ``timeout``, or a retriable error),
+    ``LogError`` when it did not.
+    """
+    reports = _Deliveries(len(items))
+    report = reports.report
+    produce = producer.produce
+    for payload, headers in items:
+        while True:
+            try:  # positional arguments, headers only when present: keyword arguments
+                # cost more than the rest of the call (measured in bench/log_append.py)
+                if headers:
+                    produce(topic, payload, key, partition, report, headers=list(headers))
+                else:
+                    produce(topic, payload, key, partition, report)
+                break
+            except BufferError:
+                producer.poll(0.1)
+    _await_deliveries(producer, reports, timeout, spin)
+    if reports.waiting:
+        raise AppendOutcomeUnknownError(
+            f"append of run {key} to {topic}: no delivery report within {timeout:.0f}s"
+        )
+    for err in reports.errors:
+        if err.code() in _UNKNOWN_OUTCOME or err.retriable():
+            raise AppendOutcomeUnknownError(
+                f"append of run {key} to {topic}[{partition}] has an unknown outcome: {err}"
+            )
+        raise LogError(f"append of run {key} to {topic}[{partition}] failed: {err}")
+    # One partition, one idempotent producer: the records landed in the order produced,
+    # so the i-th smallest offset is the i-th record's.
+    return [Position(partition, offset) for offset in sorted(reports.offsets)]
+
+
+def _await_deliveries(
+    producer: Producer, reports: _Deliveries, timeout: float, spin: float
+) -> None:
+    """Serve delivery reports until every one of this append's arrived (or the timeout).
+
+    Other threads' appends may share the producer; each waits for its own reports only.
+    """
+    if not spin:
+        producer.flush(timeout + 5)  # also ends any linger at once
+        return
+    now = time.perf_counter()
+    spin_until = now + spin
+    while reports.waiting > 0 and now < spin_until:
+        producer.poll(0)
+        now = time.perf_counter()
+    deadline = now + timeout + 5
+    while reports.waiting > 0 and now < deadline:
+        producer.poll(min(0.05, deadline - now))
+        now = time.perf_counter()
 
 
 def _watermarks(consumer: Consumer, tp: TopicPartition, timeout: float) -> tuple[int, int]:
@@ -556,7 +579,7 @@ class KafkaCursorStore(CursorStore):
 class KafkaSnapshotStore(SnapshotStore):
     """Snapshots on the compacted ``little.snapshots.v1`` topic, keyed by run id.
 
-    ``get`` reads the key's partition to its end and keeps the newest value: compaction bounds
+    ``get`` scans the key's partition to its end and keeps the newest value: compaction bounds
     that to about one record per run of the partition.
     """
 
@@ -588,37 +611,34 @@ class KafkaSnapshotStore(SnapshotStore):
         self._lock = threading.Lock()
 
     def put(self, run_id: str, payload: bytes) -> None:
-        failures: list[KafkaError] = []
-
-        def delivered(err: KafkaError | None, _msg: Message) -> None:
-            if err is not None:
-                failures.append(err)
-
-        self._producer.produce(
-            self.topic,
-            key=run_id,
-            value=payload,
-            partition=partition_for(run_id, self.partitions),
-            on_delivery=delivered,
+        partition = partition_for(run_id, self.partitions)
+        produce_and_wait(
+            self._producer, self.topic, partition, run_id, [(payload, ())], self.timeout, 0.0
         )
-        if self._producer.flush(self.timeout) or failures:
-            raise LogError(f"snapshot of run {run_id} not stored: {failures or 'timed out'}")
 
     def get(self, run_id: str) -> bytes | None:
-        partition = partition_for(run_id, self.partitions)
+        return self.scan(partition_for(run_id, self.partitions)).get(run_id)
+
+    def scan(self, partition: int) -> dict[str, bytes]:
+        """The newest snapshot bytes of every run in ``partition``, read to its end once (an
+        empty value is a tombstone: the run has none)."""
         tp = TopicPartition(self.topic, partition)
-        key = run_id.encode()
-        newest: bytes | None = None
+        newest: dict[str, bytes] = {}
         with self._lock:
             low, high = _watermarks(self._consumer, tp, self.timeout)
             if high <= low:
-                return None
+                return newest
             self._consumer.assign([TopicPartition(self.topic, partition, low)])
             try:
                 for msg in _consume_until(self._consumer, low, high, self.timeout):
-                    if msg.key() == key:
-                        value = msg.value()
-                        newest = value if value else None  # an empty value is a tombstone
+                    key, value = msg.key(), msg.value()
+                    if key is None:
+                        continue
+                    run_id = key.decode() if isinstance(key, bytes) else str(key)
+                    if value:
+                        newest[run_id] = value
+                    else:
+                        newest.pop(run_id, None)
             finally:
                 self._consumer.unassign()
         return newest

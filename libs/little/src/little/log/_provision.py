@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
-from confluent_kafka import KafkaException
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import ConfigResource, NewTopic
 
 from little.errors import ConfigurationError, LogError
-from little.log._kafka import connect_admin
+from little.log._kafka import _client_config, connect_admin
 from little.log._topics import TopicSpec
 
 log = structlog.get_logger("little.log.provision")
@@ -78,31 +79,62 @@ def apply_topics(
                     raise LogError(f"cannot create topic {name}: {exc}") from exc
             log.info("topic_created", topic=name)
             reports.append(TopicReport(name, "created"))
-        _wait_until_served(admin, [t.topic for t in to_create], timeout)
+        _wait_until_served(
+            admin,
+            [t.topic for t in to_create],
+            timeout,
+            _client_config(bootstrap_servers, config),
+        )
     return sorted(reports, key=lambda r: r.name)
 
 
-def _wait_until_served(admin: Any, names: list[str], timeout: float) -> None:
-    """Block until every partition of the new topics has a leader in the metadata.
+def _wait_until_served(
+    admin: Any, names: list[str], timeout: float, client_config: Mapping[str, Any]
+) -> None:
+    """Block until every partition of the new topics has a leader and answers a watermark
+    request.
 
     CreateTopics returns before a (freshly started) broker serves the topic, so a client that
-    opens it at once would see "does not exist"."""
+    opens it at once would see "does not exist", and a just-created partition may answer
+    NOT_LEADER for a moment after the metadata names its leader."""
     deadline = time.monotonic() + timeout
+    partitions: dict[str, list[int]] = {}
     pending = set(names)
     while pending:
         topics = admin.list_topics(timeout=timeout).topics
-        pending = {
-            n
-            for n in pending
-            if n not in topics
-            or topics[n].error is not None
-            or not topics[n].partitions
-            or any(p.leader < 0 for p in topics[n].partitions.values())
-        }
+        for n in list(pending):
+            meta = topics.get(n)
+            if (
+                meta is None
+                or meta.error is not None
+                or not meta.partitions
+                or any(p.leader < 0 or p.error is not None for p in meta.partitions.values())
+            ):
+                continue
+            partitions[n] = sorted(meta.partitions)
+            pending.discard(n)
         if pending and time.monotonic() > deadline:
             raise LogError(f"created topics not served within {timeout:.0f}s: {sorted(pending)}")
         if pending:
             time.sleep(0.1)
+    consumer = Consumer({**client_config, "group.id": f"little-provision-{uuid.uuid4()}"})
+    try:
+        for n in names:
+            for p in partitions[n]:
+                while True:
+                    try:
+                        consumer.get_watermark_offsets(
+                            TopicPartition(n, p), timeout=5, cached=False
+                        )
+                        break
+                    except KafkaException as exc:
+                        if time.monotonic() > deadline:
+                            raise LogError(
+                                f"created topic {n}[{p}] not served within {timeout:.0f}s: {exc}"
+                            ) from exc
+                        time.sleep(0.1)
+    finally:
+        consumer.close()
 
 
 def require_no_drift(reports: Iterable[TopicReport]) -> None:

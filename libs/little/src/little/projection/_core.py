@@ -9,7 +9,6 @@ that does not decode or fold marks its run and is dead-lettered, never retried f
 
 from __future__ import annotations
 
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -102,7 +101,6 @@ class PartitionBatch:
     skipped: int = 0
     refolded_runs: int = 0
     newest_timestamp_ms: int = 0
-    fold_seconds: float = 0.0
 
 
 class _Open:
@@ -234,7 +232,6 @@ class ProjectionCore:
         ``headers`` gives a record's headers when a driver leaves them out of its records
         (they are read only to dead-letter a record).
         """
-        began = time.perf_counter()
         self._headers = headers
         opened = self._open[partition]
         batch = PartitionBatch(
@@ -286,7 +283,6 @@ class ProjectionCore:
             if prefix or (row is not None and row.stale):
                 batch.refolded_runs += 1
             self._apply(run_id, row, prefix, recs, batch)
-        batch.fold_seconds = time.perf_counter() - began
         return batch
 
     def persist(self, batches: Sequence[PartitionBatch]) -> None:
@@ -391,16 +387,13 @@ class ProjectionCore:
         failed_at: int | None = None
         reason = message = ""
         decode = self.world.decode
-        try:
-            events = [decode(rec) for rec in items]
-        except RecordDecodeError:
-            events = []
-            for i, rec in enumerate(items):
-                try:
-                    events.append(decode(rec))
-                except RecordDecodeError as exc:
-                    failed_at, reason, message = i, exc.cause.reason, str(exc)
-                    break
+        events: list[LoggedEvent] = []
+        for i, rec in enumerate(items):
+            try:
+                events.append(decode(rec))
+            except RecordDecodeError as exc:
+                failed_at, reason, message = i, exc.cause.reason, str(exc)
+                break
         state, applied, error = _fold(run_id, start, events)
         if error is not None:
             failed_at = applied

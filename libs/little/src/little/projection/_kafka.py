@@ -27,7 +27,13 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from little._world import World
 from little.errors import LogError
 from little.log import StoredRecord
-from little.log._kafka import _client_config, connect_admin, topic_partitions
+from little.log._kafka import (
+    _client_config,
+    _stored,
+    _watermarks,
+    connect_admin,
+    topic_partitions,
+)
 from little.log._partitioner import partition_for
 from little.projection._core import PartitionBatch, ProjectionConfig, ProjectionCore
 from little.projection._driver import (
@@ -133,12 +139,12 @@ class KafkaProjector(Projector):
         )
         starts: list[TopicPartition] = []
         for tp in committed:
-            low, high = consumer.get_watermark_offsets(
-                TopicPartition(self.config.topic, tp.partition), timeout=self.timeout, cached=False
+            low, high = _watermarks(
+                consumer, TopicPartition(self.config.topic, tp.partition), self.timeout
             )
             offset = tp.offset if tp.offset is not None and tp.offset >= 0 else None
-            start = self.core.open_partition(tp.partition, offset, earliest=int(low))
-            self._targets[tp.partition] = int(high)
+            start = self.core.open_partition(tp.partition, offset, earliest=low)
+            self._targets[tp.partition] = high
             starts.append(TopicPartition(self.config.topic, tp.partition, start))
         consumer.assign(starts)
         self._caught_up = False
@@ -298,14 +304,15 @@ class KafkaProjector(Projector):
             )
             if next(self._transactions) == _CRASH_IN_TRANSACTION:
                 os.kill(os.getpid(), signal.SIGKILL)
-            for attempt in range(3):
+            for _retry in range(2):
                 try:
                     producer.commit_transaction(self.timeout)
                     return True
                 except KafkaException as exc:
-                    if not exc.args[0].retriable() or attempt == 2:
+                    if not exc.args[0].retriable():
                         raise
-            return False  # unreachable
+            producer.commit_transaction(self.timeout)  # the third and last attempt
+            return True
         except KafkaException as exc:
             err: KafkaError = exc.args[0]
             if err.code() in _FENCED or err.fatal():
@@ -415,9 +422,10 @@ class _HeadersOf:
 
     def __call__(self, rec: StoredRecord) -> tuple[tuple[str, bytes], ...]:
         if self._index is None:
-            self._index = {(m.partition() or 0, m.offset() or 0): m for m in self._messages}
+            self._index = {
+                (m.partition() or 0, m.offset() or 0): m
+                for m in self._messages
+                if m.error() is None
+            }
         msg = self._index.get((rec.partition, rec.offset))
-        headers = msg.headers() if msg is not None else None
-        if not isinstance(headers, list):
-            return ()
-        return tuple((k, v if isinstance(v, bytes) else (v or "").encode()) for k, v in headers)
+        return () if msg is None else _stored(msg).headers

@@ -7,29 +7,9 @@ Artifacts are not hydrated (use ``replay_run`` on the world for that). Pure.
 
 from __future__ import annotations
 
-from little.replay import MaterializedRunState, ReplayPlanStep, ReplayResult
+from little.replay import MaterializedRunState, ReplayResult
 
 
 def replay_from_state(state: MaterializedRunState) -> ReplayResult:
     """The ``ReplayResult`` of a projected state: from its position, no event folded after."""
-    steps = tuple(
-        ReplayPlanStep(
-            step_path=s.step_path,
-            status=s.status,
-            should_run=s.status != "completed",
-            output_json=s.output_json,
-            output_ref=s.output_ref,
-            artifact_refs=s.artifact_refs,
-        )
-        for s in state.steps
-    )
-    return ReplayResult(
-        run_id=state.run_id,
-        state=state,
-        steps=steps,
-        completed_step_paths=tuple(s.step_path for s in steps if not s.should_run),
-        pending_step_paths=tuple(s.step_path for s in steps if s.should_run),
-        artifacts=(),
-        from_snapshot=state.last_position,
-        events_folded=0,
-    )
+    return ReplayResult.of(state, from_snapshot=state.last_position)

@@ -48,9 +48,9 @@ class ProjectionSettings(LittleSettings):
     dlq_topic: str = DLQ_TOPIC
     projection_store: Path | None = None
     """The sqlite file of run states [default: ``<data_dir>/projection.sqlite3``]."""
-    snapshot_every: int = 100
-    projector_batch: int = 5000
-    projector_cache_runs: int = 2000
+    snapshot_every: int = ProjectionConfig.snapshot_every
+    projector_batch: int = ProjectionConfig.batch_size
+    projector_cache_runs: int = ProjectionConfig.cache_runs
     projector_instance_id: str | None = None
     """``group.instance.id`` (static membership): restarts take partitions back at once."""
     projector_session_timeout_ms: int | None = None
@@ -235,19 +235,38 @@ def rebuild(
         )
         seconds = time.perf_counter() - began
         return RebuildResult(reset_to, totals, seconds, len(per_worker), tuple(per_worker))
-    projector = create_projector(
+    totals = _run_until_caught_up(
         world,
         store,
         config,
         bootstrap_servers=bootstrap_servers,
         client_config=client_config,
         listener=listener,
+        stop=stop,
     )
-    try:
-        totals = projector.run(stop, until_caught_up=True)
-    finally:
-        projector.close()
     return RebuildResult(reset_to, totals, time.perf_counter() - began)
+
+
+def _run_until_caught_up(
+    world: World,
+    store: ProjectionStore,
+    config: ProjectionConfig,
+    *,
+    bootstrap_servers: str | None,
+    client_config: Mapping[str, Any] | None,
+    listener: ProjectorListener | None,
+    stop: threading.Event | None,
+) -> ProjectorTotals:
+    """One projector, run until every partition is caught up (or ``stop``), then closed."""
+    with create_projector(
+        world,
+        store,
+        config,
+        bootstrap_servers=bootstrap_servers,
+        client_config=client_config,
+        listener=listener,
+    ) as projector:
+        return projector.run(stop, until_caught_up=True)
 
 
 def _rebuild_with_workers(
@@ -293,17 +312,14 @@ def _rebuild_with_workers(
         # One projector holding every partition settles both: it is caught up only when all
         # of them are.
         log.info("rebuild_workers_left_partitions", behind=behind)
-        projector = create_projector(
+        totals = totals + _run_until_caught_up(
             world,
             store,
             config,
             bootstrap_servers=bootstrap_servers,
             client_config=client_config,
             listener=listener,
+            stop=stop,
         )
-        try:
-            totals = totals + projector.run(stop, until_caught_up=True)
-        finally:
-            projector.close()
     listener.caught_up()
     return totals, per_worker

@@ -93,10 +93,10 @@ _UPSERT_RUN = (
     + " WHERE runs.stale = 1 OR excluded.last_offset >= runs.last_offset"
 )
 
-_SUMMARY_COLUMNS = (
-    "run_id, status, workflow, workflow_version, updated_at_ms, partition, first_offset, "
-    "last_offset, last_seq, events_applied, epoch, stale, integrity"
-)
+_UPSERT_CURSOR = "INSERT OR REPLACE INTO cursors VALUES (?, ?, ?, ?, ?)"
+
+# Every column but the state: what a page of summaries reads.
+_SUMMARY_COLUMNS = ", ".join(c for c in _RUN_COLUMNS if c != "state")
 
 
 class SqliteProjectionStore(ProjectionStore):
@@ -193,7 +193,7 @@ class SqliteProjectionStore(ProjectionStore):
         with self._transaction() as conn:
             conn.executemany(_UPSERT_RUN, rows)
             conn.executemany(
-                "INSERT OR REPLACE INTO cursors VALUES (?, ?, ?, ?, ?)",
+                _UPSERT_CURSOR,
                 [
                     (write.topic, p, c.covered, c.previous, c.gap_before)
                     for p, c in write.cursors.items()
@@ -231,7 +231,7 @@ class SqliteProjectionStore(ProjectionStore):
                     (partition, stale_from),
                 ).rowcount
             conn.execute(
-                "INSERT OR REPLACE INTO cursors VALUES (?, ?, ?, ?, ?)",
+                _UPSERT_CURSOR,
                 (topic, partition, cursor.covered, cursor.previous, cursor.gap_before),
             )
         return deleted, staled

@@ -96,6 +96,19 @@ class _Session:
             tool_call_count=len(self.tool_calls),
         )
 
+    def compacted(self) -> SessionState:
+        """The frozen session without its turns and tool calls, keeping their counts."""
+        if self.frozen.compacted:
+            return self.frozen
+        return evolve(
+            self.frozen,
+            turns=(),
+            tool_calls=(),
+            turn_count=len(self.turns),
+            tool_call_count=len(self.tool_calls),
+            compacted=True,
+        )
+
 
 class _Fold:
     def __init__(self, start: MaterializedRunState) -> None:
@@ -266,7 +279,6 @@ class _Fold:
                     decision_target=step.decision_target,
                 ),
             )
-        pos = self.position
         self.steps[step.step_path] = evolve(
             step,
             visit_outputs=visit_outputs,
@@ -278,13 +290,10 @@ class _Fold:
             artifact_refs=e.artifact_refs,
             error=None,
             completed_event_id=e.event_id,
-            completed_position=(
-                None if pos is None else construct(LogPosition, partition=pos[0], offset=pos[1])
-            ),
+            completed_position=self._log_position(),
         )
         for sid in self.open_sessions.pop(step.step_path, ()):
-            done = self.sessions[sid].freeze()
-            self.sessions[sid] = _Session(evolve(done, turns=(), tool_calls=(), compacted=True))
+            self.sessions[sid] = _Session(self.sessions[sid].compacted())
 
     def step_failed(self, e: StepFailed) -> None:
         step = self._step(e, e.step_id)

@@ -23,11 +23,6 @@ from little.replay._state import LogPosition, MaterializedRunState, StepStatus
 log = structlog.get_logger("little.replay")
 
 
-class _Position(Protocol):
-    partition: int
-    offset: int
-
-
 class ReplayWorld(Protocol):
     """What replay needs of a world: read a run, load artifacts, find a snapshot."""
 
@@ -79,6 +74,43 @@ class ReplayResult(_Frozen):
     from_snapshot: LogPosition | None = None
     events_folded: int = 0
 
+    @classmethod
+    def of(
+        cls,
+        state: MaterializedRunState,
+        *,
+        artifacts: tuple[HydratedArtifact, ...] = (),
+        from_snapshot: LogPosition | None = None,
+        events_folded: int = 0,
+    ) -> ReplayResult:
+        """The result for a folded state: its step plan (a step runs unless completed)."""
+        steps = tuple(
+            ReplayPlanStep(
+                step_path=s.step_path,
+                status=s.status,
+                should_run=s.status != "completed",
+                output_json=s.output_json,
+                output_ref=s.output_ref,
+                artifact_refs=s.artifact_refs,
+            )
+            for s in state.steps
+        )
+        return cls(
+            run_id=state.run_id,
+            state=state,
+            steps=steps,
+            completed_step_paths=tuple(s.step_path for s in steps if not s.should_run),
+            pending_step_paths=tuple(s.step_path for s in steps if s.should_run),
+            artifacts=artifacts,
+            from_snapshot=from_snapshot,
+            events_folded=events_folded,
+        )
+
+    @property
+    def found(self) -> bool:
+        """Did the run exist: was any event folded, or a snapshot used?"""
+        return self.events_folded > 0 or self.from_snapshot is not None
+
 
 class ArtifactMismatchError(RuntimeIntegrityError):
     """A committed artifact is missing, corrupt, of another run, or differs from its output."""
@@ -111,7 +143,7 @@ def fold_run(
     snapshot = load_snapshot(world, run_id) if use_snapshot else None
     if snapshot is not None:
         pos = snapshot.position
-        after = _After(pos.partition, pos.offset - 1)
+        after = LogPosition(partition=pos.partition, offset=pos.offset - 1)
         stream = world.read_run(run_id, after=after)
         first = next(stream, None)
         if (
@@ -140,23 +172,8 @@ def replay_run(world: ReplayWorld, run_id: str, *, use_snapshot: bool = True) ->
     return equal results.
     """
     state, from_snapshot, folded = fold_run(world, run_id, use_snapshot=use_snapshot)
-    steps = tuple(
-        ReplayPlanStep(
-            step_path=s.step_path,
-            status=s.status,
-            should_run=s.status != "completed",
-            output_json=s.output_json,
-            output_ref=s.output_ref,
-            artifact_refs=s.artifact_refs,
-        )
-        for s in state.steps
-    )
-    return ReplayResult(
-        run_id=run_id,
-        state=state,
-        steps=steps,
-        completed_step_paths=tuple(s.step_path for s in steps if not s.should_run),
-        pending_step_paths=tuple(s.step_path for s in steps if s.should_run),
+    return ReplayResult.of(
+        state,
         artifacts=_hydrate(world, state),
         from_snapshot=from_snapshot,
         events_folded=folded,
@@ -185,16 +202,6 @@ def _hydrate(world: ReplayWorld, state: MaterializedRunState) -> tuple[HydratedA
             ) from exc
         out.append(HydratedArtifact(ref=ref, name=name, step_path=step_path, payload=payload))
     return tuple(out)
-
-
-class _After:
-    """A cursor just before ``offset``: reading ``after`` it starts at ``offset``."""
-
-    __slots__ = ("offset", "partition")
-
-    def __init__(self, partition: int, offset: int) -> None:
-        self.partition = partition
-        self.offset = offset
 
 
 class _Counted:

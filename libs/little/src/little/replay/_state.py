@@ -138,10 +138,6 @@ class UsageTotals(_Frozen):
             return None
         return self.priced_cost_usd
 
-    @property
-    def total_tokens(self) -> int:
-        return self.input_tokens + self.output_tokens
-
     def add(self, usage: Usage, cost: Decimal | None) -> UsageTotals:
         # the sums of validated totals are valid; validating again on every model response
         # was a measurable part of the fold

@@ -20,7 +20,14 @@ from little._canonical import canonical_hash, canonical_json
 from little.events import RunCompleted, RunStarted, StepCompleted, StepFailed, SubRunReserved
 from little.replay import MaterializedRunState, fold_run
 from little.runtime._registry import Workflow
-from little.runtime._runner import RunResult, claim, default_owner, execute
+from little.runtime._runner import (
+    RunResult,
+    claim,
+    default_owner,
+    execute,
+    load_json,
+    store_json,
+)
 
 OUTER_LOOP_WORKFLOW = "little.outer_loop"
 
@@ -55,7 +62,7 @@ def loop_run_id(loop_id: str) -> str:
     return f"outer~{loop_id}"
 
 
-def manifest_from_state(loop_id: str, state: MaterializedRunState) -> OuterLoopManifest:
+def manifest_from_state(world: Any, loop_id: str, state: MaterializedRunState) -> OuterLoopManifest:
     cycles = []
     for reserved in state.sub_runs:
         n = int((reserved.call_id or "cycle-0").split("-")[-1])
@@ -64,7 +71,7 @@ def manifest_from_state(loop_id: str, state: MaterializedRunState) -> OuterLoopM
         output = None
         if step is not None and step.status == "completed":
             status = "completed"
-            output = json.loads(step.output_json) if step.output_json else None
+            output = load_json(world, step.output_json, step.output_ref)
         elif step is not None and step.status == "failed":
             status = "abandoned"
         context_hash = json.loads(reserved.input_json or "{}").get("outer_loop_context_hash", "")
@@ -75,7 +82,7 @@ def manifest_from_state(loop_id: str, state: MaterializedRunState) -> OuterLoopM
 def load_manifest(world: Any, loop_id: str) -> OuterLoopManifest:
     """The loop's manifest, folded from its stream in the world."""
     state, _, _ = fold_run(world, loop_run_id(loop_id))
-    return manifest_from_state(loop_id, state)
+    return manifest_from_state(world, loop_id, state)
 
 
 async def outer_loop(
@@ -101,17 +108,19 @@ async def outer_loop(
             workflow_version="1",
             input_json=canonical_json({"cycle_workflow": cycle.name, "cycles": cycles}),
         )
-    manifest = manifest_from_state(loop_id, state)
+    manifest = manifest_from_state(world, loop_id, state)
     next_number = max((c.number for c in manifest.cycles), default=0) + 1
 
     def close(number: int, result: RunResult) -> None:
         """Record a cycle's end in the loop's stream."""
         if result.status == "completed":
+            output_json, output_ref = store_json(world, run_id, result.output)
             writer.emit(
                 StepCompleted,
                 step_path=f"cycle-{number}",
                 step_id="cycle",
-                output_json=canonical_json(result.output),
+                output_json=output_json,
+                output_ref=output_ref,
             )
         else:
             writer.emit(
@@ -162,8 +171,7 @@ async def outer_loop(
         done += 1
     final = load_manifest(world, loop_id)
     if final.completed >= cycles:
-        writer.emit(
-            RunCompleted,
-            output_json=canonical_json([c.output for c in final.cycles if c.status == "completed"]),
-        )
+        outputs = [c.output for c in final.cycles if c.status == "completed"]
+        output_json, output_ref = store_json(world, run_id, outputs)
+        writer.emit(RunCompleted, output_json=output_json, output_ref=output_ref)
     return final

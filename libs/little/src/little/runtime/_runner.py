@@ -55,6 +55,31 @@ def default_owner() -> str:
     return f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:6]}"
 
 
+def store_json(world: Any, run_id: str, value: Any) -> tuple[str | None, ArtifactRef | None]:
+    """Canonical JSON inline, or in the artifact store when larger than LARGE_PAYLOAD."""
+    return store_text(world, run_id, canonical_json(value))
+
+
+def store_text(world: Any, run_id: str, text: str) -> tuple[str | None, ArtifactRef | None]:
+    """``store_json`` for text that is already canonical JSON."""
+    if len(text) <= LARGE_PAYLOAD:
+        return text, None
+    return None, world.artifacts.put(run_id, text.encode(), "application/json")
+
+
+def load_json(world: Any, text: str | None, ref: ArtifactRef | None) -> Any:
+    """The value ``store_json`` stored: inline text or the artifact ``ref`` points to."""
+    if ref is not None:
+        return json.loads(world.artifacts.get(ref))
+    return None if text is None else json.loads(text)
+
+
+def load_text(world: Any, text: str | None, ref: ArtifactRef | None) -> str | None:
+    if ref is not None:
+        return bytes(world.artifacts.get(ref)).decode()
+    return text
+
+
 class Execution:
     """One execution of one run: its writer, its replayed state, its budget counters."""
 
@@ -68,31 +93,21 @@ class Execution:
         self.owner = owner
         self.billed_calls = replayed.usage.calls
         self.billed_tokens = replayed.usage.input_tokens + replayed.usage.output_tokens
-        self.fresh_calls = 0
         self.served_calls = 0
 
     # -- payloads ------------------------------------------------------------------------
 
     def store_json(self, value: Any) -> tuple[str | None, ArtifactRef | None]:
-        """Canonical JSON inline, or in the artifact store when larger than LARGE_PAYLOAD."""
-        return self.store_text(canonical_json(value))
+        return store_json(self.world, self.run_id, value)
 
     def store_text(self, text: str) -> tuple[str | None, ArtifactRef | None]:
-        """``store_json`` for text that is already canonical JSON."""
-        if len(text) <= LARGE_PAYLOAD:
-            return text, None
-        ref = self.world.artifacts.put(self.run_id, text.encode(), "application/json")
-        return None, ref
+        return store_text(self.world, self.run_id, text)
 
     def load_json(self, text: str | None, ref: ArtifactRef | None) -> Any:
-        if ref is not None:
-            return json.loads(self.world.artifacts.get(ref))
-        return None if text is None else json.loads(text)
+        return load_json(self.world, text, ref)
 
     def load_text(self, text: str | None, ref: ArtifactRef | None) -> str | None:
-        if ref is not None:
-            return bytes(self.world.artifacts.get(ref)).decode()
-        return text
+        return load_text(self.world, text, ref)
 
     # -- budget --------------------------------------------------------------------------
 
@@ -111,7 +126,6 @@ class Execution:
 
     def billed(self, input_tokens: int, output_tokens: int) -> None:
         self.billed_calls += 1
-        self.fresh_calls += 1
         self.billed_tokens += input_tokens + output_tokens
 
     # -- control -------------------------------------------------------------------------
@@ -147,11 +161,7 @@ class Execution:
 
 
 def _result(state: MaterializedRunState, world: Any) -> RunResult:
-    output = None
-    if state.output_ref is not None:
-        output = json.loads(world.artifacts.get(state.output_ref))
-    elif state.output_json is not None:
-        output = json.loads(state.output_json)
+    output = load_json(world, state.output_json, state.output_ref)
     return RunResult(state.run_id, state.status, output, state.error)
 
 
@@ -249,7 +259,7 @@ async def execute(
     if state.workflow is None:
         if workflow is None:  # another process claimed it meanwhile and has not started it
             raise LittleError(f"run {run_id} has not started and no workflow was given")
-        input_json, input_ref = Execution(world, run_id, state, writer, owner).store_json(input)
+        input_json, input_ref = store_json(world, run_id, input)
         started, at = writer.emit(
             RunStarted,
             workflow=workflow.name,

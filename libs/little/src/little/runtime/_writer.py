@@ -105,22 +105,21 @@ class RunWriter:
         """
         if self.control is not None and self.control.halted:
             self.checkpoint()
-        event = cls(
-            run_id=self.run_id, seq=self.next_seq, epoch=self.epoch, producer=PRODUCER, **fields
-        )
-        self.next_seq += 1
+        event = self._new(cls, fields)
         self._pending.append(event)
         if self.control is not None and self.control.requested:
             self.checkpoint()  # a stop lands what is in hand (this result) and stops here
         return event
 
-    def flush(self) -> None:
-        """Append and wait for the deferred events, if any."""
-        if self._pending:
-            batch, self._pending = self._pending, []
-            self.world.append(batch)
-            for _ in batch:
-                FAULTS.event_acked()
+    def flush(self) -> list[Position]:
+        """Append and wait for the deferred events, if any; returns their positions."""
+        if not self._pending:
+            return []
+        batch, self._pending = self._pending, []
+        positions: list[Position] = self.world.append(batch)
+        for _ in batch:
+            FAULTS.event_acked()
+        return positions
 
     def checkpoint(self) -> None:
         """Raise ``ExecutionStopped`` if a stop was requested (recording a cancel first)."""
@@ -134,15 +133,19 @@ class RunWriter:
             self.flush()  # results already in hand are recorded, never paid for again
         raise control.stopped(self.run_id)
 
-    def _append(self, cls: type[E], **fields: Any) -> tuple[E, Position]:
+    def _new(self, cls: type[E], fields: dict[str, Any]) -> E:
+        """The event of this run and epoch with the next seq."""
         event = cls(
             run_id=self.run_id, seq=self.next_seq, epoch=self.epoch, producer=PRODUCER, **fields
         )
-        batch, self._pending = [*self._pending, event], []
-        position = self.world.append(batch)[-1]
         self.next_seq += 1
+        return event
+
+    def _append(self, cls: type[E], **fields: Any) -> tuple[E, Position]:
+        """Append the deferred events and a new one in one batch; wait for the ack."""
+        event = self._new(cls, fields)
+        self._pending.append(event)
+        position = self.flush()[-1]
         if isinstance(event, _TERMINAL):
             self.finished = True
-        for _ in batch:
-            FAULTS.event_acked()
         return event, position
