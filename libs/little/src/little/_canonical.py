@@ -10,12 +10,16 @@ import hashlib
 import json
 from typing import Any
 
+# One encoder for every call: ``json.dumps`` with these options builds a new one each time.
+# An encoder holds no per-call state (``encode`` makes its own), so sharing it is safe.
+_ENCODER = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
+
 
 def canonical_json(value: Any) -> str:
     """Sorted keys, no insignificant whitespace, UTF-8 kept as is, no NaN."""
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
+    return _ENCODER.encode(value)
 
 
 def sha256_hex(data: bytes | str) -> str:

@@ -13,6 +13,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from little.log._partitioner import partition_for
+
 Header = tuple[str, bytes]
 
 
@@ -118,8 +120,6 @@ class EventLog(ABC):
         """Flush and release connections. Idempotent."""
 
     def partition_for(self, run_id: str) -> int:
-        from little.log._partitioner import partition_for
-
         return partition_for(run_id, self.partitions)
 
     def __enter__(self) -> EventLog:
