@@ -96,3 +96,42 @@ def test_confluent_wire_format_on_kafka_with_a_registry(
         assert replay_run(world, run_id).pending_step_paths == ("research",)
         subjects = world.codec.registry.get_subjects()  # type: ignore[union-attr]
         assert f"{RUNS_TOPIC}-little.events.RunStarted" in subjects
+
+
+def test_the_cli_uses_the_topic_names_the_environment_gives(
+    kafka_bootstrap_servers: str, unique: str, tmp_path: object
+) -> None:
+    """``LITTLE_RUNS_TOPIC`` and the other topic variables rename the topics for every
+    ``little`` command as for the services: ``topics apply`` creates them under those names,
+    and ``events`` reads a run written there (it read the default topic before)."""
+    names = little.TopicNames().prefixed(f"t.{unique}.")
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "LITTLE_KAFKA_BOOTSTRAP": kafka_bootstrap_servers,
+        "LITTLE_ARTIFACTS_DIR": f"{tmp_path}/artifacts",
+        "LITTLE_RUNS_TOPIC": names.runs,
+        "LITTLE_RUNS_INDEX_TOPIC": names.runs_index,
+        "LITTLE_SNAPSHOTS_TOPIC": names.snapshots,
+        "LITTLE_COMMANDS_TOPIC": names.commands,
+        "LITTLE_DLQ_TOPIC": names.dlq,
+    }
+    applied = little_cli("topics", "apply", env=env)
+    assert applied.returncode == 0, applied.stderr
+    for name in names.by_spec().values():
+        assert name in applied.stdout
+    reports = apply_topics(kafka_bootstrap_servers, names.specs(load_topic_specs()), create=False)
+    assert {r.status for r in reports} == {"ok"}
+
+    run_id = f"named-{unique}"
+    with little.kafka_world(
+        kafka_bootstrap_servers, topics=names, artifacts_dir=f"{tmp_path}/artifacts"
+    ) as world:
+        world.append(first_writer(run_id))
+    out = little_cli("events", run_id, "--json", env=env)
+    assert out.returncode == 0, out.stderr
+    types = [json.loads(line)["type"] for line in out.stdout.splitlines()]
+    assert types == [e.event_type for e in first_writer(run_id)]
+    defaults = {k: v for k, v in env.items() if not k.endswith("_TOPIC")}
+    default = little_cli("events", run_id, env=defaults)
+    assert default.returncode == 1
+    assert f"run {run_id} has no events" in default.stderr

@@ -5,33 +5,22 @@ from __future__ import annotations
 import os
 import socket
 import uuid
-from pathlib import Path
-
-from pydantic_settings import SettingsConfigDict
 
 from little.errors import ConfigurationError
-from little.log import COMMANDS_TOPIC, RUN_INDEX_TOPIC, RUNS_TOPIC, SNAPSHOTS_TOPIC
 from little.settings import LittleSettings
 
 GROUP = "little-resume-coordinator"
 
 
 class CoordinatorSettings(LittleSettings):
-    """Every knob of the coordinator; topic names and the group are configurable for tests."""
+    """Every knob of the coordinator, besides the world's (``LittleSettings``: topics,
+    artifacts)."""
 
-    model_config = SettingsConfigDict(env_prefix="LITTLE_", extra="ignore")
-
-    runs_topic: str = RUNS_TOPIC
-    commands_topic: str = COMMANDS_TOPIC
-    snapshots_topic: str = SNAPSHOTS_TOPIC
-    runs_index_topic: str = RUN_INDEX_TOPIC
     coordinator_group: str = GROUP
     coordinator_id: str | None = None
     """Owner name written on claims; default ``coordinator/<host>/<pid>/<random>``."""
     workflows: str = ""
     """``module[:attr],...`` imported at start (as well as the ``little.workflows`` entry points)."""
-    artifacts_dir: Path | None = None
-    """Shared artifact directory; default ``<data_dir>/artifacts``."""
 
     lease_seconds: float = 30.0
     """A run with no new event and no live local execution for this long is resumed."""
@@ -65,6 +54,3 @@ class CoordinatorSettings(LittleSettings):
         if self.heartbeat_interval_ms is not None:
             return self.heartbeat_interval_ms
         return max(500, self.session_timeout_ms // 6)
-
-    def artifacts(self) -> Path:
-        return self.artifacts_dir or self.data_dir / "artifacts"

@@ -10,18 +10,13 @@ from __future__ import annotations
 
 import threading
 from dataclasses import replace
-from typing import Any
 
 import structlog
 
 from little._world import World
-from little.artifacts import ArtifactStore
-from little.errors import ConfigurationError, LogError
-from little.events import EventCodec
+from little.errors import ConfigurationError
 from little.log import load_topic_specs, partition_for
 from little.log._kafka import (
-    KafkaCursorStore,
-    KafkaEventLog,
     KafkaSnapshotStore,
     connect_admin,
     topic_partitions,
@@ -81,52 +76,29 @@ class OwnedSnapshots(SnapshotStore):
 
 
 def open_world(settings: CoordinatorSettings) -> tuple[World, OwnedSnapshots]:
-    """Connect to Kafka with the configured topics; check they are co-partitioned."""
+    """The world the settings name (``LittleSettings.world``), with the snapshots of the owned
+    partitions kept in memory; checks the runs, commands and snapshots topics are
+    co-partitioned."""
     bootstrap = settings.bootstrap()
-    config: dict[str, Any] = {}
+    topics = settings.topics()
     if settings.provision_topics:
-        specs = load_topic_specs()
-        names = {
-            "little.runs.v1": settings.runs_topic,
-            "little.commands.v1": settings.commands_topic,
-            "little.snapshots.v1": settings.snapshots_topic,
-            "little.runs.index.v1": settings.runs_index_topic,
-        }
-        apply_topics(bootstrap, [replace(specs[k], name=v) for k, v in names.items()])
-    admin = connect_admin(bootstrap, config)
+        mine = {topics.runs, topics.commands, topics.snapshots, topics.runs_index}
+        apply_topics(bootstrap, [s for s in topics.specs(load_topic_specs()) if s.name in mine])
+    admin = connect_admin(bootstrap, {})
     counts = {
         topic: topic_partitions(admin, topic)
-        for topic in (settings.runs_topic, settings.commands_topic, settings.snapshots_topic)
+        for topic in (topics.runs, topics.commands, topics.snapshots)
     }
     if len(set(counts.values())) != 1:
         raise ConfigurationError(
             "the runs, commands and snapshots topics must have the same partition count "
             f"(partition ownership is run ownership): {counts}"
         )
-    snapshots = OwnedSnapshots(
-        KafkaSnapshotStore(bootstrap, topic=settings.snapshots_topic, config=config)
-    )
-    registry = None
-    if settings.schema_registry_url:
-        from confluent_kafka.schema_registry import SchemaRegistryClient
-
-        registry = SchemaRegistryClient.new_client({"url": settings.schema_registry_url})
-    try:
-        world = World(
-            log=KafkaEventLog(
-                bootstrap,
-                topic=settings.runs_topic,
-                index_topic=settings.runs_index_topic,
-                config=config,
-                producer_profile=settings.producer_profile,
-            ),
-            cursors=KafkaCursorStore(bootstrap, topic=settings.runs_topic, config=config),
-            artifacts=ArtifactStore(settings.artifacts()),
-            codec=EventCodec(registry=registry, topic=settings.runs_topic),
-            snapshots=snapshots,
-            description=f"kafka:{bootstrap}/{settings.runs_topic}",
+    world = settings.world()
+    if not isinstance(world.snapshots, KafkaSnapshotStore):  # a Kafka bootstrap is required
+        world.close()
+        raise ConfigurationError(
+            f"the resume coordinator needs a Kafka world, not {world.description}"
         )
-    except LogError:
-        snapshots.close()
-        raise
-    return world, snapshots
+    snapshots = OwnedSnapshots(world.snapshots)
+    return replace(world, snapshots=snapshots), snapshots

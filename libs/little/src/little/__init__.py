@@ -24,7 +24,7 @@ from little.errors import (
     RuntimeIntegrityError,
 )
 from little.events import ArtifactRef, Event, EventCodec, LoggedEvent, Usage
-from little.log import EventLog, Position
+from little.log import EventLog, Position, TopicNames
 from little.logs import quiet_default as _quiet_default
 from little.replay import MaterializedRunState, ReplayResult, replay_run
 
@@ -55,6 +55,7 @@ __all__ = [
     "RecordDecodeError",
     "ReplayResult",
     "RuntimeIntegrityError",
+    "TopicNames",
     "Usage",
     "World",
     "__version__",

@@ -23,6 +23,7 @@ from little.log import (
     OutgoingRecord,
     Position,
     StoredRecord,
+    TopicNames,
 )
 from little.snapshots import SnapshotStore
 
@@ -88,15 +89,20 @@ class World:
 
 
 def local_world(
-    data_dir: str | Path = ".little", *, partitions: int = 12, synchronous: str = "FULL"
+    data_dir: str | Path = ".little",
+    *,
+    partitions: int = 12,
+    synchronous: str = "FULL",
+    artifacts_dir: str | Path | None = None,
 ) -> World:
-    """The embedded world: an sqlite log and a directory artifact store under ``data_dir``."""
+    """The embedded world: an sqlite log under ``data_dir``, and a directory artifact store
+    (``<data_dir>/artifacts`` unless ``artifacts_dir`` says otherwise)."""
     root = Path(data_dir)
     log = EmbeddedEventLog(root / "log.sqlite3", partitions=partitions, synchronous=synchronous)
     return World(
         log=log,
         cursors=EmbeddedCursorStore(log),
-        artifacts=ArtifactStore(root / "artifacts"),
+        artifacts=ArtifactStore(Path(artifacts_dir) if artifacts_dir else root / "artifacts"),
         codec=EventCodec(),
         snapshots=EmbeddedSnapshotStore(root / "log.sqlite3"),
         description=f"embedded:{root}",
@@ -110,6 +116,7 @@ def kafka_world(
     artifacts_dir: str | Path = ".little/artifacts",
     provision: bool = False,
     producer_profile: str = "latency",
+    topics: TopicNames | None = None,
     topic_prefix: str = "",
     **librdkafka_config: Any,
 ) -> World:
@@ -119,22 +126,19 @@ def kafka_world(
     becomes ``sasl.mechanism``) and pass through unchanged, so SASL/SSL work as in any client.
     With ``schema_registry_url`` set, events are written in the Confluent wire format.
     ``provision=True`` creates missing topics from ``deploy/topics.yaml`` first.
-    ``topic_prefix`` prepends to every topic name (several worlds on one cluster).
+    ``topics`` names the topics (default: the names in ``topics.yaml``); ``topic_prefix``
+    prepends to every name (several worlds on one cluster).
     """
-    from dataclasses import replace
-
     from little.log._kafka import KafkaCursorStore, KafkaEventLog, KafkaSnapshotStore
-    from little.log._topics import RUN_INDEX_TOPIC, RUNS_TOPIC, SNAPSHOTS_TOPIC, load_topic_specs
+    from little.log._topics import load_topic_specs
 
     config = {key.replace("_", "."): value for key, value in librdkafka_config.items()}
+    names = (topics or TopicNames()).prefixed(topic_prefix)
     if provision:
         from little.log._provision import apply_topics
 
-        specs = [replace(s, name=topic_prefix + s.name) for s in load_topic_specs().values()]
-        apply_topics(bootstrap_servers, specs, config=config)
-    runs, index, snapshots = (
-        topic_prefix + t for t in (RUNS_TOPIC, RUN_INDEX_TOPIC, SNAPSHOTS_TOPIC)
-    )
+        apply_topics(bootstrap_servers, names.specs(load_topic_specs()), config=config)
+    runs = names.runs
     registry = None
     if schema_registry_url:
         from confluent_kafka.schema_registry import SchemaRegistryClient
@@ -144,7 +148,7 @@ def kafka_world(
     log = KafkaEventLog(
         bootstrap_servers,
         topic=runs,
-        index_topic=index,
+        index_topic=names.runs_index,
         config=config,
         producer_profile=producer_profile,
     )
@@ -153,6 +157,6 @@ def kafka_world(
         cursors=KafkaCursorStore(bootstrap_servers, topic=runs, config=config),
         artifacts=ArtifactStore(Path(artifacts_dir)),
         codec=EventCodec(registry=registry, topic=runs),
-        snapshots=KafkaSnapshotStore(bootstrap_servers, topic=snapshots, config=config),
+        snapshots=KafkaSnapshotStore(bootstrap_servers, topic=names.snapshots, config=config),
         description=f"kafka:{bootstrap_servers}",
     )

@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from little._world import World, kafka_world, local_world
+from little._world import World
 from little.errors import LittleError
 from little.settings import LittleSettings
 
@@ -60,15 +60,12 @@ def _root(
 
 
 def open_world(data_dir: Path | None, bootstrap: str | None) -> World:
+    """The world the environment names (``LittleSettings``), as the services see it;
+    ``--data-dir`` and ``--bootstrap-servers`` win over their variables."""
     settings = LittleSettings()
-    bootstrap = bootstrap or settings.kafka_bootstrap
-    if bootstrap:
-        return kafka_world(
-            bootstrap,
-            schema_registry_url=settings.schema_registry_url,
-            artifacts_dir=(data_dir or settings.data_dir) / "artifacts",
-        )
-    return local_world(data_dir or settings.data_dir, partitions=settings.partitions)
+    if data_dir is not None:
+        settings = settings.model_copy(update={"data_dir": data_dir})
+    return settings.world(bootstrap_servers=bootstrap)
 
 
 @app.command()
@@ -206,16 +203,17 @@ def topics_apply(
         float, typer.Option("--timeout", help="Seconds to wait for the broker.")
     ] = 30.0,
 ) -> None:
-    """Create missing topics and report drift of existing ones."""
+    """Create missing topics and report drift of existing ones (under the names
+    ``LITTLE_RUNS_TOPIC`` and the other topic variables give, as the services use them)."""
     from little.log._provision import apply_topics
     from little.log._topics import load_topic_specs
 
-    bootstrap = bootstrap_servers or LittleSettings().kafka_bootstrap
+    settings = LittleSettings()
+    bootstrap = bootstrap_servers or settings.kafka_bootstrap
     if not bootstrap:
         raise LittleError("topics apply needs --bootstrap-servers or LITTLE_KAFKA_BOOTSTRAP")
-    reports = apply_topics(
-        bootstrap, load_topic_specs(file).values(), create=not check, timeout=timeout
-    )
+    specs = settings.topics().specs(load_topic_specs(file))
+    reports = apply_topics(bootstrap, specs, create=not check, timeout=timeout)
     table = Table(title=f"topics on {bootstrap}")
     for col in ("topic", "status", "drift"):
         table.add_column(col)

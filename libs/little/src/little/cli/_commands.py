@@ -20,16 +20,15 @@ from rich.table import Table
 from little.cli._app import Bootstrap, app, console
 from little.commands import Budgets, CancelRun, Command, ResumeRun, StartRun
 from little.errors import LittleError
-from little.log import COMMANDS_TOPIC
 from little.settings import LittleSettings
 
 DEFAULT_PROJECTOR_URL = "http://127.0.0.1:8080"
 
 
 class CommandSettings(LittleSettings):
-    """``LITTLE_COMMANDS_TOPIC``, ``LITTLE_PROJECTOR_URL`` and ``LITTLE_API_TOKEN``."""
+    """``LITTLE_PROJECTOR_URL`` and ``LITTLE_API_TOKEN``, besides the world's own settings
+    (``LITTLE_COMMANDS_TOPIC`` among them)."""
 
-    commands_topic: str = COMMANDS_TOPIC
     projector_url: str | None = None
     api_token: str | None = None
 

@@ -17,6 +17,7 @@ from little.log._topics import (
     RUN_INDEX_TOPIC,
     RUNS_TOPIC,
     SNAPSHOTS_TOPIC,
+    TopicNames,
     TopicSpec,
     load_topic_specs,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "Position",
     "ResetTo",
     "StoredRecord",
+    "TopicNames",
     "TopicSpec",
     "load_topic_specs",
     "murmur2",

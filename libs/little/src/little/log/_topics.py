@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,43 @@ class TopicSpec:
     partitions: int
     replication_factor: int
     config: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TopicNames:
+    """What one world calls each of little's topics, by role.
+
+    The defaults are the names in ``deploy/topics.yaml``. A deployment may rename topics
+    (``LITTLE_RUNS_TOPIC`` and the rest, read by ``LittleSettings``) or prefix them all (several
+    worlds on one cluster); every service and the CLI then use the same names.
+    """
+
+    runs: str = RUNS_TOPIC
+    commands: str = COMMANDS_TOPIC
+    snapshots: str = SNAPSHOTS_TOPIC
+    runs_index: str = RUN_INDEX_TOPIC
+    dlq: str = DLQ_TOPIC
+
+    def prefixed(self, prefix: str) -> TopicNames:
+        if not prefix:
+            return self
+        return TopicNames(*(prefix + name for name in self.by_spec().values()))
+
+    def by_spec(self) -> dict[str, str]:
+        """Each role's name in ``topics.yaml`` -> its name in this world (in field order)."""
+        return {
+            RUNS_TOPIC: self.runs,
+            COMMANDS_TOPIC: self.commands,
+            SNAPSHOTS_TOPIC: self.snapshots,
+            RUN_INDEX_TOPIC: self.runs_index,
+            DLQ_TOPIC: self.dlq,
+        }
+
+    def specs(self, specs: Mapping[str, TopicSpec]) -> list[TopicSpec]:
+        """``specs`` (from ``load_topic_specs``) under this world's names; topics of the file
+        that are none of little's roles keep their own names."""
+        names = self.by_spec()
+        return [replace(spec, name=names.get(key, spec.name)) for key, spec in specs.items()]
 
 
 def load_topic_specs(

@@ -16,15 +16,9 @@ from typing import Any
 
 import structlog
 
-from little._world import World, local_world
-from little.artifacts import ArtifactStore
+from little._world import World
 from little.errors import ConfigurationError, LogError
-from little.events import EventCodec
 from little.log import (
-    DLQ_TOPIC,
-    RUN_INDEX_TOPIC,
-    RUNS_TOPIC,
-    SNAPSHOTS_TOPIC,
     EmbeddedEventLog,
     ResetTo,
 )
@@ -42,10 +36,6 @@ class ProjectionSettings(LittleSettings):
     """The projector's settings; every field is ``LITTLE_<NAME>`` in the environment."""
 
     projector_group: str = DEFAULT_GROUP
-    runs_topic: str = RUNS_TOPIC
-    runs_index_topic: str = RUN_INDEX_TOPIC
-    snapshots_topic: str = SNAPSHOTS_TOPIC
-    dlq_topic: str = DLQ_TOPIC
     projection_store: Path | None = None
     """The sqlite file of run states [default: ``<data_dir>/projection.sqlite3``]."""
     snapshot_every: int = ProjectionConfig.snapshot_every
@@ -54,7 +44,6 @@ class ProjectionSettings(LittleSettings):
     projector_instance_id: str | None = None
     """``group.instance.id`` (static membership): restarts take partitions back at once."""
     projector_session_timeout_ms: int | None = None
-    artifacts_dir: Path | None = None
 
     def store_path(self) -> Path:
         return self.projection_store or self.data_dir / "projection.sqlite3"
@@ -73,29 +62,7 @@ class ProjectionSettings(LittleSettings):
 
 def open_world(settings: ProjectionSettings, *, bootstrap_servers: str | None = None) -> World:
     """The world to project: Kafka at the bootstrap (with the settings' topics), else embedded."""
-    bootstrap = bootstrap_servers or settings.kafka_bootstrap
-    if not bootstrap:
-        return local_world(settings.data_dir, partitions=settings.partitions)
-    from little.log._kafka import KafkaCursorStore, KafkaEventLog, KafkaSnapshotStore
-
-    registry = None
-    if settings.schema_registry_url:
-        from confluent_kafka.schema_registry import SchemaRegistryClient
-
-        registry = SchemaRegistryClient.new_client({"url": settings.schema_registry_url})
-    return World(
-        log=KafkaEventLog(
-            bootstrap,
-            topic=settings.runs_topic,
-            index_topic=settings.runs_index_topic,
-            producer_profile=settings.producer_profile,
-        ),
-        cursors=KafkaCursorStore(bootstrap, topic=settings.runs_topic),
-        artifacts=ArtifactStore(settings.artifacts_dir or settings.data_dir / "artifacts"),
-        codec=EventCodec(registry=registry, topic=settings.runs_topic),
-        snapshots=KafkaSnapshotStore(bootstrap, topic=settings.snapshots_topic),
-        description=f"kafka:{bootstrap}",
-    )
+    return settings.world(bootstrap_servers=bootstrap_servers)
 
 
 def create_projector(
