@@ -2,7 +2,8 @@
 
 ``python -m tests.crash.runner DATA_DIR RUN_ID run WORKFLOW INPUT_JSON`` starts (or resumes)
 a run; ``python -m tests.crash.runner DATA_DIR RUN_ID resume`` resumes one by the workflow
-name in its log. The crash hooks (``LITTLE_CRASH_AFTER_EVENT`` / ``LITTLE_CRASH_AFTER_CALL``)
+name in its log; ``... replay-pipeline VERSION EDITS_JSON INPUT_JSON [SOURCE_RUN_ID]`` starts
+or resumes a run of the recorded-call replay tests' pipeline (``tests.runtime``). The crash hooks (``LITTLE_CRASH_AFTER_EVENT`` / ``LITTLE_CRASH_AFTER_CALL``)
 come from the environment; the result is printed as one JSON line after ``RESULT``.
 """
 
@@ -47,6 +48,20 @@ def main(argv: list[str]) -> int:
             result = asyncio.run(run(world, lookup(name), json.loads(input_json), run_id=run_id))
         elif mode == "resume":
             result = asyncio.run(resume(world, run_id))
+        elif mode == "replay-pipeline":  # VERSION EDITS_JSON INPUT_JSON [SOURCE_RUN_ID]
+            from tests.runtime import replay_workflows
+
+            version, edits, input_json, *source = rest
+            wf = replay_workflows.version(version, **json.loads(edits))
+            result = asyncio.run(
+                run(
+                    world,
+                    wf,
+                    json.loads(input_json),
+                    run_id=run_id,
+                    replay_from=source[0] if source else None,
+                )
+            )
         else:
             raise SystemExit(f"unknown mode {mode!r}")
     print(

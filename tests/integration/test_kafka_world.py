@@ -99,11 +99,12 @@ def test_confluent_wire_format_on_kafka_with_a_registry(
 
 
 def test_the_cli_uses_the_topic_names_the_environment_gives(
-    kafka_bootstrap_servers: str, unique: str, tmp_path: object
+    kafka_bootstrap_servers: str, unique: str, tmp_path: object, world: little.World
 ) -> None:
     """``LITTLE_RUNS_TOPIC`` and the other topic variables rename the topics for every
     ``little`` command as for the services: ``topics apply`` creates them under those names,
-    and ``events`` reads a run written there (it read the default topic before)."""
+    and ``events`` reads a run written there (it read the default topic before). The
+    ``world`` fixture provisions the default topics, which the last step reads."""
     names = little.TopicNames().prefixed(f"t.{unique}.")
     env = {
         "PATH": "/usr/bin:/bin",

@@ -90,3 +90,17 @@ def test_docker_compose_config_where_the_client_exists() -> None:
         )
         assert out.returncode == 0, out.stderr
     assert compose()["name"] == "little"
+
+
+def test_both_services_see_one_artifact_store() -> None:
+    """Reports and replay plans served by the projector read the artifacts the coordinator's
+    runs wrote: one volume, mounted where LITTLE_ARTIFACTS_DIR points, in both, and a
+    directory the image's user owns (a named volume takes the mount point's owner)."""
+    services = compose()["services"]
+    for name in ("projector", "resume-coordinator"):
+        service = services[name]
+        artifacts_dir = service["environment"]["LITTLE_ARTIFACTS_DIR"]
+        mounts = dict(reversed(v.split(":", 1)) for v in service["volumes"])
+        assert mounts.get(artifacts_dir) == "artifacts", f"{name}: {service['volumes']}"
+        dockerfile = (REPO / service["build"]["dockerfile"]).read_text()
+        assert re.search(rf"chown little .*{re.escape(artifacts_dir)}", dockerfile), name

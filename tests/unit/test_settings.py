@@ -42,7 +42,7 @@ def test_every_service_and_command_reads_the_same_topic_and_artifact_settings(
 
 
 def test_defaults_are_the_names_in_topics_yaml(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ROLES:
+    for name in [*ROLES, "LITTLE_ARTIFACTS_DIR"]:
         monkeypatch.delenv(name, raising=False)
     names = LittleSettings().topics()
     assert names == TopicNames()

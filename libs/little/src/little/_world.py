@@ -152,11 +152,15 @@ def kafka_world(
         config=config,
         producer_profile=producer_profile,
     )
-    return World(
-        log=log,
-        cursors=KafkaCursorStore(bootstrap_servers, topic=runs, config=config),
-        artifacts=ArtifactStore(Path(artifacts_dir)),
-        codec=EventCodec(registry=registry, topic=runs),
-        snapshots=KafkaSnapshotStore(bootstrap_servers, topic=names.snapshots, config=config),
-        description=f"kafka:{bootstrap_servers}",
-    )
+    try:
+        return World(
+            log=log,
+            cursors=KafkaCursorStore(bootstrap_servers, topic=runs, config=config),
+            artifacts=ArtifactStore(Path(artifacts_dir)),
+            codec=EventCodec(registry=registry, topic=runs),
+            snapshots=KafkaSnapshotStore(bootstrap_servers, topic=names.snapshots, config=config),
+            description=f"kafka:{bootstrap_servers}",
+        )
+    except BaseException:
+        log.close()  # its producer and consumers, when a later part cannot be built
+        raise

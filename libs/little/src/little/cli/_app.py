@@ -61,10 +61,11 @@ def _root(
 
 def open_world(data_dir: Path | None, bootstrap: str | None) -> World:
     """The world the environment names (``LittleSettings``), as the services see it;
-    ``--data-dir`` and ``--bootstrap-servers`` win over their variables."""
+    ``--data-dir`` and ``--bootstrap-servers`` win over their variables. ``--data-dir`` names
+    a whole world: its artifacts are the ones under it, whatever LITTLE_ARTIFACTS_DIR says."""
     settings = LittleSettings()
     if data_dir is not None:
-        settings = settings.model_copy(update={"data_dir": data_dir})
+        settings = settings.model_copy(update={"data_dir": data_dir, "artifacts_dir": None})
     return settings.world(bootstrap_servers=bootstrap)
 
 
@@ -135,7 +136,7 @@ def report(
 
 
 def print_report(result: Any) -> None:
-    from little.report import dollars, tokens
+    from little.report import dollars, replay_line, replay_section, tokens
 
     s = result.state
     console.print(
@@ -151,6 +152,9 @@ def print_report(result: Any) -> None:
             else ""
         )
     )
+    replay = replay_section(s)
+    if replay is not None:  # labels and reasons are not rich markup
+        console.print(replay_line(replay), markup=False, highlight=False, soft_wrap=True)
     table = Table()
     for col in ("step", "status", "visits", "attempts", "tokens billed", "$ billed", "$ avoided"):
         table.add_column(col)

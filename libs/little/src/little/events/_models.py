@@ -114,6 +114,8 @@ class RunStarted(Event):
     parent_call_id: str | None = None
     max_agent_calls: int | None = None
     max_tokens: int | None = None
+    replay_source_run_id: str | None = None
+    replay_refused_reason: str | None = None
 
 
 class RunClaimed(Event):

@@ -9,6 +9,7 @@ the same arguments and idempotency key.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -16,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 from little._canonical import canonical_hash, canonical_json, chain_hash, sha256_hex
 from little.errors import LittleError
 from little.events import (
+    AgentCallAdmitted,
+    AgentCallSettled,
     ModelCalled,
     ModelFailed,
     ModelResponded,
@@ -28,7 +31,12 @@ from little.events import (
 )
 from little.harness._model import Message, Model, ModelRequest, ModelResponse, ToolCallRequest
 from little.harness._tools import Tool, ToolContext
-from little.replay import SessionState, assert_harness_manifest_consistent, manifest_hash
+from little.replay import (
+    AgentCall,
+    SessionState,
+    assert_harness_manifest_consistent,
+    manifest_hash,
+)
 from little.runtime._errors import SessionDivergedError
 from little.runtime._writer import FAULTS
 
@@ -86,6 +94,9 @@ class AgentSession:
         self._hashed_messages = 0
         self._messages: list[Message] = []  # the conversation, across run() calls
         self._answer: str | None = None
+        self._manifest_hash = manifest_hash(self.manifest)
+        self._exchanges = 0  # run() calls so far: the occurrence of each agent call's node
+        self._exchange_tokens = [0, 0, 0, 0]  # this exchange's usage, served turns included
 
     async def __aenter__(self) -> AgentSession:
         if self._recorded is not None:
@@ -143,26 +154,147 @@ class AgentSession:
 
         Calling it again continues the same conversation (turn numbers go on from the last
         run's), so a session may hold several exchanges; ``max_turns`` bounds each call.
+
+        Each call is an *agent call* (``agent.call.admitted`` / ``agent.call.settled``): in a
+        run started with ``replay_from``, one whose ordinal and request match the recorded
+        run's is answered from that record without invoking the model or any tool.
         """
         messages = self._messages
+        start = len(messages)
+        call = self._admit(prompt, max_turns)
+        if call is not None and call.served is not None:
+            return self._serve(call)
         messages.append({"role": "user", "content": prompt})
+        self._exchange_tokens = [0, 0, 0, 0]
         answer: str | None = None
-        for _ in range(max_turns):
-            self.turns += 1
-            turn = self.turns
-            response = await self._model_turn(turn, messages)
-            messages.append(response.as_message())
-            if not response.tool_calls:
-                answer = response.content
-                break
-            for call in response.tool_calls:
-                messages.append(await self._tool_call(turn, call))
+        try:
+            for _ in range(max_turns):
+                self.turns += 1
+                turn = self.turns
+                response = await self._model_turn(turn, messages)
+                messages.append(response.as_message())
+                if not response.tool_calls:
+                    answer = response.content
+                    break
+                for call_request in response.tool_calls:
+                    messages.append(await self._tool_call(turn, call_request))
+        except Exception as exc:
+            if call is not None and not self._x.is_fatal(exc):
+                self._settle(call, "failed", None, messages[start:])
+            raise
         self._answer = answer
+        if call is not None:
+            self._settle(call, "succeeded", answer, messages[start:])
         # Inside the loop a result rides with the next write-ahead record, which follows at
         # once; the last one is made durable here, so work after the session never puts the
         # session's final answer at risk.
         self._x.writer.flush()
         return answer
+
+    # -- agent calls (recorded-call replay) ------------------------------------------------
+
+    def _admit(self, prompt: str, max_turns: int) -> _AgentCallTicket | None:
+        """Admit this exchange as an agent call: its ordinal, request key and node, and the
+        record that answers it (this run's own, on a resume; the source run's, on a replay)."""
+        calls = self._x.agent_calls
+        occurrence = self._exchanges
+        self._exchanges += 1
+        if not calls.recording:
+            return None
+        label = self.session_id.split("#", 1)[1]  # the name, with @visit on later visits
+        node = (self._step.step_path, label, occurrence)
+        key = canonical_hash(
+            {
+                "manifest": self._manifest_hash,
+                "node": list(node),
+                "conversation": canonical_hash(self._messages),
+                "prompt": prompt,
+                "max_turns": max_turns,
+            }
+        )
+        ordinal = calls.ordinal_for(node)
+        own = calls.own.get(ordinal)
+        if own is not None and own.request_key != key:
+            raise SessionDivergedError(
+                f"run {self._x.run_id}: agent call {ordinal} ({self.session_id}) has request "
+                f"{key[:12]}... but the log recorded {own.request_key[:12]}...: the workflow "
+                "diverged from its log (non-deterministic code before this call?)"
+            )
+        ticket = _AgentCallTicket(ordinal, key, node)
+        if own is not None and own.outcome == "succeeded":
+            ticket.served = own  # settled in this run's log before a crash: serve it
+            ticket.settled = True
+            return ticket
+        served, miss = calls.decide(ordinal, key, node, self._side_effecting())
+        ticket.miss = miss
+        if own is None and ordinal not in calls.admitted:
+            self._defer(
+                AgentCallAdmitted,
+                ordinal=ordinal,
+                request_key=key,
+                node_phase=node[0],
+                node_label=node[1],
+                node_occurrence=node[2],
+                side_effecting=self._side_effecting(),
+            )
+        calls.admitted.add(ordinal)
+        if served is not None:
+            ticket.served = served
+            ticket.source_run_id = calls.source.source_run_id if calls.source else None
+        return ticket
+
+    def _serve(self, ticket: _AgentCallTicket) -> str | None:
+        """Answer an admitted call from a record: its answer, and its messages added to the
+        conversation (so a later exchange sees what the model saw the first time)."""
+        served = ticket.served
+        assert served is not None
+        text = self._x.load_text(served.result_json, served.result_ref) or "{}"
+        result = json.loads(text)
+        self._messages.extend(result.get("messages") or [])
+        answer: str | None = result.get("answer")
+        self._answer = answer
+        if not ticket.settled:  # served from the source run: record that it was
+            result_json, result_ref = self._x.store_text(text)
+            self._defer(
+                AgentCallSettled,
+                ordinal=ticket.ordinal,
+                outcome="succeeded",
+                result_json=result_json,
+                result_ref=result_ref,
+                usage=None,  # a replayed call spent nothing: it reports no usage
+                replayed=True,
+                source_run_id=ticket.source_run_id,
+            )
+            self._x.writer.flush()
+        return answer
+
+    def _settle(
+        self, ticket: _AgentCallTicket, outcome: str, answer: str | None, added: list[Message]
+    ) -> None:
+        result_json, result_ref = self._x.store_text(
+            canonical_json({"answer": answer, "messages": added})
+        )
+        t = self._exchange_tokens
+        self._defer(
+            AgentCallSettled,
+            ordinal=ticket.ordinal,
+            outcome=outcome,
+            result_json=result_json,
+            result_ref=result_ref,
+            usage=Usage(
+                input_tokens=t[0],
+                output_tokens=t[1],
+                cached_input_tokens=t[2],
+                reasoning_tokens=t[3],
+            ),
+            replayed=False,
+            miss_reason=ticket.miss,
+        )
+
+    def _side_effecting(self) -> bool:
+        """A session with a tool declared side-effecting is never answered from a record:
+        replay reuses answers, not effects."""
+        return any(t.side_effecting for t in self.tools.values())
 
     async def _model_turn(self, turn: int, messages: list[Message]) -> ModelResponse:
         # serialised once: the same canonical JSON extends the hash chain and is recorded
@@ -181,6 +313,7 @@ class AgentSession:
         if recorded is not None and recorded.status == "responded" and recorded.usage is not None:
             text = self._x.load_text(recorded.response_json, recorded.response_ref)
             self._x.served_calls += 1
+            self._count_exchange(recorded.usage)
             return ModelResponse.from_json(text or "{}", recorded.usage)
 
         self._x.check_budget()
@@ -233,7 +366,15 @@ class AgentSession:
         tokens[1] += u.output_tokens
         tokens[2] += u.cached_input_tokens
         tokens[3] += u.reasoning_tokens
+        self._count_exchange(u)
         return response
+
+    def _count_exchange(self, u: Usage) -> None:
+        t = self._exchange_tokens
+        t[0] += u.input_tokens
+        t[1] += u.output_tokens
+        t[2] += u.cached_input_tokens
+        t[3] += u.reasoning_tokens
 
     async def _tool_call(self, turn: int, call: ToolCallRequest) -> Message:
         call_id = f"{turn}:{call.id}"
@@ -284,6 +425,21 @@ class AgentSession:
             result_ref=result_ref,
         )
         return _tool_message(call.id, result_text)
+
+
+class _AgentCallTicket:
+    """One admitted agent call on its way to settlement."""
+
+    __slots__ = ("key", "miss", "node", "ordinal", "served", "settled", "source_run_id")
+
+    def __init__(self, ordinal: int, key: str, node: tuple[str, str, int]) -> None:
+        self.ordinal = ordinal
+        self.key = key
+        self.node = node
+        self.served: AgentCall | None = None
+        self.settled = False
+        self.source_run_id: str | None = None
+        self.miss: str | None = None
 
 
 def _tool_message(call_id: str, content: str | None) -> Message:

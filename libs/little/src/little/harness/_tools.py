@@ -35,6 +35,9 @@ class Tool:
     fn: ToolFn = field(compare=False)
     description: str = ""
     parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object"})
+    side_effecting: bool = False
+    """It changes the world (writes files, sends mail, ...): an exchange of a session holding
+    it is never answered from a recorded run, since replay reuses answers, not effects."""
 
     @property
     def spec(self) -> ToolSpec:
@@ -48,7 +51,11 @@ class Tool:
 
 
 def tool(
-    name: str | None = None, *, description: str = "", parameters: dict[str, Any] | None = None
+    name: str | None = None,
+    *,
+    description: str = "",
+    parameters: dict[str, Any] | None = None,
+    side_effecting: bool = False,
 ) -> Callable[[ToolFn], Tool]:
     """Decorator: ``@tool()`` over ``def search(args, ctx) -> result``."""
 
@@ -58,6 +65,7 @@ def tool(
             fn,
             description or (fn.__doc__ or "").strip(),
             parameters or {"type": "object"},
+            side_effecting,
         )
 
     return wrap

@@ -226,6 +226,8 @@ class _Fold:
             parent_call_id=e.parent_call_id,
             max_agent_calls=e.max_agent_calls,
             max_tokens=e.max_tokens,
+            replay_source_run_id=e.replay_source_run_id,
+            replay_refused_reason=e.replay_refused_reason,
         )
 
     def run_completed(self, e: RunCompleted) -> None:

@@ -18,8 +18,14 @@ StepStatus = Literal["pending", "running", "completed", "failed"]
 CallStatus = Literal["called", "responded", "failed"]
 ToolStatus = Literal["started", "succeeded", "failed"]
 
-STATE_VERSION = 1
-"""Bumped whenever the shape or meaning of the state changes; older snapshots are ignored."""
+STATE_VERSION = 2
+"""Bumped whenever the shape or meaning of the state changes; older snapshots are ignored.
+
+2: ``replay_source_run_id`` and ``replay_refused_reason`` (RunStarted v2). A version-1
+snapshot would validate (both default to None), but a reader that knew only RunStarted v1
+(through the schema registry it can resolve a v2 record to v1) folded them away, and the
+fold never sees that RunStarted again: such a snapshot would show a replay as an ordinary run.
+"""
 
 
 class _Frozen(BaseModel):
@@ -323,6 +329,10 @@ class MaterializedRunState(_Frozen):
     parent_call_id: str | None = None
     max_agent_calls: int | None = None
     max_tokens: int | None = None
+    replay_source_run_id: str | None = None
+    """Recorded-call replay: the recorded run whose agent calls this run may reuse."""
+    replay_refused_reason: str | None = None
+    """Why reuse of the source run's calls was refused before the run began (it ran fresh)."""
     output_json: str | None = None
     output_ref: ArtifactRef | None = None
     error: str | None = None

@@ -37,6 +37,14 @@ from little.runtime._errors import (
     StepFailedError,
     WorkflowVersionError,
 )
+from little.runtime._recorded import (
+    REFUSED_NO_CALLS,
+    REFUSED_SOURCE_UNUSABLE,
+    REFUSED_UNSAFE,
+    AgentCalls,
+    RecordedCalls,
+    replay_safe,
+)
 from little.runtime._registry import Workflow, lookup
 from little.runtime._writer import FAULTS, PRODUCER, RunWriter
 
@@ -94,6 +102,8 @@ class Execution:
         self.billed_calls = replayed.usage.calls
         self.billed_tokens = replayed.usage.input_tokens + replayed.usage.output_tokens
         self.served_calls = 0
+        self.agent_calls = AgentCalls.of(replayed, None, recording=False)
+        """Agent-call admission and recorded-call replay (set up by ``execute``)."""
 
     # -- payloads ------------------------------------------------------------------------
 
@@ -229,12 +239,15 @@ async def execute(
     max_tokens: int | None = None,
     control: RunControl | None = None,
     on_running: Callable[[MaterializedRunState], None] | None = None,
+    replay_from: str | None = None,
 ) -> RunResult:
     """Run or resume ``run_id`` to its end in this process.
 
     ``control`` lets a supervisor stop or cancel the execution at its next event boundary
     (``ExecutionStopped`` is raised). ``on_running(state)`` is called once the run is claimed
     and its ``RunStarted`` is in the log, just before the workflow runs (not for sub-runs).
+    ``replay_from`` (a new run only) names a recorded run whose agent calls this run may reuse
+    (recorded-call replay, ``little.runtime._recorded``).
     """
     owner = owner or default_owner()
     state, _, _ = fold_run(world, run_id)
@@ -260,6 +273,7 @@ async def execute(
         if workflow is None:  # another process claimed it meanwhile and has not started it
             raise LittleError(f"run {run_id} has not started and no workflow was given")
         input_json, input_ref = store_json(world, run_id, input)
+        refused = None if replay_from is None else _replay_refusal(world, workflow, replay_from)
         started, at = writer.emit(
             RunStarted,
             workflow=workflow.name,
@@ -270,6 +284,8 @@ async def execute(
             parent_call_id=parent_call_id,
             max_agent_calls=max_agent_calls,
             max_tokens=max_tokens,
+            replay_source_run_id=replay_from,
+            replay_refused_reason=refused,
         )
         state = materialize_run_state_from_events(
             [LoggedEvent(started, at.partition, at.offset)], start=state
@@ -284,6 +300,9 @@ async def execute(
                 "it with other code would mix two programs' answers"
             )
     execution = Execution(world, run_id, state, writer, owner)
+    execution.agent_calls = AgentCalls.of(
+        state, _recorded_calls(world, state), recording=replay_safe(workflow.fn)[0]
+    )
     input = execution.load_json(state.input_json, state.input_ref)
     log.info("run_executing", run_id=run_id, epoch=writer.epoch, resumed_from_seq=state.last_seq)
     if on_running is not None:
@@ -309,6 +328,38 @@ async def execute(
     return RunResult(run_id, "completed", output)
 
 
+def _replay_refusal(world: Any, workflow: Workflow, source_run_id: str) -> str | None:
+    """Why the agent calls of ``source_run_id`` cannot be offered to a new run of
+    ``workflow`` (the run then executes fresh), or None."""
+    safe, reads = replay_safe(workflow.fn)
+    if not safe:
+        log.warning("replay_refused", reason=REFUSED_UNSAFE, workflow=workflow.name, reads=reads)
+        return REFUSED_UNSAFE
+    source, _, _ = fold_run(world, source_run_id)
+    if source.workflow != workflow.name or not source.terminal:
+        log.warning(
+            "replay_refused",
+            reason=REFUSED_SOURCE_UNUSABLE,
+            source_run_id=source_run_id,
+            source_workflow=source.workflow,
+            source_status=source.status,
+        )
+        return REFUSED_SOURCE_UNUSABLE
+    if not any(c.outcome is not None for c in source.agent_calls):
+        log.warning("replay_refused", reason=REFUSED_NO_CALLS, source_run_id=source_run_id)
+        return REFUSED_NO_CALLS
+    return None
+
+
+def _recorded_calls(world: Any, state: MaterializedRunState) -> RecordedCalls | None:
+    """The source run's calls for a replaying run (read again on every resume of it)."""
+    source_run_id = state.replay_source_run_id
+    if source_run_id is None or state.replay_refused_reason is not None:
+        return None
+    source, _, _ = fold_run(world, source_run_id)
+    return RecordedCalls(source_run_id, {c.ordinal: c for c in source.agent_calls})
+
+
 async def run(
     world: Any,
     workflow: Workflow,
@@ -317,8 +368,15 @@ async def run(
     run_id: str | None = None,
     max_agent_calls: int | None = None,
     max_tokens: int | None = None,
+    replay_from: str | None = None,
 ) -> RunResult:
-    """Start ``workflow`` with ``input`` as a new run (or resume ``run_id`` if it exists)."""
+    """Start ``workflow`` with ``input`` as a new run (or resume ``run_id`` if it exists).
+
+    ``replay_from=<run id>`` re-runs it against that recorded run: every agent call whose
+    admission ordinal and request match the recorded one returns the recorded answer without
+    invoking a model or tool, up to the first call that does not (from there on every call
+    runs fresh). Edit the last stage of a long pipeline, re-run it, and pay for that stage.
+    """
     return await execute(
         world,
         run_id or f"run_{uuid.uuid4().hex}",
@@ -326,6 +384,7 @@ async def run(
         input,
         max_agent_calls=max_agent_calls,
         max_tokens=max_tokens,
+        replay_from=replay_from,
     )
 
 

@@ -1,0 +1,196 @@
+"""Recorded-call replay (seed 003): re-run a workflow as a new run against a recorded run.
+
+An *agent call* is one exchange of an agent session (``await agent.run(prompt)``). Each is
+admitted with an ordinal (its place in the run's admission order) and a request key (the
+canonical hash of everything that decides its answer: the session's manifest, its node, the
+conversation so far, the prompt and ``max_turns``), and settled with its answer and the
+messages it added. A run started with ``replay_from=<run>`` serves a call from that run's
+record when the recorded call with the same ordinal settled successfully under the same key:
+no model or tool is invoked. Replay is a strict prefix: the first call that does not resolve
+from the record runs fresh, and so does every later call (the latch), because a later
+recorded answer was produced after an earlier answer that no longer exists.
+
+Refused replays (the source run cannot be used, has no recorded calls, or the workflow's
+module reads the clock or randomness directly) are written on ``RunStarted`` and the run
+executes fresh. A replayed call carries no token usage, and every surface marks it replayed.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import inspect
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from little.replay import AgentCall, MaterializedRunState
+
+# why a call was not served from the record (AgentCallSettled.miss_reason)
+MISS_NO_RECORD = "no-record"
+MISS_NODE = "node-mismatch"
+MISS_KEY = "key-mismatch"
+MISS_RECORDED_FAILURE = "recorded-failure"
+MISS_SIDE_EFFECTING = "side-effecting-call"
+MISS_DIVERGED = "diverged"
+
+# why a replay was refused before the run began (RunStarted.replay_refused_reason)
+REFUSED_SOURCE_UNUSABLE = "source-run-unusable"
+REFUSED_NO_CALLS = "no-recorded-calls"
+REFUSED_UNSAFE = "replay-unsafe-script"
+
+Node = tuple[str | None, str | None, int | None]
+"""``(phase, label, occurrence)``: the step path, the session name, the exchange's number."""
+
+
+@dataclass
+class RecordedCalls:
+    """The settled agent calls of a source run, offered to a replaying run in order."""
+
+    source_run_id: str
+    calls: Mapping[int, AgentCall]
+
+    def lookup(
+        self, ordinal: int, request_key: str, node: Node, side_effecting: bool
+    ) -> tuple[AgentCall | None, str | None]:
+        """The recorded call to serve at ``ordinal``, or why there is none."""
+        recorded = self.calls.get(ordinal)
+        if recorded is None or recorded.outcome is None:
+            return None, MISS_NO_RECORD
+        if (recorded.node_phase, recorded.node_label, recorded.node_occurrence) != node:
+            return None, MISS_NODE
+        if recorded.request_key != request_key:
+            return None, MISS_KEY
+        if recorded.outcome != "succeeded":
+            return None, MISS_RECORDED_FAILURE
+        if side_effecting or recorded.side_effecting:
+            return None, MISS_SIDE_EFFECTING
+        return recorded, None
+
+
+@dataclass
+class AgentCalls:
+    """The agent calls of one execution: admission ordinals, the run's own record (on a
+    resume), the source run's record (on a replay) and the latch.
+
+    ``recording`` is False when the workflow's module is not replay-safe: its calls are then
+    neither recorded nor served (seed 003: an unproven script is never recorded).
+    """
+
+    own: dict[int, AgentCall]
+    source: RecordedCalls | None = None
+    recording: bool = True
+    next_ordinal: int = 0
+    first_miss: int | None = None
+    """The lowest ordinal that ran fresh in a replay: every later call runs fresh too."""
+    admitted: set[int] = field(default_factory=set)
+    """Ordinals admitted by this execution (a retried step admits its calls once)."""
+    _by_node: dict[Node, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls, state: MaterializedRunState, source: RecordedCalls | None, recording: bool
+    ) -> AgentCalls:
+        own = {c.ordinal: c for c in state.agent_calls}
+        calls = cls(own=own, source=source, recording=recording)
+        calls.next_ordinal = max(own, default=-1) + 1
+        calls._by_node = {
+            (c.node_phase, c.node_label, c.node_occurrence): c.ordinal for c in own.values()
+        }
+        fresh = [c.ordinal for c in own.values() if c.outcome is not None and not c.replayed]
+        if source is not None and fresh:
+            calls.first_miss = min(fresh)
+        return calls
+
+    def ordinal_for(self, node: Node) -> int:
+        """The call's ordinal: the one the run's own log gave this node, else the next one."""
+        known = self._by_node.get(node)
+        if known is not None:
+            return known
+        ordinal = self.next_ordinal
+        self.next_ordinal += 1
+        self._by_node[node] = ordinal
+        return ordinal
+
+    def decide(
+        self, ordinal: int, request_key: str, node: Node, side_effecting: bool
+    ) -> tuple[AgentCall | None, str | None]:
+        """For a replay: the source's call to serve, or the miss reason (which latches)."""
+        if self.source is None:
+            return None, None
+        if self.first_miss is not None and self.first_miss < ordinal:
+            return None, MISS_DIVERGED
+        recorded, reason = self.source.lookup(ordinal, request_key, node, side_effecting)
+        if reason is not None and (self.first_miss is None or ordinal < self.first_miss):
+            self.first_miss = ordinal
+        return recorded, reason
+
+
+# -- the replay-safety scan -------------------------------------------------------------------
+
+_CLOCK_ATTRS = {
+    "time": {"time", "time_ns", "monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns"},
+    "datetime": {"now", "utcnow", "today"},
+    "date": {"today"},
+    "uuid": {"uuid1", "uuid4"},
+    "os": {"urandom", "getrandom"},
+}
+_RANDOM_MODULES = {"random", "secrets"}
+_FROM_IMPORTS = {
+    "time": _CLOCK_ATTRS["time"],
+    "uuid": _CLOCK_ATTRS["uuid"],
+    "os": _CLOCK_ATTRS["os"],
+}
+
+
+def unsafe_reads(source: str) -> list[str]:
+    """Direct clock and randomness reads in ``source`` (Python), as ``line: what``.
+
+    A filter, not a proof: it reads syntax, so values assembled at run time, reached through
+    another module or read from the environment stay invisible. It errs towards flagging:
+    a false positive costs a cache miss, a false negative would replay an answer from a
+    different world. ``ctx.now()``, ``ctx.random()`` and ``ctx.uuid4()`` are recorded values
+    and never flagged.
+    """
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] in _RANDOM_MODULES:
+                    found.append(f"{node.lineno}: import {alias.name}")
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            root = node.module.split(".")[0]
+            for alias in node.names:
+                if root in _RANDOM_MODULES or alias.name in _FROM_IMPORTS.get(root, ()):
+                    found.append(f"{node.lineno}: from {node.module} import {alias.name}")
+        elif isinstance(node, ast.Attribute):
+            base = node.value
+            name = base.id if isinstance(base, ast.Name) else None
+            if isinstance(base, ast.Attribute):  # datetime.datetime.now, os.path...: last part
+                name = base.attr
+            if name in _RANDOM_MODULES or node.attr in _CLOCK_ATTRS.get(name or "", ()):
+                found.append(f"{node.lineno}: {name}.{node.attr}")
+        elif isinstance(node, ast.Assign | ast.AnnAssign):  # r = random, t = time.time
+            value = node.value
+            if isinstance(value, ast.Name) and value.id in _RANDOM_MODULES:
+                found.append(f"{node.lineno}: binds {value.id}")
+    return found
+
+
+@functools.lru_cache(maxsize=256)
+def _module_reads(module_name: str) -> tuple[str, ...] | None:
+    module = sys.modules.get(module_name)
+    try:
+        source = inspect.getsource(module) if module is not None else None
+    except (OSError, TypeError):
+        source = None
+    return None if source is None else tuple(unsafe_reads(source))
+
+
+def replay_safe(fn: Any) -> tuple[bool, tuple[str, ...]]:
+    """Whether the module defining ``fn`` passes the scan (no source counts as unsafe)."""
+    reads = _module_reads(getattr(fn, "__module__", "") or "")
+    if reads is None:
+        return False, ("the workflow's source cannot be read",)
+    return not reads, reads

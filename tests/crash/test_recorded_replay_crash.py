@@ -1,0 +1,67 @@
+"""Recorded-call replay survives SIGKILL: a replaying run killed after any of its events, or
+right after its one fresh model call returned, resumes in a new process to the outcome of an
+uncrashed replay, and the stages served from the record never invoke their models."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from little.events import AgentCallSettled
+from tests.crash.support import Scenario, child
+
+SOURCE = "run_replay_source"
+REPLAY = "run_replay"
+INPUT = json.dumps("Kafka")
+EDIT = json.dumps({"write": "Write a short post from: "})
+
+
+def pipeline(scenario: Scenario, run_id: str, *args: str, **env: str | int) -> dict[str, object]:
+    done = child(scenario.data_dir, run_id, "replay-pipeline", *args, env=scenario.env(**env))
+    if env:
+        assert done.killed, done.describe()
+        return {}
+    assert done.returncode == 0, done.describe()
+    return done.result
+
+
+def copy(base: Scenario, root: Path) -> Scenario:
+    shutil.copytree(base.root, root)
+    return Scenario(root)
+
+
+def marks(scenario: Scenario) -> list[tuple[int, bool, str | None]]:
+    return [
+        (e.ordinal, e.replayed, e.miss_reason)
+        for x in scenario.events(REPLAY)
+        if isinstance(e := x.event, AgentCallSettled)
+    ]
+
+
+def test_a_replay_killed_anywhere_resumes_to_the_uncrashed_outcome(tmp_path: Path) -> None:
+    base = Scenario(tmp_path / "base")
+    assert pipeline(base, SOURCE, "1", "{}", INPUT)["status"] == "completed"
+
+    reference = copy(base, tmp_path / "reference")
+    expected = pipeline(reference, REPLAY, "2", EDIT, INPUT, SOURCE)
+    assert expected["status"] == "completed"
+    expected_marks = marks(reference)
+    assert expected_marks == [(0, True, None), (1, True, None), (2, False, "key-mismatch")]
+    # every event the replaying process acked: its claim, and the run's own events
+    appended = len(reference.events(REPLAY))
+
+    crashes = [{"LITTLE_CRASH_AFTER_EVENT": k} for k in range(appended)]
+    crashes.append({"LITTLE_CRASH_AFTER_CALL": 0})  # the fresh model call, before its record
+    for n, crash in enumerate(crashes):
+        scenario = copy(base, tmp_path / f"crash-{n}")
+        pipeline(scenario, REPLAY, "2", EDIT, INPUT, SOURCE, **crash)
+        resumed = pipeline(scenario, REPLAY, "2", EDIT, INPUT, SOURCE)
+        assert resumed == expected, crash
+        assert marks(scenario) == expected_marks, crash
+        # served stages never invoked a model: their one call each is the source run's
+        assert len(scenario.calls("replay-research")) == 1, crash
+        assert len(scenario.calls("replay-outline")) == 1, crash
+        # the fresh stage: the source's call, plus the replay's, plus at most one re-run of
+        # a call the kill left without its record
+        assert 2 <= len(scenario.calls("replay-write")) <= 3, crash

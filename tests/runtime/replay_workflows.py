@@ -1,0 +1,105 @@
+"""Workflows for the recorded-call replay tests, in a module of their own that passes the
+replay-safety scan (no clock, randomness or uuid reads): a three-stage pipeline whose later
+stages read the earlier stages' answers, in versions that edit one stage's prompt."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from little.events import Usage
+from little.harness import ModelResponse, ScriptedModel, ToolCallRequest, ToolContext, tool
+from little.runtime import StepContext, WorkflowContext, workflow
+
+NAME = "tests.replay.pipeline"
+USAGE = Usage(input_tokens=100, output_tokens=20)
+MODELS: dict[str, list[ScriptedModel]] = {}
+"""Every model each stage built in this process, by stage: tests count real invocations."""
+FAIL: set[str] = set()
+"""Stages whose model fails when invoked (a recorded failure)."""
+WRITES: list[str] = []
+
+
+class ModelDown(Exception):
+    pass
+
+
+class FailingModel(ScriptedModel):
+    async def complete(self, request: Any) -> ModelResponse:
+        self.invocations += 1
+        raise ModelDown("the model is down")
+
+
+def _calls_log(stage: str) -> Path | None:
+    """Where a child process of the crash tests logs its real invocations (by stage)."""
+    calls_dir = os.environ.get("LITTLE_EXAMPLE_CALLS_DIR")
+    if not calls_dir:
+        return None
+    Path(calls_dir).mkdir(parents=True, exist_ok=True)
+    return Path(calls_dir) / f"replay-{stage}.jsonl"
+
+
+def invocations(stage: str) -> int:
+    return sum(m.invocations for m in MODELS.get(stage, []))
+
+
+@tool(description="Write the report to disk.", side_effecting=True)
+def write_report(args: dict[str, Any], ctx: ToolContext) -> str:
+    WRITES.append(str(args.get("text")))
+    return "written"
+
+
+async def ask(step: StepContext, stage: str, prompt: str, writes: bool = False) -> str | None:
+    if stage in FAIL:
+        model: ScriptedModel = FailingModel((), provider="openai", name="gpt-4o-mini")
+    elif writes:
+        model = ScriptedModel(
+            (
+                ModelResponse(
+                    tool_calls=(ToolCallRequest("w1", "write_report", {"text": prompt}),),
+                    usage=USAGE,
+                    finish_reason="tool_calls",
+                ),
+                ModelResponse(content=f"{stage} done", usage=USAGE, finish_reason="stop"),
+            ),
+            provider="openai",
+            name="gpt-4o-mini",
+            invocation_log=_calls_log(stage),
+        )
+    else:
+        answer = f"{stage}: answer to [{prompt}]"
+        model = ScriptedModel(
+            (ModelResponse(content=answer, usage=USAGE, finish_reason="stop"),),
+            provider="openai",
+            name="gpt-4o-mini",
+            invocation_log=_calls_log(stage),
+        )
+    MODELS.setdefault(stage, []).append(model)
+    tools = [write_report] if writes else []
+    async with step.session(stage, model=model, tools=tools, system="Be brief.") as agent:
+        return await agent.run(prompt)
+
+
+def pipeline(prompts: dict[str, str], writes: str | None = None) -> Any:
+    async def flow(ctx: WorkflowContext, topic: str) -> Any:
+        research = await ctx.step(
+            "research", ask, "research", prompts["research"] + topic, writes == "research"
+        )
+        outline = await ctx.step(
+            "outline", ask, "outline", prompts["outline"] + str(research), writes == "outline"
+        )
+        final = await ctx.step(
+            "write", ask, "write", prompts["write"] + str(outline), writes == "write"
+        )
+        return [research, outline, final]
+
+    return flow
+
+
+BASE = {"research": "Find facts about ", "outline": "Outline: ", "write": "Write up: "}
+
+
+def version(v: str, writes: str | None = None, **edits: str) -> Any:
+    """Register the pipeline as version ``v`` with some stages' prompts edited."""
+    return workflow(NAME, version=v)(pipeline({**BASE, **edits}, writes))

@@ -1,0 +1,256 @@
+"""Recorded-call replay (seed 003): re-run a workflow against a recorded run and pay only for
+what changed. Calls are served for the strict prefix whose ordinal and request match; the
+first miss latches; refusals are recorded and the run executes fresh."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import itertools
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import little
+from little.events import AgentCallAdmitted, AgentCallSettled, ModelCalled, RunStarted
+from little.replay import replay_run
+from little.runtime import run
+from little.runtime._recorded import replay_safe, unsafe_reads
+from tests.runtime import replay_workflows as rw
+
+_versions = itertools.count()
+
+
+def fresh_version(**kwargs: Any) -> Any:
+    return rw.version(f"t{next(_versions)}", **kwargs)
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[little.World]:
+    rw.MODELS.clear()
+    rw.FAIL.clear()
+    rw.WRITES.clear()
+    with little.local_world(tmp_path) as w:
+        yield w
+
+
+def settled(world: little.World, run_id: str) -> list[AgentCallSettled]:
+    return [e for x in world.read_run(run_id) if isinstance(e := x.event, AgentCallSettled)]
+
+
+def calls_by_stage() -> dict[str, int]:
+    return {stage: rw.invocations(stage) for stage in ("research", "outline", "write")}
+
+
+def test_editing_the_last_stage_reruns_only_the_last_stage(world: little.World) -> None:
+    first = asyncio.run(run(world, fresh_version(), "Kafka"))
+    assert first.status == "completed"
+    assert calls_by_stage() == {"research": 1, "outline": 1, "write": 1}
+    admitted = [
+        e for x in world.read_run(first.run_id) if isinstance(e := x.event, AgentCallAdmitted)
+    ]
+    assert [(e.ordinal, e.node_phase, e.node_label) for e in admitted] == [
+        (0, "research", "research"),
+        (1, "outline", "outline"),
+        (2, "write", "write"),
+    ]
+
+    edited = fresh_version(write="Write a short post from: ")
+    second = asyncio.run(run(world, edited, "Kafka", replay_from=first.run_id))
+    assert second.status == "completed"
+    # the two unchanged stages were answered from the record: no model was invoked for them
+    assert calls_by_stage() == {"research": 1, "outline": 1, "write": 2}
+    assert second.output[:2] == first.output[:2]
+    assert second.output[2] != first.output[2]
+    assert second.output[2].startswith("write: answer to [Write a short post from: ")
+    marks = [
+        (e.ordinal, e.replayed, e.miss_reason, e.source_run_id)
+        for e in settled(world, second.run_id)
+    ]
+    assert marks == [
+        (0, True, None, first.run_id),
+        (1, True, None, first.run_id),
+        (2, False, "key-mismatch", None),
+    ]
+    replayed = [e for e in settled(world, second.run_id) if e.replayed]
+    assert all(e.usage is None for e in replayed)  # a replayed call reports no usage
+
+    state = replay_run(world, second.run_id).state
+    assert state.replay_source_run_id == first.run_id
+    assert state.replay_refused_reason is None
+    # only the fresh stage was billed: one call's tokens
+    assert (state.usage.calls, state.usage.input_tokens) == (1, 100)
+    # the log shows what the fresh call was sent: the replayed stages' conversation is absent
+    # (each stage is its own session), and the prompt is the edited one
+    called = [e for x in world.read_run(second.run_id) if isinstance(e := x.event, ModelCalled)]
+    assert [e.session_id for e in called] == ["write#write"]
+
+
+def test_a_miss_latches_later_calls_run_fresh_even_when_unchanged(world: little.World) -> None:
+    first = asyncio.run(run(world, fresh_version(), "Kafka"))
+    edited = fresh_version(outline="Outline in three points: ")
+    second = asyncio.run(run(world, edited, "Kafka", replay_from=first.run_id))
+    assert second.status == "completed"
+    # research served; outline changed; write's own prompt template did not change, but it
+    # reads outline's new answer, and even an identical request would not be served
+    assert calls_by_stage() == {"research": 1, "outline": 2, "write": 2}
+    assert [(e.replayed, e.miss_reason) for e in settled(world, second.run_id)] == [
+        (True, None),
+        (False, "key-mismatch"),
+        (False, "diverged"),
+    ]
+
+
+def test_an_unchanged_rerun_is_served_entirely(world: little.World) -> None:
+    v = fresh_version()
+    first = asyncio.run(run(world, v, "Kafka"))
+    second = asyncio.run(run(world, v, "Kafka", replay_from=first.run_id))
+    assert second.output == first.output
+    assert calls_by_stage() == {"research": 1, "outline": 1, "write": 1}
+    assert all(e.replayed for e in settled(world, second.run_id))
+    assert replay_run(world, second.run_id).state.usage.calls == 0
+
+
+def test_a_different_input_changes_the_first_request(world: little.World) -> None:
+    v = fresh_version()
+    first = asyncio.run(run(world, v, "Kafka"))
+    second = asyncio.run(run(world, v, "Redpanda", replay_from=first.run_id))
+    assert calls_by_stage() == {"research": 2, "outline": 2, "write": 2}
+    assert [e.miss_reason for e in settled(world, second.run_id)] == [
+        "key-mismatch",
+        "diverged",
+        "diverged",
+    ]
+
+
+def test_a_recorded_failure_is_run_again_not_served(world: little.World) -> None:
+    v = fresh_version()
+    rw.FAIL.add("write")
+    first = asyncio.run(run(world, v, "Kafka"))
+    assert first.status == "failed"
+    assert [e.outcome for e in settled(world, first.run_id)] == ["succeeded", "succeeded", "failed"]
+
+    rw.FAIL.clear()  # the model is back: resume the pipeline to fix the stage that failed
+    second = asyncio.run(run(world, v, "Kafka", replay_from=first.run_id))
+    assert second.status == "completed"
+    assert calls_by_stage() == {"research": 1, "outline": 1, "write": 2}
+    assert [(e.replayed, e.miss_reason) for e in settled(world, second.run_id)] == [
+        (True, None),
+        (True, None),
+        (False, "recorded-failure"),
+    ]
+
+
+def test_a_side_effecting_call_is_never_served_and_latches(world: little.World) -> None:
+    v = fresh_version(writes="outline")
+    first = asyncio.run(run(world, v, "Kafka"))
+    assert first.status == "completed"
+    assert len(rw.WRITES) == 1
+    second = asyncio.run(run(world, v, "Kafka", replay_from=first.run_id))
+    assert second.output == first.output
+    assert len(rw.WRITES) == 2  # replay reuses answers, not effects: the tool ran again
+    assert [(e.replayed, e.miss_reason) for e in settled(world, second.run_id)] == [
+        (True, None),
+        (False, "side-effecting-call"),
+        (False, "diverged"),
+    ]
+    # outline's session takes two model turns (the tool call, then its answer) in each run
+    assert calls_by_stage() == {"research": 1, "outline": 4, "write": 2}
+
+
+def test_a_source_run_of_another_workflow_is_refused_and_the_run_executes_fresh(
+    world: little.World,
+) -> None:
+    @little.runtime.workflow("tests.replay.other", version="1")
+    async def other(ctx: little.runtime.WorkflowContext, input: Any) -> str:
+        return "other"
+
+    source = asyncio.run(run(world, other, None))
+    result = asyncio.run(run(world, fresh_version(), "Kafka", replay_from=source.run_id))
+    assert result.status == "completed"
+    assert calls_by_stage() == {"research": 1, "outline": 1, "write": 1}
+    started = next(e for x in world.read_run(result.run_id) if isinstance(e := x.event, RunStarted))
+    assert (started.replay_source_run_id, started.replay_refused_reason) == (
+        source.run_id,
+        "source-run-unusable",
+    )
+    assert [e.replayed for e in settled(world, result.run_id)] == [False, False, False]
+    assert [e.miss_reason for e in settled(world, result.run_id)] == [None, None, None]
+
+
+def test_a_source_run_with_no_recorded_calls_is_refused(world: little.World) -> None:
+    v = fresh_version()
+    missing = asyncio.run(run(world, v, "Kafka", replay_from="run_that_never_was"))
+    assert replay_run(world, missing.run_id).state.replay_refused_reason == "source-run-unusable"
+
+
+def test_a_workflow_reading_the_clock_is_refused_and_not_recorded(
+    world: little.World, tmp_path: Path
+) -> None:
+    module_file = tmp_path / "clocked_flow.py"
+    module_file.write_text(
+        "import time\n"
+        "from little.runtime import workflow\n"
+        "from tests.runtime.replay_workflows import ask\n"
+        "@workflow('tests.replay.clocked', version='1')\n"
+        "async def clocked(ctx, topic):\n"
+        "    stamp = time.time()  # a direct clock read: answers may depend on it\n"
+        "    return await ctx.step('research', ask, 'research', f'{topic} at {stamp > 0}')\n"
+    )
+    spec = importlib.util.spec_from_file_location("clocked_flow", module_file)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["clocked_flow"] = module
+    try:
+        spec.loader.exec_module(module)
+        assert replay_safe(module.clocked.fn) == (False, ("6: time.time",))
+        first = asyncio.run(run(world, module.clocked, "Kafka"))
+        second = asyncio.run(run(world, module.clocked, "Kafka", replay_from=first.run_id))
+    finally:
+        del sys.modules["clocked_flow"]
+    assert (first.status, second.status) == ("completed", "completed")
+    assert rw.invocations("research") == 2  # nothing served
+    state = replay_run(world, second.run_id).state
+    assert state.replay_refused_reason == "replay-unsafe-script"
+    # an unproven script is never recorded: neither run admitted an agent call
+    for run_id in (first.run_id, second.run_id):
+        assert not [x for x in world.read_run(run_id) if isinstance(x.event, AgentCallAdmitted)]
+
+
+def test_the_scan_flags_direct_clock_and_randomness_reads_only() -> None:
+    flagged = unsafe_reads(
+        "import random\n"
+        "import secrets as s\n"
+        "from time import perf_counter\n"
+        "from uuid import uuid4\n"
+        "from os import urandom\n"
+        "import datetime, time, uuid, os\n"
+        "a = time.time()\n"
+        "b = datetime.datetime.now()\n"
+        "c = datetime.date.today()\n"
+        "d = uuid.uuid4()\n"
+        "e = os.urandom(8)\n"
+        "f = time.monotonic_ns()\n"
+    )
+    assert [line.split(": ", 1)[0] for line in flagged] == [
+        str(n) for n in (1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12)
+    ]
+    assert (
+        unsafe_reads(
+            "import time, json\n"
+            "async def flow(ctx, input):\n"
+            "    await ctx.step('x', fn)\n"
+            "    when = ctx.now(); r = ctx.random(); u = ctx.uuid4()\n"
+            "    time.sleep(0)\n"
+            "    return json.dumps(input)\n"
+        )
+        == []
+    )
+
+
+def test_the_pipeline_module_is_replay_safe() -> None:
+    assert replay_safe(rw.pipeline) == (True, ())

@@ -1,0 +1,284 @@
+"""Recorded-call replay (seed 003) in the log and the report: RunStarted v2 names the source run
+and a refusal, the fold carries both into the state, and ``little report`` has a ``replay``
+section (JSON) and line (text) computed from the run's agent calls."""
+
+from __future__ import annotations
+
+import io
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastavro import schemaless_writer
+
+from little._canonical import canonical_hash
+from little.events import (
+    AgentCallAdmitted,
+    AgentCallSettled,
+    Event,
+    EventCodec,
+    LoggedEvent,
+    RunClaimed,
+    RunCompleted,
+    RunStarted,
+    Usage,
+    default_catalog,
+)
+from little.replay import (
+    STATE_VERSION,
+    MaterializedRunState,
+    ReplayResult,
+    Snapshot,
+    SnapshotError,
+    decode_snapshot,
+    encode_snapshot,
+    materialize_run_state_from_events,
+)
+from little.report import replay_line, replay_section, report_data
+
+RUN = "run-replay-2"
+SOURCE = "run-recorded-1"
+T0 = datetime(2026, 10, 6, 14, 0, tzinfo=UTC)
+VECTORS = Path(__file__).resolve().parent.parent / "golden" / "vectors"
+
+
+class Run:
+    """One writer's stream of a run, as the log holds it (offsets for snapshots)."""
+
+    def __init__(self, **started: Any) -> None:
+        self.events: list[Event] = [RunClaimed(run_id=RUN, owner="w1", observed_seq=-1)]
+        self.add(RunStarted, workflow="wf", workflow_version="1", **started)
+
+    def add(self, cls: type[Event], **fields: Any) -> None:
+        seq = len(self.events) - 1  # the claim stands outside the seq chain
+        at = T0 + timedelta(seconds=len(self.events))
+        self.events.append(cls(run_id=RUN, seq=seq, occurred_at=at, **fields))
+
+    def admit(self, ordinal: int, label: str | None = None, occurrence: int = 0) -> None:
+        self.add(
+            AgentCallAdmitted,
+            ordinal=ordinal,
+            request_key=canonical_hash(["agent", ordinal]),
+            node_phase="agent" if label else None,
+            node_label=label,
+            node_occurrence=occurrence if label else None,
+        )
+
+    def settle(self, ordinal: int, *, replayed: bool = False, miss: str | None = None) -> None:
+        self.add(
+            AgentCallSettled,
+            ordinal=ordinal,
+            outcome="ok",
+            result_json=json.dumps(f"answer {ordinal}"),
+            usage=None if replayed else Usage(input_tokens=100, output_tokens=10),
+            replayed=replayed,
+            source_run_id=SOURCE if replayed else None,
+            miss_reason=miss,
+        )
+
+    def logged(self) -> list[LoggedEvent]:
+        return [LoggedEvent(event=e, partition=0, offset=10 + i) for i, e in enumerate(self.events)]
+
+    def fold(self) -> MaterializedRunState:
+        return materialize_run_state_from_events(self.logged())
+
+
+def diverged_replay() -> Run:
+    """Calls 0 and 1 reused from SOURCE, 2 misses on its key, 3 runs fresh after the latch
+    (and settles before 2: parallel), 4 is admitted but never settles."""
+    run = Run(replay_source_run_id=SOURCE)
+    run.admit(0, "plan")
+    run.settle(0, replayed=True)
+    run.admit(1, "research")
+    run.settle(1, replayed=True)
+    run.admit(2, "summarise")
+    run.admit(3, "summarise", occurrence=1)
+    run.settle(3, miss="diverged")
+    run.settle(2, miss="key-mismatch")
+    run.admit(4, "review")
+    return run
+
+
+def test_a_replay_carries_its_source_into_the_state_and_the_report() -> None:
+    state = diverged_replay().fold()
+    assert state.replay_source_run_id == SOURCE
+    assert state.replay_refused_reason is None
+    report = report_data(ReplayResult.of(state))
+    assert report["replay"] == {
+        "source_run_id": SOURCE,
+        "refused_reason": None,
+        "replayed_calls": 2,
+        "fresh_calls": 2,
+        "diverged_at_call": 2,  # the lowest ordinal with a miss, not the first settled
+        "diverged_at_node": "agent/summarise#0",
+        "miss_reason": "key-mismatch",
+    }
+    assert replay_line(report["replay"]) == (
+        f"replay of {SOURCE}: 2/4 agent call(s) reused a recorded run (not fresh evidence); "
+        "diverged at call 2 (agent/summarise#0): key-mismatch"
+    )
+    # replayed calls carry no usage: only the two fresh ones are in the agent calls' usage
+    assert [c.usage is None for c in state.agent_calls] == [True, True, False, False, True]
+
+
+def test_a_replay_that_never_diverged() -> None:
+    run = Run(replay_source_run_id=SOURCE)
+    for ordinal in range(3):
+        run.admit(ordinal, f"step{ordinal}")
+        run.settle(ordinal, replayed=True)
+    run.add(RunCompleted, output_json="{}")
+    section = replay_section(run.fold())
+    assert section is not None
+    assert section["replayed_calls"] == 3
+    assert section["fresh_calls"] == 0
+    assert section["diverged_at_call"] is None
+    assert section["diverged_at_node"] is None
+    assert section["miss_reason"] is None
+    assert replay_line(section) == (
+        f"replay of {SOURCE}: 3/3 agent call(s) reused a recorded run (not fresh evidence)"
+    )
+
+
+def test_divergence_at_an_unlabelled_call_has_no_node() -> None:
+    run = Run(replay_source_run_id=SOURCE)
+    run.admit(0)
+    run.settle(0, replayed=True)
+    run.admit(1)
+    run.settle(1, miss="no-record")
+    section = replay_section(run.fold())
+    assert section is not None
+    assert (section["diverged_at_call"], section["diverged_at_node"]) == (1, None)
+    assert replay_line(section) == (
+        f"replay of {SOURCE}: 1/2 agent call(s) reused a recorded run (not fresh evidence); "
+        "diverged at call 1: no-record"
+    )
+
+
+def test_a_refused_replay_runs_fresh_and_says_why() -> None:
+    run = Run(replay_source_run_id=SOURCE, replay_refused_reason="replay-unsafe-script")
+    run.admit(0, "plan")
+    run.settle(0)
+    run.admit(1, "summarise")
+    run.settle(1)
+    state = run.fold()
+    assert state.replay_source_run_id == SOURCE
+    assert state.replay_refused_reason == "replay-unsafe-script"
+    section = report_data(ReplayResult.of(state))["replay"]
+    assert section == {
+        "source_run_id": SOURCE,
+        "refused_reason": "replay-unsafe-script",
+        "replayed_calls": 0,
+        "fresh_calls": 2,
+        "diverged_at_call": None,
+        "diverged_at_node": None,
+        "miss_reason": None,
+    }
+    assert replay_line(section) == f"replay of {SOURCE} refused: replay-unsafe-script; ran fresh"
+
+
+def test_a_refused_replay_with_no_calls_yet_still_has_a_section() -> None:
+    state = Run(replay_source_run_id=SOURCE, replay_refused_reason="no-recorded-calls").fold()
+    section = replay_section(state)
+    assert section is not None
+    assert (section["replayed_calls"], section["fresh_calls"]) == (0, 0)
+    assert replay_line(section) == f"replay of {SOURCE} refused: no-recorded-calls; ran fresh"
+
+
+def test_an_ordinary_run_has_no_replay_section() -> None:
+    run = Run()
+    run.add(RunCompleted, output_json="{}")
+    state = run.fold()
+    assert state.replay_source_run_id is None
+    assert state.replay_refused_reason is None
+    assert replay_section(state) is None
+    assert "replay" not in report_data(ReplayResult.of(state))
+
+
+def test_an_ordinary_run_with_agent_calls_reports_them_all_fresh() -> None:
+    run = Run()
+    run.admit(0, "plan")
+    run.settle(0)
+    run.admit(1, "act")  # in flight: not counted
+    section = report_data(ReplayResult.of(run.fold()))["replay"]
+    assert section["source_run_id"] is None
+    assert (section["replayed_calls"], section["fresh_calls"]) == (0, 1)
+    assert section["diverged_at_call"] is None
+    assert replay_line(section) == "agent calls: 1 settled, all fresh (not a replay)"
+
+
+def test_the_text_report_prints_the_replay_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from little.cli._app import print_report
+
+    print_report(ReplayResult.of(diverged_replay().fold()))
+    out = capsys.readouterr().out
+    assert f"replay of {SOURCE}: 2/4 agent call(s) reused a recorded run" in out
+    assert "diverged at call 2 (agent/summarise#0): key-mismatch" in out
+
+    print_report(ReplayResult.of(Run().fold()))
+    out = capsys.readouterr().out
+    assert "status running" in out
+    assert "replay of" not in out
+    assert "agent call" not in out
+
+
+@pytest.mark.parametrize("split", range(1, 12))
+def test_folding_from_a_prefix_state_keeps_the_replay_fields(split: int) -> None:
+    events = diverged_replay().logged()
+    prefix = materialize_run_state_from_events(events[:split])
+    assert materialize_run_state_from_events(events[split:], start=prefix) == (
+        materialize_run_state_from_events(events)
+    )
+
+
+def test_a_snapshot_keeps_the_replay_fields_and_one_of_state_version_1_is_refused() -> None:
+    state = Run(replay_source_run_id=SOURCE, replay_refused_reason="source-run-unusable").fold()
+    assert decode_snapshot(encode_snapshot(Snapshot.of(state))).state == state
+    assert STATE_VERSION == 2  # RunStarted v2 changed the state's shape
+    old = state.model_copy(update={"state_version": 1})
+    with pytest.raises(SnapshotError, match="state version 1 is not 2"):
+        decode_snapshot(encode_snapshot(Snapshot.of(old)))
+
+
+# -- the schema ------------------------------------------------------------------------------
+
+
+def test_run_started_is_written_with_v2_and_round_trips_the_replay_fields() -> None:
+    latest = default_catalog().latest("RunStarted")
+    assert latest.version == 2
+    event = RunStarted(
+        run_id=RUN,
+        seq=0,
+        workflow="wf",
+        workflow_version="1",
+        replay_source_run_id=SOURCE,
+        replay_refused_reason="replay-unsafe-script",
+    )
+    codec = EventCodec()
+    data = codec.encode(event)
+    assert data.startswith(latest.single_object_header)
+    assert codec.decode(data) == event
+
+
+def test_the_v1_golden_vector_decodes_with_no_replay_fields() -> None:
+    event = EventCodec().decode((VECTORS / "RunStarted" / "v1.bin").read_bytes())
+    assert isinstance(event, RunStarted)
+    assert event.replay_source_run_id is None
+    assert event.replay_refused_reason is None
+    assert event.max_tokens == 55  # the v1 fields are all there
+
+
+def test_a_record_written_with_v1_folds_as_an_ordinary_run() -> None:
+    (v1,) = [v for v in default_catalog().versions("RunStarted") if v.version == 1]
+    started = RunStarted(run_id=RUN, seq=0, workflow="wf", workflow_version="1", max_tokens=9)
+    record = started.model_dump() | {"type": "RunStarted"}
+    out = io.BytesIO()
+    out.write(v1.single_object_header)
+    schemaless_writer(out, v1.parsed, record)  # v1 knows neither replay field
+    decoded = EventCodec().decode(out.getvalue())
+    assert decoded == started
+    claim = RunClaimed(run_id=RUN, owner="w1", observed_seq=-1)
+    state = materialize_run_state_from_events([claim, decoded])
+    assert (state.replay_source_run_id, state.replay_refused_reason) == (None, None)
+    assert state.max_tokens == 9
