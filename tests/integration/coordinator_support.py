@@ -53,6 +53,8 @@ CALLS_DIR = "COORDINATOR_TEST_CALLS_DIR"
 LATENCY = "COORDINATOR_TEST_LATENCY"
 """Overrides the model latency of the input in one process (a slow writer to SIGSTOP)."""
 WORKFLOWS = "tests.integration.coordinator_support"
+COORDINATOR_WORKFLOWS = f"{WORKFLOWS},tests.runtime.replay_edited"
+"""What the coordinators under test run: this module's workflows and the edited replay pipeline."""
 TOPIC_KEYS = {
     "runs": "little.runs.v1",
     "commands": "little.commands.v1",
@@ -251,7 +253,7 @@ def spawn_coordinator(
         **topic_env(bootstrap, topics),
         "LITTLE_COORDINATOR_GROUP": group,
         "LITTLE_COORDINATOR_ID": name,
-        "LITTLE_WORKFLOWS": WORKFLOWS,
+        "LITTLE_WORKFLOWS": COORDINATOR_WORKFLOWS,
         "LITTLE_DATA_DIR": str(workdir / "data"),
         "LITTLE_LEASE_SECONDS": str(lease_seconds),
         "LITTLE_SESSION_TIMEOUT_MS": str(session_timeout_ms),

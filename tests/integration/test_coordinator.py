@@ -7,6 +7,7 @@ coordinators one after the other on topics of its own.
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import subprocess
 import sys
@@ -109,6 +110,30 @@ def test_start_run_completes_and_is_healthy(solo: Solo, unique: str) -> None:
     status, metrics = solo.coordinator.get("/metrics")
     assert status == 200
     assert 'little_coordinator_executions_total{reason="start"}' in metrics
+
+
+def test_start_run_with_replay_from_reuses_the_recorded_calls(solo: Solo, unique: str) -> None:
+    """``little submit --replay-from``: a StartRun naming a recorded run is executed as a
+    replay of it; the unchanged stages are answered from the record, only the edited one
+    calls its model."""
+    from little.events import AgentCallSettled, ModelCalled
+    from little.runtime import run
+    from tests.runtime import replay_workflows as rw
+
+    source = f"src-{unique}"
+    with open_world(solo.bootstrap, solo.topics, solo.workdir / "data" / "artifacts") as world:
+        recorded = asyncio.run(run(world, rw.version(f"coord-{unique}"), "Kafka", run_id=source))
+    assert recorded.status == "completed"
+    replay = f"replay-{unique}"
+    solo.send(StartRun.of(replay, rw.NAME, "Kafka", replay_from=source))
+    solo.wait_status(replay, "completed")
+    events = solo.events(replay)
+    marks = [
+        (e.ordinal, e.replayed, e.miss_reason) for e in events if isinstance(e, AgentCallSettled)
+    ]
+    assert marks == [(0, True, None), (1, True, None), (2, False, "key-mismatch")]
+    assert [e.session_id for e in events if isinstance(e, ModelCalled)] == ["write#write"]
+    assert solo.watcher.state(replay).replay_source_run_id == source
 
 
 def test_unknown_workflow_fails_that_run_not_the_service(solo: Solo, unique: str) -> None:

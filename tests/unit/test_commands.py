@@ -61,12 +61,34 @@ def test_schemas_are_avro_records_outside_the_event_catalog() -> None:
     names = sorted(p.name for p in SCHEMAS.iterdir())
     assert names == ["CancelRun", "ResumeRun", "StartRun"]
     for name in names:
-        text = (SCHEMAS / name / "v1.avsc").read_text()
-        parsed = avro.schema.parse(text)
-        assert isinstance(parsed, avro.schema.RecordSchema)
-        assert parsed.namespace == "little.commands"
-        assert json.loads(text)["little.type"] == name
+        for path in sorted((SCHEMAS / name).glob("v*.avsc")):
+            text = path.read_text()
+            parsed = avro.schema.parse(text)
+            assert isinstance(parsed, avro.schema.RecordSchema)
+            assert parsed.namespace == "little.commands"
+            assert json.loads(text)["little.type"] == name
         assert name not in default_catalog().event_types
+
+
+def test_start_run_v2_adds_only_an_optional_replay_source() -> None:
+    """v2 is v1 plus ``replay_from`` (null by default): either version reads the other's
+    records (BACKWARD and FORWARD), as the event schemas' versions must."""
+    v1 = json.loads((SCHEMAS / "StartRun" / "v1.avsc").read_text())
+    v2 = json.loads((SCHEMAS / "StartRun" / "v2.avsc").read_text())
+    assert v2["fields"][: len(v1["fields"])] == v1["fields"]
+    (added,) = v2["fields"][len(v1["fields"]) :]
+    assert (added["name"], added["type"], added["default"]) == (
+        "replay_from",
+        ["null", "string"],
+        None,
+    )
+    old, new = avro.schema.parse(json.dumps(v1)), avro.schema.parse(json.dumps(v2))
+    from avro.compatibility import ReaderWriterCompatibilityChecker, SchemaCompatibilityType
+
+    checker = ReaderWriterCompatibilityChecker()
+    for reader, writer in ((new, old), (old, new)):
+        result = checker.get_compatibility(reader, writer)
+        assert result.compatibility is SchemaCompatibilityType.compatible
 
 
 @pytest.mark.parametrize(
@@ -74,6 +96,7 @@ def test_schemas_are_avro_records_outside_the_event_catalog() -> None:
     [
         StartRun.of("r", "wf", {"a": [1, 2]}, budgets=Budgets(max_tokens=10)),
         StartRun(run_id="r", workflow="wf"),
+        StartRun.of("r", "wf", None, replay_from="run-recorded"),
         ResumeRun(run_id="r"),
         CancelRun(run_id="r", reason="because"),
         CancelRun(run_id="r"),
@@ -111,7 +134,35 @@ def test_start_run_round_trips(
 def test_golden_bytes_decode_forever(name: str) -> None:
     vector, command = GOLDEN[name]
     assert decode_command(bytes.fromhex(vector)) == command
-    assert encode_command(command).hex() == vector  # writers still write v1, byte for byte
+    if name != "StartRun":  # StartRun is written in v2 now (GOLDEN_V2 below)
+        assert encode_command(command).hex() == vector  # writers still write v1, byte for byte
+
+
+# Written by v2 of StartRun (replay_from added); decodes forever, and writers write it so.
+GOLDEN_V2_START = StartRun(
+    run_id="run-1",
+    workflow="research",
+    input_json='{"topic":"Kafka"}',
+    budgets=Budgets(max_agent_calls=5, max_tokens=None),
+    replay_from="run-0",
+    **FIXED,
+)
+
+
+GOLDEN_V2_START_HEX = (
+    "c3019a8fdfb6e9ffb5304830303030303030302d303030302d343030302d383030302d303030303030303030"
+    "3030310a72756e2d31eabc9ba48dac95060274107265736561726368227b22746f706963223a224b61666b61"
+    "227d020a00020a72756e2d30"
+)
+
+
+def test_start_run_v2_golden_bytes() -> None:
+    assert decode_command(bytes.fromhex(GOLDEN_V2_START_HEX)) == GOLDEN_V2_START
+    assert encode_command(GOLDEN_V2_START).hex() == GOLDEN_V2_START_HEX
+    # a v1 reader's view: the same bytes minus the field it does not know
+    assert encode_command(GOLDEN_V2_START)[10:].startswith(
+        bytes.fromhex(GOLDEN["StartRun"][0])[10:]
+    )
 
 
 @pytest.mark.parametrize(

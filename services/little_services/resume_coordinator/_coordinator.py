@@ -480,6 +480,7 @@ class Coordinator:
                 owner=self.owner,
                 max_agent_calls=start.budgets.max_agent_calls if start is not None else None,
                 max_tokens=start.budgets.max_tokens if start is not None else None,
+                replay_from=start.replay_from if start is not None else None,
                 control=control,
                 on_running=partial(self._running, entry, local),
             )

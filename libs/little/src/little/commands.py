@@ -81,6 +81,8 @@ class StartRun(_Command):
     workflow: str = Field(min_length=1)
     input_json: str = "null"
     budgets: Budgets = Budgets()
+    replay_from: str | None = None
+    """A recorded run whose agent calls the new run may reuse (``run(..., replay_from=)``)."""
 
     @field_validator("input_json")
     @classmethod
@@ -93,7 +95,13 @@ class StartRun(_Command):
 
     @classmethod
     def of(
-        cls, run_id: str, workflow: str, input: Any = None, *, budgets: Budgets | None = None
+        cls,
+        run_id: str,
+        workflow: str,
+        input: Any = None,
+        *,
+        budgets: Budgets | None = None,
+        replay_from: str | None = None,
     ) -> StartRun:
         """A StartRun whose input is ``input`` as canonical JSON."""
         return cls(
@@ -101,6 +109,7 @@ class StartRun(_Command):
             workflow=workflow,
             input_json=canonical_json(input),
             budgets=budgets or Budgets(),
+            replay_from=replay_from,
         )
 
     @property

@@ -64,6 +64,14 @@ def submit(
         int | None, typer.Option("--max-agent-calls", help="Cap on fresh model calls.")
     ] = None,
     max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="Cap on tokens.")] = None,
+    replay_from: Annotated[
+        str | None,
+        typer.Option(
+            "--replay-from",
+            help="A recorded run of this workflow: agent calls that match it are answered "
+            "from its record, up to the first that does not (pay only for what changed).",
+        ),
+    ] = None,
     bootstrap_servers: Bootstrap = None,
     commands_topic: CommandsTopic = None,
 ) -> None:
@@ -74,9 +82,8 @@ def submit(
         raise LittleError(f"--input is not JSON: {exc}") from exc
     run_id = run_id or f"run_{uuid.uuid4().hex}"
     budgets = Budgets(max_agent_calls=max_agent_calls, max_tokens=max_tokens)
-    _publish(
-        bootstrap_servers, commands_topic, StartRun.of(run_id, workflow, value, budgets=budgets)
-    )
+    start = StartRun.of(run_id, workflow, value, budgets=budgets, replay_from=replay_from)
+    _publish(bootstrap_servers, commands_topic, start)
     print(run_id)
 
 
