@@ -187,7 +187,7 @@ def test_a_source_run_with_no_recorded_calls_is_refused(world: little.World) -> 
     assert replay_run(world, missing.run_id).state.replay_refused_reason == "source-run-unusable"
 
 
-def test_a_workflow_reading_the_clock_is_refused_and_not_recorded(
+def test_a_workflow_reading_the_clock_is_refused_replay(
     world: little.World, tmp_path: Path
 ) -> None:
     module_file = tmp_path / "clocked_flow.py"
@@ -216,9 +216,8 @@ def test_a_workflow_reading_the_clock_is_refused_and_not_recorded(
     assert rw.invocations("research") == 2  # nothing served
     state = replay_run(world, second.run_id).state
     assert state.replay_refused_reason == "replay-unsafe-script"
-    # an unproven script is never recorded: neither run admitted an agent call
-    for run_id in (first.run_id, second.run_id):
-        assert not [x for x in world.read_run(run_id) if isinstance(x.event, AgentCallAdmitted)]
+    # its calls are still recorded (a resume needs them), and none was served
+    assert [(e.replayed, e.miss_reason) for e in settled(world, second.run_id)] == [(False, None)]
 
 
 def test_the_scan_flags_direct_clock_and_randomness_reads_only() -> None:
@@ -254,3 +253,74 @@ def test_the_scan_flags_direct_clock_and_randomness_reads_only() -> None:
 
 def test_the_pipeline_module_is_replay_safe() -> None:
     assert replay_safe(rw.pipeline) == (True, ())
+
+
+def test_the_scan_follows_aliases_and_bindings() -> None:
+    for source, expected in [
+        ("import time as t\nt.time()", ["2: time.time"]),
+        ("from datetime import datetime as dt\ndt.now()", ["2: datetime.now"]),
+        ("from datetime import date as D\nD.today()", ["2: date.today"]),
+        ("import uuid as u\nu.uuid4()", ["2: uuid.uuid4"]),
+        ("import time\nclock = time\n", ["2: binds time"]),
+        ("import time\ntime.localtime()", ["2: time.localtime"]),
+        ("import asyncio\nasyncio.get_running_loop().time()", ["2: loop.time"]),
+        ("from datetime import datetime\ndatetime.fromisoformat('2026-01-01')", []),
+        ("import os\nos.path.join(os.environ['HOME'], 'x')", []),
+    ]:
+        assert unsafe_reads(source) == expected, source
+
+
+def test_the_latch_is_rebuilt_from_a_miss_left_in_flight_by_a_crash() -> None:
+    """A replaying run killed while a call that missed was in flight: on resume, a later call
+    (a parallel branch may admit it first) must not be served."""
+    from little.replay import AgentCall
+    from little.replay._state import MaterializedRunState
+    from little.runtime._recorded import AgentCalls, RecordedCalls
+
+    def call(ordinal: int, key: str, **settled: Any) -> AgentCall:
+        return AgentCall(
+            ordinal=ordinal,
+            request_key=key,
+            node_phase=f"branch{ordinal}",
+            node_label="s",
+            node_occurrence=0,
+            **settled,
+        )
+
+    source = RecordedCalls(
+        "run-src",
+        {
+            0: call(0, "k0", outcome="succeeded", result_json="{}"),
+            1: call(1, "k1", outcome="succeeded", result_json="{}"),
+        },
+    )
+    own = MaterializedRunState(run_id="run-r", agent_calls=(call(0, "changed"), call(1, "k1")))
+    calls = AgentCalls.of(own, source, recording=True)
+    assert calls.first_miss == 0  # ordinal 0 was admitted with a key the source lacks
+    assert calls.decide(1, "k1", ("branch1", "s", 0), False) == (None, "diverged")
+    # without the miss in flight, the same call is served
+    clean = MaterializedRunState(run_id="run-r", agent_calls=(call(1, "k1"),))
+    served, miss = AgentCalls.of(clean, source, recording=True).decide(
+        1, "k1", ("branch1", "s", 0), False
+    )
+    assert (served is not None, miss) == (True, None)
+
+
+def test_two_sessions_of_one_name_in_a_step_are_refused(world: little.World) -> None:
+    from little.errors import ConfigurationError
+    from little.runtime import StepContext, WorkflowContext, workflow
+
+    async def twice(step: StepContext, _: None) -> None:
+        model = rw.ScriptedModel(())
+        async with step.session("same", model=model) as first:
+            await first.run("one")
+        step.session("same", model=model)
+
+    async def flow(ctx: WorkflowContext, _: None) -> Any:
+        return await ctx.step("twice", twice, None)
+
+    wf = workflow("tests.replay.twice", version=f"t{next(_versions)}")(flow)
+    result = asyncio.run(run(world, wf, None))
+    assert result.status == "failed"
+    assert "opens a second session named 'same'" in str(result.error)
+    assert ConfigurationError.__name__ in str(result.error)

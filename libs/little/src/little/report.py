@@ -75,8 +75,9 @@ def node_name(call: AgentCall) -> str | None:
 def replay_section(s: MaterializedRunState) -> dict[str, Any] | None:
     """Recorded-call replay (seed 003) of a run: how many settled agent calls reused a recorded
     run, how many ran fresh, and where reuse ended (the fresh call with the lowest ordinal that
-    names a miss reason). None for a run that is not a replay and has no agent calls."""
-    if s.replay_source_run_id is None and not s.agent_calls:
+    names a miss reason). None for a run that is not a replay (every run records its agent
+    calls; only a replay has something to say about them here)."""
+    if s.replay_source_run_id is None:
         return None
     settled = [c for c in s.agent_calls if c.outcome is not None]
     misses = [c for c in settled if not c.replayed and c.miss_reason is not None]
@@ -94,13 +95,10 @@ def replay_section(s: MaterializedRunState) -> dict[str, Any] | None:
 
 def replay_line(replay: dict[str, Any]) -> str:
     """The report's one line about recorded-call replay (a ``replay_section``)."""
-    source = replay["source_run_id"]
-    subject = "agent calls" if source is None else f"replay of {source}"
+    subject = f"replay of {replay['source_run_id']}"
     if replay["refused_reason"] is not None:
         return f"{subject} refused: {replay['refused_reason']}; ran fresh"
     replayed, fresh = replay["replayed_calls"], replay["fresh_calls"]
-    if source is None and not replayed:
-        return f"agent calls: {fresh} settled, all fresh (not a replay)"
     line = (
         f"{subject}: {replayed}/{replayed + fresh} agent call(s) reused a recorded run "
         "(not fresh evidence)"

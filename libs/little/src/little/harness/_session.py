@@ -179,11 +179,11 @@ class AgentSession:
                 for call_request in response.tool_calls:
                     messages.append(await self._tool_call(turn, call_request))
         except Exception as exc:
-            if call is not None and not self._x.is_fatal(exc):
+            if call is not None and not call.settled and not self._x.is_fatal(exc):
                 self._settle(call, "failed", None, messages[start:])
             raise
         self._answer = answer
-        if call is not None:
+        if call is not None and not call.settled:
             self._settle(call, "succeeded", answer, messages[start:])
         # Inside the loop a result rides with the next write-ahead record, which follows at
         # once; the last one is made durable here, so work after the session never puts the
@@ -222,8 +222,11 @@ class AgentSession:
             )
         ticket = _AgentCallTicket(ordinal, key, node)
         if own is not None and own.outcome == "succeeded":
-            ticket.served = own  # settled in this run's log before a crash: serve it
-            ticket.settled = True
+            ticket.settled = True  # settled in this run's log before a crash: write nothing
+            if own.replayed:
+                ticket.served = own  # answered from the source run: no turns to fast-forward
+            # else: its turns and tool calls are served from this run's log one by one, so
+            # turn numbers and the request hash chain go on exactly as the first time
             return ticket
         served, miss = calls.decide(ordinal, key, node, self._side_effecting())
         ticket.miss = miss

@@ -306,6 +306,7 @@ class StepContext(_ValuesMixin):
         self.artifact_refs: list[ArtifactRef] = []
         self._values = _RecordedValues(self._x, step_path)
         self._sub_runs = 0
+        self._sessions: set[str] = set()
 
     @property
     def run_id(self) -> str:
@@ -324,6 +325,13 @@ class StepContext(_ValuesMixin):
         from little.harness._session import AgentSession
 
         session_id = f"{self.step_path}#{name}" + (f"@{self.visit}" if self.visit > 1 else "")
+        if session_id in self._sessions:
+            # its turns and calls would be recorded under the first one's keys
+            raise ConfigurationError(
+                f"run {self.run_id}: step {self.step_path} opens a second session named "
+                f"{name!r}; give each session of a step its own name"
+            )
+        self._sessions.add(session_id)
         return AgentSession(self._x, self, session_id, name, model, tools or [], system, manifest)
 
     def artifact(

@@ -10,9 +10,10 @@ no model or tool is invoked. Replay is a strict prefix: the first call that does
 from the record runs fresh, and so does every later call (the latch), because a later
 recorded answer was produced after an earlier answer that no longer exists.
 
-Refused replays (the source run cannot be used, has no recorded calls, or the workflow's
-module reads the clock or randomness directly) are written on ``RunStarted`` and the run
-executes fresh. A replayed call carries no token usage, and every surface marks it replayed.
+Refused replays (the source run cannot be used, has no recorded calls, or the replaying
+workflow's module reads the clock or randomness directly) are written on ``RunStarted`` and
+the run executes fresh. A replayed call carries no token usage, and every surface marks it
+replayed.
 """
 
 from __future__ import annotations
@@ -74,8 +75,9 @@ class AgentCalls:
     """The agent calls of one execution: admission ordinals, the run's own record (on a
     resume), the source run's record (on a replay) and the latch.
 
-    ``recording`` is False when the workflow's module is not replay-safe: its calls are then
-    neither recorded nor served (seed 003: an unproven script is never recorded).
+    Every run records its agent calls (``recording``; a resume needs them). Whether a
+    replaying run may be answered from a record is decided once, on ``RunStarted``: a workflow
+    whose module fails the replay-safety scan is refused.
     """
 
     own: dict[int, AgentCall]
@@ -98,9 +100,26 @@ class AgentCalls:
         calls._by_node = {
             (c.node_phase, c.node_label, c.node_occurrence): c.ordinal for c in own.values()
         }
-        fresh = [c.ordinal for c in own.values() if c.outcome is not None and not c.replayed]
-        if source is not None and fresh:
-            calls.first_miss = min(fresh)
+        if source is not None:
+            # The latch as it stood: the lowest call of the run's own log that ran fresh, or
+            # that was admitted and would miss (a crash left it in flight). A call admitted
+            # and served writes its settlement in the same batch, so it is never in flight.
+            missed = [
+                c.ordinal
+                for c in own.values()
+                if (c.outcome is not None and not c.replayed)
+                or (
+                    c.outcome is None
+                    and source.lookup(
+                        c.ordinal,
+                        c.request_key,
+                        (c.node_phase, c.node_label, c.node_occurrence),
+                        c.side_effecting,
+                    )[1]
+                    is not None
+                )
+            ]
+            calls.first_miss = min(missed, default=None)
         return calls
 
     def ordinal_for(self, node: Node) -> int:
@@ -130,52 +149,97 @@ class AgentCalls:
 # -- the replay-safety scan -------------------------------------------------------------------
 
 _CLOCK_ATTRS = {
-    "time": {"time", "time_ns", "monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns"},
+    "time": {
+        "time",
+        "time_ns",
+        "monotonic",
+        "monotonic_ns",
+        "perf_counter",
+        "perf_counter_ns",
+        "process_time",
+        "process_time_ns",
+        "thread_time",
+        "thread_time_ns",
+        "localtime",
+        "gmtime",
+        "ctime",
+        "asctime",
+        "strftime",
+    },
     "datetime": {"now", "utcnow", "today"},
     "date": {"today"},
     "uuid": {"uuid1", "uuid4"},
     "os": {"urandom", "getrandom"},
 }
 _RANDOM_MODULES = {"random", "secrets"}
-_FROM_IMPORTS = {
-    "time": _CLOCK_ATTRS["time"],
-    "uuid": _CLOCK_ATTRS["uuid"],
-    "os": _CLOCK_ATTRS["os"],
-}
+_WATCHED = {"time", "datetime", "uuid", "os", *_RANDOM_MODULES}
+_LOOP_CALLS = {"get_running_loop", "get_event_loop"}
 
 
 def unsafe_reads(source: str) -> list[str]:
     """Direct clock and randomness reads in ``source`` (Python), as ``line: what``.
 
-    A filter, not a proof: it reads syntax, so values assembled at run time, reached through
-    another module or read from the environment stay invisible. It errs towards flagging:
-    a false positive costs a cache miss, a false negative would replay an answer from a
-    different world. ``ctx.now()``, ``ctx.random()`` and ``ctx.uuid4()`` are recorded values
-    and never flagged.
+    Flagged: any import of ``random`` or ``secrets``; the clock functions of ``time``,
+    ``datetime.now/utcnow/today``, ``date.today``, ``uuid.uuid1/uuid4``, ``os.urandom``, reached
+    by name, through an import alias (``import time as t``, ``from datetime import datetime as
+    dt``) or imported directly; a fresh binding of one of those modules (``t = time``); an
+    event loop's ``time()``. A filter, not a proof: it reads syntax, so values assembled at run
+    time, reached through another module or read from the environment stay invisible. It errs
+    towards flagging: a false positive costs a cache miss, a false negative would replay an
+    answer from a different world. ``ctx.now()``, ``ctx.random()`` and ``ctx.uuid4()`` are
+    recorded values and never flagged.
     """
+    tree = ast.parse(source)
+    aliases: dict[str, str] = {}  # local name -> watched module or class it stands for
     found: list[str] = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.name.split(".")[0] in _RANDOM_MODULES:
+                root = alias.name.split(".")[0]
+                if root in _RANDOM_MODULES:
                     found.append(f"{node.lineno}: import {alias.name}")
+                elif root in _WATCHED:
+                    aliases[(alias.asname or root)] = root
         elif isinstance(node, ast.ImportFrom) and node.module:
             root = node.module.split(".")[0]
             for alias in node.names:
-                if root in _RANDOM_MODULES or alias.name in _FROM_IMPORTS.get(root, ()):
+                if root in _RANDOM_MODULES or alias.name in _CLOCK_ATTRS.get(root, ()):
                     found.append(f"{node.lineno}: from {node.module} import {alias.name}")
-        elif isinstance(node, ast.Attribute):
+                elif root == "datetime" and alias.name in ("datetime", "date"):
+                    aliases[alias.asname or alias.name] = alias.name
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
             base = node.value
-            name = base.id if isinstance(base, ast.Name) else None
-            if isinstance(base, ast.Attribute):  # datetime.datetime.now, os.path...: last part
+            name: str | None = None
+            if isinstance(base, ast.Name):
+                name = aliases.get(base.id, base.id if base.id in _WATCHED else None)
+                if base.id == "loop" and node.attr == "time":
+                    name = "loop"
+            elif isinstance(base, ast.Attribute):  # datetime.datetime.now, time.time...
                 name = base.attr
-            if name in _RANDOM_MODULES or node.attr in _CLOCK_ATTRS.get(name or "", ()):
+            elif (
+                isinstance(base, ast.Call)
+                and node.attr == "time"
+                and _called_name(base) in _LOOP_CALLS
+            ):
+                name = "loop"
+            if name == "loop" or (
+                name is not None
+                and (name in _RANDOM_MODULES or node.attr in _CLOCK_ATTRS.get(name, ()))
+            ):
                 found.append(f"{node.lineno}: {name}.{node.attr}")
-        elif isinstance(node, ast.Assign | ast.AnnAssign):  # r = random, t = time.time
+        elif isinstance(node, ast.Assign | ast.AnnAssign):  # t = time, r = random
             value = node.value
-            if isinstance(value, ast.Name) and value.id in _RANDOM_MODULES:
+            if isinstance(value, ast.Name) and (value.id in _WATCHED or value.id in aliases):
                 found.append(f"{node.lineno}: binds {value.id}")
-    return found
+    return sorted(set(found), key=lambda line: (int(line.split(":", 1)[0]), line))
+
+
+def _called_name(call: ast.Call) -> str | None:
+    func = call.func
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return func.id if isinstance(func, ast.Name) else None
 
 
 @functools.lru_cache(maxsize=256)

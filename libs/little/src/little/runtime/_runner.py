@@ -291,6 +291,13 @@ async def execute(
             [LoggedEvent(started, at.partition, at.offset)], start=state
         )
     else:
+        if replay_from is not None and replay_from != state.replay_source_run_id:
+            log.warning(
+                "replay_from_ignored",
+                run_id=run_id,
+                replay_from=replay_from,
+                reason="the run already started: this is a resume",
+            )
         if workflow is None:
             workflow = lookup(state.workflow)
         if workflow.name != state.workflow or workflow.version != state.workflow_version:
@@ -300,9 +307,7 @@ async def execute(
                 "it with other code would mix two programs' answers"
             )
     execution = Execution(world, run_id, state, writer, owner)
-    execution.agent_calls = AgentCalls.of(
-        state, _recorded_calls(world, state), recording=replay_safe(workflow.fn)[0]
-    )
+    execution.agent_calls = AgentCalls.of(state, _recorded_calls(world, state), recording=True)
     input = execution.load_json(state.input_json, state.input_ref)
     log.info("run_executing", run_id=run_id, epoch=writer.epoch, resumed_from_seq=state.last_seq)
     if on_running is not None:
