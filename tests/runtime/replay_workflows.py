@@ -50,7 +50,9 @@ def write_report(args: dict[str, Any], ctx: ToolContext) -> str:
     return "written"
 
 
-async def ask(step: StepContext, stage: str, prompt: str, writes: bool = False) -> str | None:
+async def ask(
+    step: StepContext, stage: str, prompt: str, writes: bool = False, latency: float = 0.0
+) -> str | None:
     if stage in FAIL:
         model: ScriptedModel = FailingModel((), provider="openai", name="gpt-4o-mini")
     elif writes:
@@ -73,6 +75,7 @@ async def ask(step: StepContext, stage: str, prompt: str, writes: bool = False) 
             (ModelResponse(content=answer, usage=USAGE, finish_reason="stop"),),
             provider="openai",
             name="gpt-4o-mini",
+            latency=latency,
             invocation_log=_calls_log(stage),
         )
     MODELS.setdefault(stage, []).append(model)
@@ -103,3 +106,32 @@ BASE = {"research": "Find facts about ", "outline": "Outline: ", "write": "Write
 def version(v: str, writes: str | None = None, **edits: str) -> Any:
     """Register the pipeline as version ``v`` with some stages' prompts edited."""
     return workflow(NAME, version=v)(pipeline({**BASE, **edits}, writes))
+
+
+FANNED = "tests.replay.fanned"
+FAN_BASE = {"a": "Angle A on ", "b": "Angle B on ", "merge": "Merge: "}
+
+
+def fanned(v: str, **edits: str) -> Any:
+    """Two parallel branches of two calls each, then a call that merges them. Branch a's
+    model is slower, so a fresh run admits a1, b1, b2, a2: a replay that serves calls (which
+    take no time) admits them in another order, and must still serve them by place."""
+    prompts = {**FAN_BASE, **edits}
+
+    async def flow(ctx: WorkflowContext, topic: str) -> Any:
+        def branch(name: str, latency: float) -> Any:
+            async def run_branch(bctx: WorkflowContext) -> Any:
+                first = await bctx.step(
+                    "first", ask, f"{name}1", prompts[name] + topic, False, latency
+                )
+                return await bctx.step(
+                    "second", ask, f"{name}2", f"Deepen: {first}", False, latency
+                )
+
+            return run_branch
+
+        angles = await ctx.parallel("fan", {"a": branch("a", 0.05), "b": branch("b", 0.0)})
+        merged = await ctx.step("merge", ask, "merge", prompts["merge"] + str(angles))
+        return [angles, merged]
+
+    return workflow(FANNED, version=v)(flow)

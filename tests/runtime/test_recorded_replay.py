@@ -272,7 +272,7 @@ def test_the_scan_follows_aliases_and_bindings() -> None:
 
 def test_the_latch_is_rebuilt_from_a_miss_left_in_flight_by_a_crash() -> None:
     """A replaying run killed while a call that missed was in flight: on resume, a later call
-    (a parallel branch may admit it first) must not be served."""
+    of the same scope must not be served."""
     from little.replay import AgentCall
     from little.replay._state import MaterializedRunState
     from little.runtime._recorded import AgentCalls, RecordedCalls
@@ -281,7 +281,7 @@ def test_the_latch_is_rebuilt_from_a_miss_left_in_flight_by_a_crash() -> None:
         return AgentCall(
             ordinal=ordinal,
             request_key=key,
-            node_phase=f"branch{ordinal}",
+            node_phase=f"step{ordinal}",
             node_label="s",
             node_occurrence=0,
             **settled,
@@ -296,14 +296,72 @@ def test_the_latch_is_rebuilt_from_a_miss_left_in_flight_by_a_crash() -> None:
     )
     own = MaterializedRunState(run_id="run-r", agent_calls=(call(0, "changed"), call(1, "k1")))
     calls = AgentCalls.of(own, source, recording=True)
-    assert calls.first_miss == 0  # ordinal 0 was admitted with a key the source lacks
-    assert calls.decide(1, "k1", ("branch1", "s", 0), False) == (None, "diverged")
+    assert calls.misses == [(0, "", 0)]  # admitted with a key the source lacks, in flight
+    assert calls.decide(1, ("", 1), "k1", ("step1", "s", 0), False) == (None, "diverged")
     # without the miss in flight, the same call is served
-    clean = MaterializedRunState(run_id="run-r", agent_calls=(call(1, "k1"),))
+    served_first = call(0, "k0", outcome="succeeded", result_json="{}", replayed=True)
+    clean = MaterializedRunState(run_id="run-r", agent_calls=(served_first, call(1, "k1")))
     served, miss = AgentCalls.of(clean, source, recording=True).decide(
-        1, "k1", ("branch1", "s", 0), False
+        1, ("", 1), "k1", ("step1", "s", 0), False
     )
     assert (served is not None, miss) == (True, None)
+
+
+def test_parallel_branches_are_served_by_place_whatever_the_order(world: little.World) -> None:
+    v = f"f{next(_versions)}"
+    first = asyncio.run(run(world, rw.fanned(v), "Kafka"))
+    assert first.status == "completed"
+    admitted = [
+        e for x in world.read_run(first.run_id) if isinstance(e := x.event, AgentCallAdmitted)
+    ]
+    # the slow branch's second call came last among the branches' calls
+    assert [(e.node_label, e.scope) for e in admitted] == [
+        ("a1", "fan/a/"),
+        ("b1", "fan/b/"),
+        ("b2", "fan/b/"),
+        ("a2", "fan/a/"),
+        ("merge", ""),
+    ]
+    same = asyncio.run(
+        run(world, rw.fanned(f"f{next(_versions)}"), "Kafka", replay_from=first.run_id)
+    )
+    assert same.output == first.output
+    assert all(e.replayed for e in settled(world, same.run_id))
+    assert {s: rw.invocations(s) for s in ("a1", "a2", "b1", "b2", "merge")} == dict.fromkeys(
+        ("a1", "a2", "b1", "b2", "merge"), 1
+    )
+
+    # edit branch b's angle: b's calls and the merge run fresh, branch a is still served
+    edited = asyncio.run(
+        run(
+            world,
+            rw.fanned(f"f{next(_versions)}", b="Contrarian angle on "),
+            "Kafka",
+            replay_from=first.run_id,
+        )
+    )
+    assert edited.status == "completed"
+    marks = {
+        (e.node_label): (s.replayed, s.miss_reason)
+        for x in world.read_run(edited.run_id)
+        if isinstance(e := x.event, AgentCallAdmitted)
+        for y in world.read_run(edited.run_id)
+        if isinstance(s := y.event, AgentCallSettled) and s.ordinal == e.ordinal
+    }
+    assert marks == {
+        "a1": (True, None),
+        "a2": (True, None),
+        "b1": (False, "key-mismatch"),
+        "b2": (False, "diverged"),
+        "merge": (False, "diverged"),
+    }
+    assert {s: rw.invocations(s) for s in ("a1", "a2", "b1", "b2", "merge")} == {
+        "a1": 1,
+        "a2": 1,
+        "b1": 2,
+        "b2": 2,
+        "merge": 2,
+    }
 
 
 def test_two_sessions_of_one_name_in_a_step_are_refused(world: little.World) -> None:

@@ -295,6 +295,8 @@ class AgentCallAdmitted(Event):
     node_label: str | None = None
     node_occurrence: int | None = None
     side_effecting: bool = False
+    scope: str | None = None
+    """The admitting workflow scope ("" the run, a parallel branch's path); None in v1."""
 
 
 class AgentCallSettled(Event):

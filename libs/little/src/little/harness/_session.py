@@ -212,7 +212,7 @@ class AgentSession:
                 "max_turns": max_turns,
             }
         )
-        ordinal = calls.ordinal_for(node)
+        ordinal, place = calls.admit(node, self._step.scope)
         own = calls.own.get(ordinal)
         if own is not None and own.request_key != key:
             raise SessionDivergedError(
@@ -228,7 +228,7 @@ class AgentSession:
             # else: its turns and tool calls are served from this run's log one by one, so
             # turn numbers and the request hash chain go on exactly as the first time
             return ticket
-        served, miss = calls.decide(ordinal, key, node, self._side_effecting())
+        served, miss = calls.decide(ordinal, place, key, node, self._side_effecting())
         ticket.miss = miss
         if own is None and ordinal not in calls.admitted:
             self._defer(
@@ -239,6 +239,7 @@ class AgentSession:
                 node_label=node[1],
                 node_occurrence=node[2],
                 side_effecting=self._side_effecting(),
+                scope=place[0],
             )
         calls.admitted.add(ordinal)
         if served is not None:

@@ -467,6 +467,7 @@ class _Fold:
             node_occurrence=e.node_occurrence,
             side_effecting=e.side_effecting,
             step_path=e.step_path,
+            scope=e.scope or "",
         )
 
     def agent_settled(self, e: AgentCallSettled) -> None:

@@ -18,13 +18,14 @@ StepStatus = Literal["pending", "running", "completed", "failed"]
 CallStatus = Literal["called", "responded", "failed"]
 ToolStatus = Literal["started", "succeeded", "failed"]
 
-STATE_VERSION = 2
+STATE_VERSION = 3
 """Bumped whenever the shape or meaning of the state changes; older snapshots are ignored.
 
 2: ``replay_source_run_id`` and ``replay_refused_reason`` (RunStarted v2). A version-1
 snapshot would validate (both default to None), but a reader that knew only RunStarted v1
 (through the schema registry it can resolve a v2 record to v1) folded them away, and the
 fold never sees that RunStarted again: such a snapshot would show a replay as an ordinary run.
+3: ``AgentCall.scope`` (agent.call.admitted v2): the same reasoning for the admitting scope.
 """
 
 
@@ -306,6 +307,8 @@ class AgentCall(_Frozen):
     node_occurrence: int | None = None
     side_effecting: bool = False
     step_path: str | None = None
+    scope: str = ""
+    """The workflow scope that admitted it ("" the run itself, else a parallel branch)."""
     outcome: str | None = None
     result_json: str | None = None
     result_ref: ArtifactRef | None = None

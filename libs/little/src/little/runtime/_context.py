@@ -301,6 +301,8 @@ class StepContext(_ValuesMixin):
 
     def __init__(self, parent: WorkflowContext, step_path: str, visit: int) -> None:
         self._x = parent._x
+        self.scope = parent._scope
+        """The workflow scope the step runs in: "" the run, else a parallel branch's path."""
         self.step_path = step_path
         self.visit = visit
         self.artifact_refs: list[ArtifactRef] = []

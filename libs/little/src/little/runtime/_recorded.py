@@ -1,14 +1,16 @@
 """Recorded-call replay (seed 003): re-run a workflow as a new run against a recorded run.
 
 An *agent call* is one exchange of an agent session (``await agent.run(prompt)``). Each is
-admitted with an ordinal (its place in the run's admission order) and a request key (the
-canonical hash of everything that decides its answer: the session's manifest, its node, the
-conversation so far, the prompt and ``max_turns``), and settled with its answer and the
-messages it added. A run started with ``replay_from=<run>`` serves a call from that run's
-record when the recorded call with the same ordinal settled successfully under the same key:
-no model or tool is invoked. Replay is a strict prefix: the first call that does not resolve
-from the record runs fresh, and so does every later call (the latch), because a later
-recorded answer was produced after an earlier answer that no longer exists.
+admitted with an ordinal (the run's admission order), a place (its scope, the run itself or a
+parallel branch, and its rank among that scope's calls) and a request key (the canonical hash
+of everything that decides its answer: the session's manifest, its node, the conversation so
+far, the prompt and ``max_turns``), and settled with its answer and the messages it added. A
+run started with ``replay_from=<run>`` serves a call from that run's record when the recorded
+call at the same place settled successfully under the same node and key: no model or tool is
+invoked. Replay is a strict prefix: the first call that does not resolve from the record runs
+fresh, and so does every call that could have seen its answer (the latch: later calls of its
+scope, of the branches it encloses and of the scopes enclosing it), because a later recorded
+answer was produced after an earlier answer that no longer exists.
 
 Refused replays (the source run cannot be used, has no recorded calls, or the replaying
 workflow's module reads the clock or randomness directly) are written on ``RunStarted`` and
@@ -45,21 +47,61 @@ Node = tuple[str | None, str | None, int | None]
 """``(phase, label, occurrence)``: the step path, the session name, the exchange's number."""
 
 
+Place = tuple[str, int]
+"""``(scope, index)``: where a call stands in its run. Calls are ordered within a scope (the
+run itself, ``""``, or a parallel branch's path): a branch runs its calls one after another,
+while sibling branches interleave as their calls take time, and a served call takes none."""
+
+
+def _node(call: AgentCall) -> Node:
+    return (call.node_phase, call.node_label, call.node_occurrence)
+
+
+def _places(calls: Mapping[int, AgentCall]) -> dict[int, Place]:
+    """Each call's place: its scope, and its rank by ordinal among that scope's calls."""
+    counts: dict[str, int] = {}
+    places: dict[int, Place] = {}
+    for ordinal in sorted(calls):
+        scope = calls[ordinal].scope
+        places[ordinal] = (scope, counts.get(scope, 0))
+        counts[scope] = counts.get(scope, 0) + 1
+    return places
+
+
+def _after(miss: tuple[int, str, int], ordinal: int, scope: str, index: int) -> bool:
+    """Does a miss at ``(ordinal, scope, index)`` latch this call (strict prefix)?
+
+    Within a scope, every later call. Across scopes, a call that the missed one could have
+    led to: in a scope nested in the miss's (a branch started after it) or in an enclosing
+    scope (after the branch ended), admitted after it. Calls of sibling branches never see
+    each other's answers, so a miss in one leaves the other's prefix alone."""
+    m_ordinal, m_scope, m_index = miss
+    if m_scope == scope:
+        return m_index < index
+    related = scope.startswith(m_scope) or m_scope.startswith(scope)
+    return related and m_ordinal < ordinal
+
+
 @dataclass
 class RecordedCalls:
-    """The settled agent calls of a source run, offered to a replaying run in order."""
+    """The settled agent calls of a source run, offered to a replaying run by place."""
 
     source_run_id: str
     calls: Mapping[int, AgentCall]
+    _by_place: dict[Place, AgentCall] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        places = _places(self.calls)
+        self._by_place = {places[o]: c for o, c in self.calls.items()}
 
     def lookup(
-        self, ordinal: int, request_key: str, node: Node, side_effecting: bool
+        self, place: Place, request_key: str, node: Node, side_effecting: bool
     ) -> tuple[AgentCall | None, str | None]:
-        """The recorded call to serve at ``ordinal``, or why there is none."""
-        recorded = self.calls.get(ordinal)
+        """The recorded call to serve at ``place``, or why there is none."""
+        recorded = self._by_place.get(place)
         if recorded is None or recorded.outcome is None:
             return None, MISS_NO_RECORD
-        if (recorded.node_phase, recorded.node_label, recorded.node_occurrence) != node:
+        if _node(recorded) != node:
             return None, MISS_NODE
         if recorded.request_key != request_key:
             return None, MISS_KEY
@@ -72,8 +114,8 @@ class RecordedCalls:
 
 @dataclass
 class AgentCalls:
-    """The agent calls of one execution: admission ordinals, the run's own record (on a
-    resume), the source run's record (on a replay) and the latch.
+    """The agent calls of one execution: admission ordinals and places, the run's own
+    record (on a resume), the source run's record (on a replay) and the latch.
 
     Every run records its agent calls (``recording``; a resume needs them). Whether a
     replaying run may be answered from a record is decided once, on ``RunStarted``: a workflow
@@ -84,11 +126,13 @@ class AgentCalls:
     source: RecordedCalls | None = None
     recording: bool = True
     next_ordinal: int = 0
-    first_miss: int | None = None
-    """The lowest ordinal that ran fresh in a replay: every later call runs fresh too."""
+    misses: list[tuple[int, str, int]] = field(default_factory=list)
+    """``(ordinal, scope, index)`` of every call of this run that a replay did not serve."""
     admitted: set[int] = field(default_factory=set)
     """Ordinals admitted by this execution (a retried step admits its calls once)."""
     _by_node: dict[Node, int] = field(default_factory=dict)
+    _places: dict[int, Place] = field(default_factory=dict)
+    _counts: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def of(
@@ -97,52 +141,54 @@ class AgentCalls:
         own = {c.ordinal: c for c in state.agent_calls}
         calls = cls(own=own, source=source, recording=recording)
         calls.next_ordinal = max(own, default=-1) + 1
-        calls._by_node = {
-            (c.node_phase, c.node_label, c.node_occurrence): c.ordinal for c in own.values()
-        }
+        calls._by_node = {_node(c): c.ordinal for c in own.values()}
+        calls._places = _places(own)
+        for scope, index in calls._places.values():
+            calls._counts[scope] = max(calls._counts.get(scope, 0), index + 1)
         if source is not None:
-            # The latch as it stood: the lowest call of the run's own log that ran fresh, or
-            # that was admitted and would miss (a crash left it in flight). A call admitted
-            # and served writes its settlement in the same batch, so it is never in flight.
-            missed = [
-                c.ordinal
-                for c in own.values()
-                if (c.outcome is not None and not c.replayed)
-                or (
+            # The latch as it stood: every call of the run's own log that ran fresh, or that
+            # was admitted and would miss (a crash left it in flight). A call admitted and
+            # served writes its settlement in the same batch, so it is never in flight.
+            for c in own.values():
+                place = calls._places[c.ordinal]
+                fresh = c.outcome is not None and not c.replayed
+                in_flight_miss = (
                     c.outcome is None
-                    and source.lookup(
-                        c.ordinal,
-                        c.request_key,
-                        (c.node_phase, c.node_label, c.node_occurrence),
-                        c.side_effecting,
-                    )[1]
+                    and source.lookup(place, c.request_key, _node(c), c.side_effecting)[1]
                     is not None
                 )
-            ]
-            calls.first_miss = min(missed, default=None)
+                if fresh or in_flight_miss:
+                    calls.misses.append((c.ordinal, *place))
         return calls
 
-    def ordinal_for(self, node: Node) -> int:
-        """The call's ordinal: the one the run's own log gave this node, else the next one."""
+    def admit(self, node: Node, scope: str) -> tuple[int, Place]:
+        """The call's ordinal and place: those the run's own log gave this node, else the
+        next ones (a resume skips finished steps, so counting calls would shift them)."""
         known = self._by_node.get(node)
         if known is not None:
-            return known
+            return known, self._places[known]
         ordinal = self.next_ordinal
         self.next_ordinal += 1
+        place = (scope, self._counts.get(scope, 0))
+        self._counts[scope] = place[1] + 1
         self._by_node[node] = ordinal
-        return ordinal
+        self._places[ordinal] = place
+        return ordinal, place
 
     def decide(
-        self, ordinal: int, request_key: str, node: Node, side_effecting: bool
+        self, ordinal: int, place: Place, request_key: str, node: Node, side_effecting: bool
     ) -> tuple[AgentCall | None, str | None]:
         """For a replay: the source's call to serve, or the miss reason (which latches)."""
         if self.source is None:
             return None, None
-        if self.first_miss is not None and self.first_miss < ordinal:
-            return None, MISS_DIVERGED
-        recorded, reason = self.source.lookup(ordinal, request_key, node, side_effecting)
-        if reason is not None and (self.first_miss is None or ordinal < self.first_miss):
-            self.first_miss = ordinal
+        scope, index = place
+        if any(_after(m, ordinal, scope, index) for m in self.misses):
+            reason: str | None = MISS_DIVERGED
+            recorded = None
+        else:
+            recorded, reason = self.source.lookup(place, request_key, node, side_effecting)
+        if reason is not None and (ordinal, scope, index) not in self.misses:
+            self.misses.append((ordinal, scope, index))
         return recorded, reason
 
 
