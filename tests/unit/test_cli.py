@@ -25,6 +25,10 @@ def test_demo_crashes_and_resumes_a_run(tmp_path: Path) -> None:
     assert "search(1:c1), search(2:c2), fetch(2:c3) (each once)" in text
     assert "status completed" in text
     assert "avoided: 1 model call(s), 1,200 in / 80 out" in text
+    # then the last stage is edited and the workflow re-run against the finished run
+    assert "1/1 agent call(s) reused a recorded run (not fresh evidence)" in text
+    assert "model and tool invocations during the re-run: 0; billed: 0 model call(s)" in text
+    assert "Output: 'BRIEF: " in text
 
 
 def test_events_of_unknown_run_is_one_line_and_non_zero(tmp_path: Path) -> None:

@@ -5,6 +5,8 @@ of its agent session: right after the model answered turn 2, before that answer 
 log. A second process resumes the run from the log: finished steps are skipped, finished model
 and tool calls are served from the log, and only the call that was in flight runs again. The
 report then shows tokens and dollars billed versus avoided, and the real invocation counts.
+Last, the workflow's final stage is edited and the workflow re-run against the finished run
+(recorded-call replay): the agent call is answered from its record, no model is invoked.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from rich.table import Table
 import little
 from little.examples import research
 from little.harness import count_invocations
-from little.replay import replay_run
+from little.replay import ReplayResult, replay_run
 
 CRASH_AFTER_CALL = 2
 """Invocations in order: model turn 1, search, model turn 2, ... : die after model turn 2."""
@@ -136,7 +138,51 @@ def run_demo(data_dir: Path, console: Console, *, model: str | None = None) -> s
     from little.cli._app import print_report
 
     print_report(final)
+    _replay_edited(data_dir, final, console, counted=not model)
     return run_id
+
+
+def _replay_edited(
+    data_dir: Path, original: ReplayResult, console: Console, *, counted: bool
+) -> None:
+    """Edit the last stage and re-run against the finished run: the agent call is answered
+    from its record, so the re-run calls no model and no tool and pays nothing for them."""
+    calls = data_dir / "calls"
+    run_id = original.run_id
+
+    def invocations() -> int:
+        if not counted:
+            return 0
+        return sum(count_invocations(calls / "model.jsonl").values()) + len(
+            (calls / "tools.jsonl").read_text().splitlines()
+        )
+
+    before = invocations()
+    with little.local_world(data_dir) as world:
+        result = asyncio.run(
+            little.runtime.run(
+                world, research.RESEARCH_BRIEF, {"topic": "Kafka"}, replay_from=run_id
+            )
+        )
+        replayed = replay_run(world, result.run_id)
+    from little.report import replay_line, replay_section
+
+    section = replay_section(replayed.state)
+    if result.status != "completed" or section is None:
+        raise little.LittleError(f"the demo's replay did not complete: {result.error}")
+    usage = replayed.state.usage
+    console.print(
+        f"\nthen the last stage (write) was edited and the workflow re-run as {result.run_id} "
+        f"with replay_from={run_id}: {replay_line(section)}."
+    )
+    from little.report import dollars
+
+    paid = original.state.usage
+    console.print(
+        f"model and tool invocations during the re-run: {invocations() - before}; billed: "
+        f"{usage.calls} model call(s), {dollars(usage)} (the first run paid {paid.calls} "
+        f"model call(s), {dollars(paid)}). Output: {result.output!r}"
+    )
 
 
 if __name__ == "__main__":

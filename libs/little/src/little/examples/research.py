@@ -22,7 +22,7 @@ from little.harness import (
     ToolContext,
     tool,
 )
-from little.runtime import StepContext, WorkflowContext, workflow
+from little.runtime import StepContext, Workflow, WorkflowContext, workflow
 
 CALLS_DIR = "LITTLE_EXAMPLE_CALLS_DIR"
 """Where the example's model and tools log their real invocations (one JSON line each)."""
@@ -159,3 +159,28 @@ async def research(ctx: WorkflowContext, input: dict[str, Any]) -> str:
     findings = await ctx.step("investigate", investigate, questions)
     summary = await ctx.start_workflow("summarise", findings or "")
     return str(await ctx.step("write", write, findings, notes, summary))
+
+
+def write_brief(step: StepContext, findings: str, notes: dict[str, str], summary: str) -> str:
+    """The last stage, edited: a brief instead of the full report."""
+    _log_call("steps", step=step.step_path)
+    return f"BRIEF: {summary} ({len(notes)} notes)"
+
+
+async def _research_brief(ctx: WorkflowContext, input: dict[str, Any]) -> str:
+    questions = await ctx.step("plan", plan, input["topic"])
+    notes = await ctx.parallel(
+        "background",
+        {
+            "history": lambda b: gather(b, "history"),
+            "design": lambda b: gather(b, "design"),
+        },
+    )
+    findings = await ctx.step("investigate", investigate, questions)
+    summary = await ctx.start_workflow("summarise", findings or "")
+    return str(await ctx.step("write", write_brief, findings, notes, summary))
+
+
+RESEARCH_BRIEF = Workflow("research", "1-brief", _research_brief)
+"""``research`` with its last stage edited, for the demo's recorded-call replay. Not
+registered, so looking up ``research`` still gives version 1."""
