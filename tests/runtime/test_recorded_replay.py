@@ -75,14 +75,26 @@ def test_editing_the_last_stage_reruns_only_the_last_stage(world: little.World) 
         (1, True, None, first.run_id),
         (2, False, "key-mismatch", None),
     ]
+    # a replayed settlement carries what the recorded call cost, to be counted as avoided
     replayed = [e for e in settled(world, second.run_id) if e.replayed]
-    assert all(e.usage is None for e in replayed)  # a replayed call reports no usage
+    assert [(e.usage, e.model, e.model_calls) for e in replayed] == [
+        (rw.USAGE, "gpt-4o-mini", 1)
+    ] * 2
 
     state = replay_run(world, second.run_id).state
     assert state.replay_source_run_id == first.run_id
     assert state.replay_refused_reason is None
-    # only the fresh stage was billed: one call's tokens
+    # only the fresh stage was billed: one call's tokens; the two served ones are avoided
     assert (state.usage.calls, state.usage.input_tokens) == (1, 100)
+    assert (state.avoided_usage.calls, state.avoided_usage.input_tokens) == (2, 200)
+    first_state = replay_run(world, first.run_id).state
+    assert state.avoided_usage.cost_usd is not None
+    assert first_state.usage.cost_usd is not None
+    assert state.usage.cost_usd is not None
+    assert state.avoided_usage.cost_usd + state.usage.cost_usd == first_state.usage.cost_usd
+    steps = {s.step_path: s for s in state.steps}
+    assert (steps["research"].avoided_usage.calls, steps["research"].usage.calls) == (1, 0)
+    assert (steps["write"].avoided_usage.calls, steps["write"].usage.calls) == (0, 1)
     # the log shows what the fresh call was sent: the replayed stages' conversation is absent
     # (each stage is its own session), and the prompt is the edited one
     called = [e for x in world.read_run(second.run_id) if isinstance(e := x.event, ModelCalled)]
@@ -111,7 +123,8 @@ def test_an_unchanged_rerun_is_served_entirely(world: little.World) -> None:
     assert second.output == first.output
     assert calls_by_stage() == {"research": 1, "outline": 1, "write": 1}
     assert all(e.replayed for e in settled(world, second.run_id))
-    assert replay_run(world, second.run_id).state.usage.calls == 0
+    unchanged = replay_run(world, second.run_id).state
+    assert (unchanged.usage.calls, unchanged.avoided_usage.calls) == (0, 3)
 
 
 def test_a_different_input_changes_the_first_request(world: little.World) -> None:

@@ -28,6 +28,11 @@ def test_demo_crashes_and_resumes_a_run(tmp_path: Path) -> None:
     # then the last stage is edited and the workflow re-run against the finished run
     assert "1/1 agent call(s) reused a recorded run (not fresh evidence)" in text
     assert "model and tool invocations during the re-run: 0; billed: 0 model call(s)" in text
+    # the served call avoided what the first run paid for it: all three of its model calls
+    assert (
+        "avoided: 3 model call(s), $0.000922 (the first run paid 3 model call(s), $0.000922)"
+        in text
+    )
     assert "Output: 'BRIEF: " in text
 
 

@@ -177,11 +177,12 @@ def _replay_edited(
     )
     from little.report import dollars
 
-    paid = original.state.usage
+    paid, avoided = original.state.usage, replayed.state.avoided_usage
     console.print(
         f"model and tool invocations during the re-run: {invocations() - before}; billed: "
-        f"{usage.calls} model call(s), {dollars(usage)} (the first run paid {paid.calls} "
-        f"model call(s), {dollars(paid)}). Output: {result.output!r}"
+        f"{usage.calls} model call(s), {dollars(usage)}; avoided: {avoided.calls} model "
+        f"call(s), {dollars(avoided)} (the first run paid {paid.calls} model call(s), "
+        f"{dollars(paid)}). Output: {result.output!r}"
     )
 
 

@@ -309,6 +309,11 @@ class AgentCallSettled(Event):
     replayed: bool = False
     source_run_id: str | None = None
     miss_reason: str | None = None
+    provider: str | None = None
+    model: str | None = None
+    model_calls: int | None = Field(default=None, ge=0)
+    """Model calls of the exchange. A replayed settlement carries the recorded call's
+    ``usage``, ``provider``, ``model`` and ``model_calls``: avoided, never billed."""
 
 
 @dataclass(frozen=True, slots=True)

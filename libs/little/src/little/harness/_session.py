@@ -97,6 +97,7 @@ class AgentSession:
         self._manifest_hash = manifest_hash(self.manifest)
         self._exchanges = 0  # run() calls so far: the occurrence of each agent call's node
         self._exchange_tokens = [0, 0, 0, 0]  # this exchange's usage, served turns included
+        self._exchange_calls = 0  # this exchange's model calls, served turns included
 
     async def __aenter__(self) -> AgentSession:
         if self._recorded is not None:
@@ -166,6 +167,7 @@ class AgentSession:
             return self._serve(call)
         messages.append({"role": "user", "content": prompt})
         self._exchange_tokens = [0, 0, 0, 0]
+        self._exchange_calls = 0
         answer: str | None = None
         try:
             for _ in range(max_turns):
@@ -265,9 +267,13 @@ class AgentSession:
                 outcome="succeeded",
                 result_json=result_json,
                 result_ref=result_ref,
-                usage=None,  # a replayed call spent nothing: it reports no usage
+                # what the recorded call cost: counted as avoided, never billed
+                usage=served.usage,
                 replayed=True,
                 source_run_id=ticket.source_run_id,
+                provider=served.provider,
+                model=served.model,
+                model_calls=served.model_calls,
             )
             self._x.writer.flush()
         return answer
@@ -293,6 +299,9 @@ class AgentSession:
             ),
             replayed=False,
             miss_reason=ticket.miss,
+            provider=self.model.provider,
+            model=self.model.name,
+            model_calls=self._exchange_calls,
         )
 
     def _side_effecting(self) -> bool:
@@ -374,6 +383,7 @@ class AgentSession:
         return response
 
     def _count_exchange(self, u: Usage) -> None:
+        self._exchange_calls += 1
         t = self._exchange_tokens
         t[0] += u.input_tokens
         t[1] += u.output_tokens

@@ -483,7 +483,21 @@ class _Fold:
             replayed=e.replayed,
             source_run_id=e.source_run_id,
             miss_reason=e.miss_reason,
+            provider=e.provider,
+            model=e.model,
+            model_calls=e.model_calls,
         )
+        if e.replayed and e.usage is not None and e.provider and e.model:
+            # answered from a recorded run: what that call cost is avoided here, never billed
+            # (a fresh call's usage is already in its harness.model.responded events)
+            cost = price_usd(e.provider, e.model, e.usage, e.occurred_at)
+            calls = e.model_calls if e.model_calls is not None else 1
+            self.run["avoided_usage"] = self.run["avoided_usage"].add(e.usage, cost, calls)
+            if e.step_path is not None:
+                step = self._step(e)
+                self.steps[step.step_path] = evolve(
+                    step, avoided_usage=step.avoided_usage.add(e.usage, cost, calls)
+                )
 
 
 _HANDLERS: dict[type[Event], Callable[[_Fold, Any], None]] = {

@@ -18,7 +18,7 @@ StepStatus = Literal["pending", "running", "completed", "failed"]
 CallStatus = Literal["called", "responded", "failed"]
 ToolStatus = Literal["started", "succeeded", "failed"]
 
-STATE_VERSION = 3
+STATE_VERSION = 4
 """Bumped whenever the shape or meaning of the state changes; older snapshots are ignored.
 
 2: ``replay_source_run_id`` and ``replay_refused_reason`` (RunStarted v2). A version-1
@@ -26,6 +26,7 @@ snapshot would validate (both default to None), but a reader that knew only RunS
 (through the schema registry it can resolve a v2 record to v1) folded them away, and the
 fold never sees that RunStarted again: such a snapshot would show a replay as an ordinary run.
 3: ``AgentCall.scope`` (agent.call.admitted v2): the same reasoning for the admitting scope.
+4: replayed agent calls count as avoided usage (agent.call.settled v2).
 """
 
 
@@ -145,12 +146,12 @@ class UsageTotals(_Frozen):
             return None
         return self.priced_cost_usd
 
-    def add(self, usage: Usage, cost: Decimal | None) -> UsageTotals:
+    def add(self, usage: Usage, cost: Decimal | None, calls: int = 1) -> UsageTotals:
         # the sums of validated totals are valid; validating again on every model response
         # was a measurable part of the fold
         return construct(
             UsageTotals,
-            calls=self.calls + 1,
+            calls=self.calls + calls,
             input_tokens=self.input_tokens + usage.input_tokens,
             output_tokens=self.output_tokens + usage.output_tokens,
             cached_input_tokens=self.cached_input_tokens + usage.cached_input_tokens,
@@ -316,6 +317,9 @@ class AgentCall(_Frozen):
     replayed: bool = False
     source_run_id: str | None = None
     miss_reason: str | None = None
+    provider: str | None = None
+    model: str | None = None
+    model_calls: int | None = None
 
 
 class MaterializedRunState(_Frozen):

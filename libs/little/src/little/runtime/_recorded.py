@@ -14,8 +14,8 @@ answer was produced after an earlier answer that no longer exists.
 
 Refused replays (the source run cannot be used, has no recorded calls, or the replaying
 workflow's module reads the clock or randomness directly) are written on ``RunStarted`` and
-the run executes fresh. A replayed call carries no token usage, and every surface marks it
-replayed.
+the run executes fresh. A replayed call bills nothing (its settlement carries what the
+recorded call cost, counted as avoided), and every surface marks it replayed.
 """
 
 from __future__ import annotations
