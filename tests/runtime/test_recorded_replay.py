@@ -308,15 +308,13 @@ def test_the_latch_is_rebuilt_from_a_miss_left_in_flight_by_a_crash() -> None:
         },
     )
     own = MaterializedRunState(run_id="run-r", agent_calls=(call(0, "changed"), call(1, "k1")))
-    calls = AgentCalls.of(own, source, recording=True)
+    calls = AgentCalls.of(own, source)
     assert calls.misses == [(0, "", 0)]  # admitted with a key the source lacks, in flight
     assert calls.decide(1, ("", 1), "k1", ("step1", "s", 0), False) == (None, "diverged")
     # without the miss in flight, the same call is served
     served_first = call(0, "k0", outcome="succeeded", result_json="{}", replayed=True)
     clean = MaterializedRunState(run_id="run-r", agent_calls=(served_first, call(1, "k1")))
-    served, miss = AgentCalls.of(clean, source, recording=True).decide(
-        1, ("", 1), "k1", ("step1", "s", 0), False
-    )
+    served, miss = AgentCalls.of(clean, source).decide(1, ("", 1), "k1", ("step1", "s", 0), False)
     assert (served is not None, miss) == (True, None)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -146,9 +147,8 @@ async def summarise(ctx: WorkflowContext, text: str) -> str:
     return str(await ctx.step("shorten", shorten, text))
 
 
-@workflow("research", version="1")
-async def research(ctx: WorkflowContext, input: dict[str, Any]) -> str:
-    questions = await ctx.step("plan", plan, input["topic"])
+async def _research(ctx: WorkflowContext, topic: str, write_stage: Callable[..., str]) -> str:
+    questions = await ctx.step("plan", plan, topic)
     notes = await ctx.parallel(
         "background",
         {
@@ -158,7 +158,12 @@ async def research(ctx: WorkflowContext, input: dict[str, Any]) -> str:
     )
     findings = await ctx.step("investigate", investigate, questions)
     summary = await ctx.start_workflow("summarise", findings or "")
-    return str(await ctx.step("write", write, findings, notes, summary))
+    return str(await ctx.step("write", write_stage, findings, notes, summary))
+
+
+@workflow("research", version="1")
+async def research(ctx: WorkflowContext, input: dict[str, Any]) -> str:
+    return await _research(ctx, input["topic"], write)
 
 
 def write_brief(step: StepContext, findings: str, notes: dict[str, str], summary: str) -> str:
@@ -168,17 +173,7 @@ def write_brief(step: StepContext, findings: str, notes: dict[str, str], summary
 
 
 async def _research_brief(ctx: WorkflowContext, input: dict[str, Any]) -> str:
-    questions = await ctx.step("plan", plan, input["topic"])
-    notes = await ctx.parallel(
-        "background",
-        {
-            "history": lambda b: gather(b, "history"),
-            "design": lambda b: gather(b, "design"),
-        },
-    )
-    findings = await ctx.step("investigate", investigate, questions)
-    summary = await ctx.start_workflow("summarise", findings or "")
-    return str(await ctx.step("write", write_brief, findings, notes, summary))
+    return await _research(ctx, input["topic"], write_brief)
 
 
 RESEARCH_BRIEF = Workflow("research", "1-brief", _research_brief)

@@ -95,6 +95,9 @@ class AgentSession:
         self._messages: list[Message] = []  # the conversation, across run() calls
         self._answer: str | None = None
         self._manifest_hash = manifest_hash(self.manifest)
+        # a session holding a side-effecting tool is never answered from a record: replay
+        # reuses answers, not effects
+        self._side_effecting = any(t.side_effecting for t in tools)
         self._exchanges = 0  # run() calls so far: the occurrence of each agent call's node
         self._exchange_tokens = [0, 0, 0, 0]  # this exchange's usage, served turns included
         self._exchange_calls = 0  # this exchange's model calls, served turns included
@@ -108,7 +111,7 @@ class AgentSession:
                 session_name=self.name,
                 model=self._model_id,
                 manifest_json=canonical_json(self.manifest),
-                manifest_hash=manifest_hash(self.manifest),
+                manifest_hash=self._manifest_hash,
             )
         return self
 
@@ -127,12 +130,7 @@ class AgentSession:
                 SessionCompleted,
                 turns=self.turns,
                 output_json=canonical_json(self._answer),
-                usage=Usage(
-                    input_tokens=self._tokens[0],
-                    output_tokens=self._tokens[1],
-                    cached_input_tokens=self._tokens[2],
-                    reasoning_tokens=self._tokens[3],
-                ),
+                usage=_usage(self._tokens),
             )
 
     def _emit(self, cls: Any, **fields: Any) -> Any:
@@ -163,7 +161,7 @@ class AgentSession:
         messages = self._messages
         start = len(messages)
         call = self._admit(prompt, max_turns)
-        if call is not None and call.served is not None:
+        if call.served is not None:
             return self._serve(call)
         messages.append({"role": "user", "content": prompt})
         self._exchange_tokens = [0, 0, 0, 0]
@@ -181,11 +179,11 @@ class AgentSession:
                 for call_request in response.tool_calls:
                     messages.append(await self._tool_call(turn, call_request))
         except Exception as exc:
-            if call is not None and not call.settled and not self._x.is_fatal(exc):
+            if not call.settled and not self._x.is_fatal(exc):
                 self._settle(call, "failed", None, messages[start:])
             raise
         self._answer = answer
-        if call is not None and not call.settled:
+        if not call.settled:
             self._settle(call, "succeeded", answer, messages[start:])
         # Inside the loop a result rides with the next write-ahead record, which follows at
         # once; the last one is made durable here, so work after the session never puts the
@@ -195,14 +193,12 @@ class AgentSession:
 
     # -- agent calls (recorded-call replay) ------------------------------------------------
 
-    def _admit(self, prompt: str, max_turns: int) -> _AgentCallTicket | None:
+    def _admit(self, prompt: str, max_turns: int) -> _AgentCallTicket:
         """Admit this exchange as an agent call: its ordinal, request key and node, and the
         record that answers it (this run's own, on a resume; the source run's, on a replay)."""
         calls = self._x.agent_calls
         occurrence = self._exchanges
         self._exchanges += 1
-        if not calls.recording:
-            return None
         label = self.session_id.split("#", 1)[1]  # the name, with @visit on later visits
         node = (self._step.step_path, label, occurrence)
         key = canonical_hash(
@@ -222,7 +218,7 @@ class AgentSession:
                 f"{key[:12]}... but the log recorded {own.request_key[:12]}...: the workflow "
                 "diverged from its log (non-deterministic code before this call?)"
             )
-        ticket = _AgentCallTicket(ordinal, key, node)
+        ticket = _AgentCallTicket(ordinal)
         if own is not None and own.outcome == "succeeded":
             ticket.settled = True  # settled in this run's log before a crash: write nothing
             if own.replayed:
@@ -230,7 +226,7 @@ class AgentSession:
             # else: its turns and tool calls are served from this run's log one by one, so
             # turn numbers and the request hash chain go on exactly as the first time
             return ticket
-        served, miss = calls.decide(ordinal, place, key, node, self._side_effecting())
+        served, miss = calls.decide(ordinal, place, key, node, self._side_effecting)
         ticket.miss = miss
         if own is None and ordinal not in calls.admitted:
             self._defer(
@@ -240,7 +236,7 @@ class AgentSession:
                 node_phase=node[0],
                 node_label=node[1],
                 node_occurrence=node[2],
-                side_effecting=self._side_effecting(),
+                side_effecting=self._side_effecting,
                 scope=place[0],
             )
         calls.admitted.add(ordinal)
@@ -284,30 +280,19 @@ class AgentSession:
         result_json, result_ref = self._x.store_text(
             canonical_json({"answer": answer, "messages": added})
         )
-        t = self._exchange_tokens
         self._defer(
             AgentCallSettled,
             ordinal=ticket.ordinal,
             outcome=outcome,
             result_json=result_json,
             result_ref=result_ref,
-            usage=Usage(
-                input_tokens=t[0],
-                output_tokens=t[1],
-                cached_input_tokens=t[2],
-                reasoning_tokens=t[3],
-            ),
+            usage=_usage(self._exchange_tokens),
             replayed=False,
             miss_reason=ticket.miss,
             provider=self.model.provider,
             model=self.model.name,
             model_calls=self._exchange_calls,
         )
-
-    def _side_effecting(self) -> bool:
-        """A session with a tool declared side-effecting is never answered from a record:
-        replay reuses answers, not effects."""
-        return any(t.side_effecting for t in self.tools.values())
 
     async def _model_turn(self, turn: int, messages: list[Message]) -> ModelResponse:
         # serialised once: the same canonical JSON extends the hash chain and is recorded
@@ -373,22 +358,13 @@ class AgentSession:
             finish_reason=response.finish_reason,
         )
         self._x.billed(response.usage.input_tokens, response.usage.output_tokens)
-        u = response.usage
-        tokens = self._tokens
-        tokens[0] += u.input_tokens
-        tokens[1] += u.output_tokens
-        tokens[2] += u.cached_input_tokens
-        tokens[3] += u.reasoning_tokens
-        self._count_exchange(u)
+        _add_usage(self._tokens, response.usage)
+        self._count_exchange(response.usage)
         return response
 
     def _count_exchange(self, u: Usage) -> None:
         self._exchange_calls += 1
-        t = self._exchange_tokens
-        t[0] += u.input_tokens
-        t[1] += u.output_tokens
-        t[2] += u.cached_input_tokens
-        t[3] += u.reasoning_tokens
+        _add_usage(self._exchange_tokens, u)
 
     async def _tool_call(self, turn: int, call: ToolCallRequest) -> Message:
         call_id = f"{turn}:{call.id}"
@@ -444,16 +420,32 @@ class AgentSession:
 class _AgentCallTicket:
     """One admitted agent call on its way to settlement."""
 
-    __slots__ = ("key", "miss", "node", "ordinal", "served", "settled", "source_run_id")
+    __slots__ = ("miss", "ordinal", "served", "settled", "source_run_id")
 
-    def __init__(self, ordinal: int, key: str, node: tuple[str, str, int]) -> None:
+    def __init__(self, ordinal: int) -> None:
         self.ordinal = ordinal
-        self.key = key
-        self.node = node
         self.served: AgentCall | None = None
         self.settled = False
         self.source_run_id: str | None = None
         self.miss: str | None = None
+
+
+def _add_usage(totals: list[int], u: Usage) -> None:
+    """Add ``u`` to ``[input, output, cached input, reasoning]`` token totals (ints: building a
+    Usage per model call was a measurable share of the harness's own time)."""
+    totals[0] += u.input_tokens
+    totals[1] += u.output_tokens
+    totals[2] += u.cached_input_tokens
+    totals[3] += u.reasoning_tokens
+
+
+def _usage(totals: list[int]) -> Usage:
+    return Usage(
+        input_tokens=totals[0],
+        output_tokens=totals[1],
+        cached_input_tokens=totals[2],
+        reasoning_tokens=totals[3],
+    )
 
 
 def _tool_message(call_id: str, content: str | None) -> Message:

@@ -117,14 +117,13 @@ class AgentCalls:
     """The agent calls of one execution: admission ordinals and places, the run's own
     record (on a resume), the source run's record (on a replay) and the latch.
 
-    Every run records its agent calls (``recording``; a resume needs them). Whether a
-    replaying run may be answered from a record is decided once, on ``RunStarted``: a workflow
-    whose module fails the replay-safety scan is refused.
+    Every run records its agent calls (a resume needs them). Whether a replaying run may be
+    answered from a record is decided once, on ``RunStarted``: a workflow whose module fails
+    the replay-safety scan is refused.
     """
 
     own: dict[int, AgentCall]
     source: RecordedCalls | None = None
-    recording: bool = True
     next_ordinal: int = 0
     misses: list[tuple[int, str, int]] = field(default_factory=list)
     """``(ordinal, scope, index)`` of every call of this run that a replay did not serve."""
@@ -135,11 +134,9 @@ class AgentCalls:
     _counts: dict[str, int] = field(default_factory=dict)
 
     @classmethod
-    def of(
-        cls, state: MaterializedRunState, source: RecordedCalls | None, recording: bool
-    ) -> AgentCalls:
+    def of(cls, state: MaterializedRunState, source: RecordedCalls | None = None) -> AgentCalls:
         own = {c.ordinal: c for c in state.agent_calls}
-        calls = cls(own=own, source=source, recording=recording)
+        calls = cls(own=own, source=source)
         calls.next_ordinal = max(own, default=-1) + 1
         calls._by_node = {_node(c): c.ordinal for c in own.values()}
         calls._places = _places(own)

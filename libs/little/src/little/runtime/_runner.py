@@ -92,7 +92,13 @@ class Execution:
     """One execution of one run: its writer, its replayed state, its budget counters."""
 
     def __init__(
-        self, world: Any, run_id: str, replayed: MaterializedRunState, writer: RunWriter, owner: str
+        self,
+        world: Any,
+        run_id: str,
+        replayed: MaterializedRunState,
+        writer: RunWriter,
+        owner: str,
+        source: RecordedCalls | None = None,
     ) -> None:
         self.world = world
         self.run_id = run_id
@@ -102,8 +108,8 @@ class Execution:
         self.billed_calls = replayed.usage.calls
         self.billed_tokens = replayed.usage.input_tokens + replayed.usage.output_tokens
         self.served_calls = 0
-        self.agent_calls = AgentCalls.of(replayed, None, recording=False)
-        """Agent-call admission and recorded-call replay (set up by ``execute``)."""
+        self.agent_calls = AgentCalls.of(replayed, source)
+        """Agent-call admission, and recorded-call replay from ``source``."""
 
     # -- payloads ------------------------------------------------------------------------
 
@@ -269,11 +275,14 @@ async def execute(
     writer.checkpoint()  # stopped or cancelled while claiming
     assert_completed_step_artifacts_valid(state, world.artifacts.get)
 
+    source: MaterializedRunState | None = None  # the replay's source run, as folded at start
     if state.workflow is None:
         if workflow is None:  # another process claimed it meanwhile and has not started it
             raise LittleError(f"run {run_id} has not started and no workflow was given")
         input_json, input_ref = store_json(world, run_id, input)
-        refused = None if replay_from is None else _replay_refusal(world, workflow, replay_from)
+        refused = None
+        if replay_from is not None:
+            refused, source = _replay_refusal(world, workflow, replay_from)
         started, at = writer.emit(
             RunStarted,
             workflow=workflow.name,
@@ -306,8 +315,9 @@ async def execute(
                 f"v{state.workflow_version}, not {workflow.name} v{workflow.version}: resuming "
                 "it with other code would mix two programs' answers"
             )
-    execution = Execution(world, run_id, state, writer, owner)
-    execution.agent_calls = AgentCalls.of(state, _recorded_calls(world, state), recording=True)
+    execution = Execution(
+        world, run_id, state, writer, owner, _recorded_calls(world, state, source)
+    )
     input = execution.load_json(state.input_json, state.input_ref)
     log.info("run_executing", run_id=run_id, epoch=writer.epoch, resumed_from_seq=state.last_seq)
     if on_running is not None:
@@ -333,13 +343,15 @@ async def execute(
     return RunResult(run_id, "completed", output)
 
 
-def _replay_refusal(world: Any, workflow: Workflow, source_run_id: str) -> str | None:
+def _replay_refusal(
+    world: Any, workflow: Workflow, source_run_id: str
+) -> tuple[str | None, MaterializedRunState | None]:
     """Why the agent calls of ``source_run_id`` cannot be offered to a new run of
-    ``workflow`` (the run then executes fresh), or None."""
+    ``workflow`` (the run then executes fresh), or None; and the source run as folded."""
     safe, reads = replay_safe(workflow.fn)
     if not safe:
         log.warning("replay_refused", reason=REFUSED_UNSAFE, workflow=workflow.name, reads=reads)
-        return REFUSED_UNSAFE
+        return REFUSED_UNSAFE, None
     source, _, _ = fold_run(world, source_run_id)
     if source.workflow != workflow.name or not source.terminal:
         log.warning(
@@ -349,19 +361,23 @@ def _replay_refusal(world: Any, workflow: Workflow, source_run_id: str) -> str |
             source_workflow=source.workflow,
             source_status=source.status,
         )
-        return REFUSED_SOURCE_UNUSABLE
+        return REFUSED_SOURCE_UNUSABLE, source
     if not any(c.outcome is not None for c in source.agent_calls):
         log.warning("replay_refused", reason=REFUSED_NO_CALLS, source_run_id=source_run_id)
-        return REFUSED_NO_CALLS
-    return None
+        return REFUSED_NO_CALLS, source
+    return None, source
 
 
-def _recorded_calls(world: Any, state: MaterializedRunState) -> RecordedCalls | None:
-    """The source run's calls for a replaying run (read again on every resume of it)."""
+def _recorded_calls(
+    world: Any, state: MaterializedRunState, source: MaterializedRunState | None
+) -> RecordedCalls | None:
+    """The source run's calls for a replaying run: ``source`` as just folded when the run
+    starts, folded again on every resume of it."""
     source_run_id = state.replay_source_run_id
     if source_run_id is None or state.replay_refused_reason is not None:
         return None
-    source, _, _ = fold_run(world, source_run_id)
+    if source is None:
+        source, _, _ = fold_run(world, source_run_id)
     return RecordedCalls(source_run_id, {c.ordinal: c for c in source.agent_calls})
 
 
