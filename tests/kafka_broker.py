@@ -71,3 +71,47 @@ def kafka_bootstrap() -> Iterator[str]:
                 subprocess.run([str(KAFKA_SH), "stop"], capture_output=True, timeout=120)
         return
     raise NoBrokerError(HOW_TO_GET_A_BROKER)
+
+
+class PrivateBroker:
+    """A broker of one test's own: the local JVM broker on free ports with its own data dir,
+    for faults that would disturb the shared broker (SIGSTOP, SIGKILL)."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.port = _free_port()
+        self.env = {
+            **os.environ,
+            "LITTLE_KAFKA_DATA": str(data_dir),
+            "LITTLE_KAFKA_PORT": str(self.port),
+            "LITTLE_KAFKA_CONTROLLER_PORT": str(_free_port()),
+            "LITTLE_KAFKA_CDS": "0",
+        }
+        self.bootstrap = f"127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        if not (shutil.which("java") and shutil.which("mvn")):
+            raise NoBrokerError(
+                "this test needs a broker of its own from deploy/local-kafka/kafka.sh: "
+                + HOW_TO_GET_A_BROKER.split("(3) ", 1)[1]
+            )
+        done = subprocess.run(
+            [str(KAFKA_SH), "start"], capture_output=True, text=True, timeout=600, env=self.env
+        )
+        if done.returncode != 0:
+            raise NoBrokerError(f"private broker did not start:\n{done.stdout}\n{done.stderr}")
+
+    @property
+    def pid(self) -> int:
+        return int((self.data_dir / "broker.pid").read_text().strip())
+
+    def stop(self) -> None:
+        subprocess.run([str(KAFKA_SH), "stop"], capture_output=True, timeout=120, env=self.env)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

@@ -5,6 +5,8 @@ Each backend only supplies a spec in the ``backend`` fixture; every test runs on
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import subprocess
 import sys
@@ -16,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from little.errors import ConfigurationError
 from little.log import EventLog, OutgoingRecord, Position, ResetTo, partition_for
 from tests.conformance.backends import create_kafka_topics, open_cursors, open_log
 
@@ -268,3 +271,72 @@ def test_reset_needs_exactly_one_target() -> None:
 def test_partition_out_of_range_is_a_clear_error(log: EventLog) -> None:
     with pytest.raises(Exception, match="does not exist"):
         log.read_partition(PARTITIONS, 0)
+
+
+# -- awaitable appends (submit): many runs, several submits of one run in flight ---------------
+
+
+def test_concurrent_awaited_appends_of_many_runs_keep_each_runs_order(log: EventLog) -> None:
+    runs = [f"run-{i}" for i in range(120)]
+
+    async def writer(run: str) -> list[Position]:
+        positions: list[Position] = []
+        for i in range(8):
+            positions += await log.submit(run, [rec(f"{run}:{i}", little_seq=str(i))])
+        return positions
+
+    async def main() -> list[list[Position]]:
+        return await asyncio.gather(*(writer(r) for r in runs))
+
+    results = asyncio.run(main())
+    for run, positions in zip(runs, results, strict=True):
+        records = list(log.read_run(run))
+        assert [r.payload.decode() for r in records] == [f"{run}:{i}" for i in range(8)]
+        assert [r.position for r in records] == positions
+        assert {p.partition for p in positions} == {partition_for(run, PARTITIONS)}
+    for partition in range(PARTITIONS):
+        stored = log.read_partition(partition, 0, limit=10_000, timeout=5)
+        offsets = [r.offset for r in stored]
+        assert offsets == list(range(offsets[0], offsets[0] + len(offsets)))  # dense, no dupes
+    assert log.in_flight() == (0, 0.0)
+
+
+def test_submits_of_one_run_in_flight_together_land_in_submit_order(log: EventLog) -> None:
+    async def main() -> list[list[Position]]:
+        # taken and submitted with no await in between, as a run's parallel branches do
+        pending = [log.submit("run-p", [rec(f"p{i}a"), rec(f"p{i}b")]) for i in range(30)]
+        return await asyncio.gather(*pending)
+
+    results = asyncio.run(main())
+    expected = [f"p{i}{s}" for i in range(30) for s in "ab"]
+    assert payloads(log, "run-p") == expected
+    flat = [p.offset for positions in results for p in positions]
+    assert flat == sorted(flat)
+    assert len(set(flat)) == len(flat)
+
+
+def test_an_append_whose_awaiter_is_cancelled_still_lands(log: EventLog) -> None:
+    async def main() -> None:
+        task = asyncio.ensure_future(_await(log.submit("run-k", [rec("kept")])))
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await log.submit("run-k", [rec("after")])
+
+    asyncio.run(main())
+    assert payloads(log, "run-k") == ["kept", "after"]
+
+
+async def _await(pending: Any) -> Any:
+    return await pending
+
+
+def test_submit_needs_an_event_loop_and_append_works_on_one(log: EventLog) -> None:
+    with pytest.raises(ConfigurationError, match="running event loop"):
+        log.submit("run-s", [rec("x")])
+
+    async def tooling_on_a_loop() -> list[Position]:
+        return log.append("run-s", [rec("blocking")])  # blocks this thread, never deadlocks
+
+    (position,) = asyncio.run(tooling_on_a_loop())
+    assert [r.position for r in log.read_run("run-s")] == [position]

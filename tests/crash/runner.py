@@ -2,7 +2,8 @@
 
 ``python -m tests.crash.runner DATA_DIR RUN_ID run WORKFLOW INPUT_JSON`` starts (or resumes)
 a run; ``python -m tests.crash.runner DATA_DIR RUN_ID resume`` resumes one by the workflow
-name in its log; ``... replay-pipeline VERSION EDITS_JSON INPUT_JSON [SOURCE_RUN_ID]`` starts
+name in its log; ``... PREFIX many N`` starts (or resumes) the runs ``PREFIX-0..N-1`` of the
+``busy`` workflow all at once in this one process; ``... replay-pipeline VERSION EDITS_JSON INPUT_JSON [SOURCE_RUN_ID]`` starts
 or resumes a run of the recorded-call replay tests' pipeline (``tests.runtime``). The crash hooks (``LITTLE_CRASH_AFTER_EVENT`` / ``LITTLE_CRASH_AFTER_CALL``)
 come from the environment; the result is printed as one JSON line after ``RESULT``.
 """
@@ -13,6 +14,7 @@ import asyncio
 import json
 import os
 import sys
+from typing import Any
 
 import little
 import little.examples.research
@@ -48,6 +50,10 @@ def main(argv: list[str]) -> int:
             result = asyncio.run(run(world, lookup(name), json.loads(input_json), run_id=run_id))
         elif mode == "resume":
             result = asyncio.run(resume(world, run_id))
+        elif mode == "many":  # RUN_ID is a prefix; N runs of ``busy`` at once
+            results = asyncio.run(_many(world, run_id, int(rest[0])))
+            print(RESULT + json.dumps({"statuses": [r.status for r in results]}))
+            return 0
         elif mode == "replay-pipeline":  # VERSION EDITS_JSON INPUT_JSON [SOURCE_RUN_ID]
             from tests.runtime import replay_workflows
 
@@ -69,6 +75,13 @@ def main(argv: list[str]) -> int:
         + json.dumps({"status": result.status, "output": result.output, "error": result.error})
     )
     return 0
+
+
+async def _many(world: little.World, prefix: str, n: int) -> list[Any]:
+    wf = lookup("busy")
+    return list(
+        await asyncio.gather(*(run(world, wf, {"i": i}, run_id=f"{prefix}-{i}") for i in range(n)))
+    )
 
 
 if __name__ == "__main__":

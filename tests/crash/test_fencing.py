@@ -10,7 +10,7 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -136,15 +136,20 @@ class RacingWorld:
     """The real embedded world, where another writer's append lands just before this
     claimer's first append (between the fold it took its epoch from and its claim)."""
 
-    def __init__(self, inner: little.World, meanwhile: Callable[[], Any]) -> None:
+    def __init__(self, inner: little.World, meanwhile: Callable[[], Awaitable[Any]]) -> None:
         self.inner = inner
-        self.meanwhile: Callable[[], Any] | None = meanwhile
+        self.meanwhile: Callable[[], Awaitable[Any]] | None = meanwhile
 
-    def append(self, events: list[Event]) -> list[Any]:
-        if self.meanwhile is not None:
-            meanwhile, self.meanwhile = self.meanwhile, None
-            meanwhile()
-        return self.inner.append(events)
+    def submit(self, events: list[Event]) -> Any:
+        if self.meanwhile is None:
+            return self.inner.submit(events)
+        meanwhile, self.meanwhile = self.meanwhile, None
+
+        async def after_the_other_writer() -> Any:
+            await meanwhile()  # lands first, then this append is submitted
+            return await self.inner.submit(events)
+
+        return asyncio.ensure_future(after_the_other_writer())
 
     def read_run(self, run_id: str, *, after: Any = None) -> Iterator[LoggedEvent]:
         return self.inner.read_run(run_id, after=after)
@@ -168,7 +173,7 @@ def test_a_second_claim_with_the_same_epoch_is_rejected(world: little.World) -> 
     # both claimers folded an empty run and claim epoch 1; A's claim lands first
     racing = RacingWorld(world, lambda: claim(world, RUN_ID, "A"))
     with pytest.raises(ClaimRejectedError, match="rejected"):
-        claim(racing, RUN_ID, "B")
+        asyncio.run(claim(racing, RUN_ID, "B"))  # type: ignore[arg-type]
 
     logged = list(world.read_run(RUN_ID))
     assert [(e.event.type, e.event.epoch) for e in logged] == [("RunClaimed", 1)] * 2
@@ -193,19 +198,19 @@ def test_a_rejected_claimer_backs_off_without_writing(world: little.World) -> No
 def test_a_claim_folds_what_the_old_owner_landed_just_before_it(world: little.World) -> None:
     """B takes its epoch from a fold at seq 0; A lands seq 1 before B's claim: B continues at
     seq 2, and A's later seq 2 (epoch 1) is fenced."""
-    _, a = claim(world, RUN_ID, "A")
-    a.emit(RunStarted, workflow="w", workflow_version="1", input_json="null")
+    _, a = asyncio.run(claim(world, RUN_ID, "A"))
+    asyncio.run(a.emit(RunStarted, workflow="w", workflow_version="1", input_json="null"))
 
-    def a_lands_one_more() -> None:
-        a.emit(StepStarted, step_path="s", step_id="s")
+    async def a_lands_one_more() -> None:
+        await a.emit(StepStarted, step_path="s", step_id="s")
 
     racing = RacingWorld(world, a_lands_one_more)
-    state, b = claim(racing, RUN_ID, "B")
+    state, b = asyncio.run(claim(racing, RUN_ID, "B"))  # type: ignore[arg-type]
     assert (state.epoch, state.owner, state.last_seq) == (2, "B", 1)
     assert isinstance(b, RunWriter)
     assert (b.epoch, b.next_seq) == (2, 2)
-    a.emit(StepStarted, step_path="t", step_id="t")  # the zombie's seq 2
-    b.emit(StepStarted, step_path="u", step_id="u")  # B's seq 2
+    asyncio.run(a.emit(StepStarted, step_path="t", step_id="t"))  # the zombie's seq 2
+    asyncio.run(b.emit(StepStarted, step_path="u", step_id="u"))  # B's seq 2
     state, _, _ = fold_run(world, RUN_ID)
     assert state.fenced_events == 1
     assert state.last_seq == 2

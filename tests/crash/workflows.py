@@ -31,9 +31,8 @@ from little.harness import (
     ToolCallRequest,
     ToolContext,
     tool,
-    workflow_tool,
 )
-from little.runtime import StepContext, WorkflowContext, workflow
+from little.runtime import StepContext, WorkflowContext, workflow, workflow_tool
 
 KILL_AT_SQUARE = "CRASH_TEST_KILL_AT_SQUARE"
 
@@ -174,3 +173,59 @@ async def gated(ctx: WorkflowContext, input: Any) -> dict[str, Any]:
     answer = await ctx.step("ask", _ask)
     squared = await ctx.start_workflow("square", {"i": 7})
     return {"answer": answer, "squared": squared}
+
+
+# -- ``busy``: many of these run at once in one process (the concurrent crash test) ----------
+
+
+class PairModel:
+    """Turn 1 asks ``add`` for seed + the branch's number; turn 2 answers with the result.
+    Sleeps a few ms per call so that many runs' appends are in flight together."""
+
+    provider = "openai"
+    name = "gpt-4o-mini"
+
+    def __init__(self, run_id: str, session: str) -> None:
+        self.run_id = run_id
+        self.session = session
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        turn = _turn(request)
+        _log_call("model", key=f"{self.run_id}|{self.session}|{turn}")
+        await asyncio.sleep(0.002 + 0.001 * (hash(self.run_id) % 5))
+        usage = Usage(input_tokens=50 * turn, output_tokens=5)
+        if turn == 1:
+            args = json.loads(request.messages[0]["content"])
+            call = ToolCallRequest("c1", "add", args)
+            return ModelResponse(tool_calls=(call,), usage=usage, finish_reason="tool_calls")
+        result = json.loads(request.messages[-1]["content"])
+        return ModelResponse(content=f"{self.session}={result}", usage=usage, finish_reason="stop")
+
+
+@tool(description="Add two numbers.", parameters={"type": "object"})
+def add(args: dict[str, Any], ctx: ToolContext) -> int:
+    _log_call("tools", key=ctx.idempotency_key)
+    return int(args["x"]) + int(args["y"])
+
+
+async def _pair(step: StepContext, name: str, seed: int, y: int) -> str | None:
+    model = PairModel(step.run_id, f"{step.step_path}#{name}")
+    async with step.session(name, model=model, tools=[add]) as agent:
+        return await agent.run(json.dumps({"x": seed, "y": y}), max_turns=3)
+
+
+@workflow("busy", version="1")
+async def busy(ctx: WorkflowContext, input: dict[str, Any]) -> dict[str, Any]:
+    i = int(input["i"])
+    seed = await ctx.step("seed", lambda step: i * 10)
+    ctx.random()  # a recorded value: deferred, it rides with the run's next acked event
+
+    def branch(y: int) -> Any:
+        async def run_branch(b: WorkflowContext) -> str | None:
+            return str(await b.step("ask", _pair, "agent", seed, y))
+
+        return run_branch
+
+    answers = await ctx.parallel("fan", {"a": branch(1), "b": branch(2)})
+    total = await ctx.step("total", lambda step: [answers["a"], answers["b"]])
+    return {"i": i, "answers": total}

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,8 @@ from tests.projection_runs import clean_fold, fresh_topics, read_committed, run_
 
 pytestmark = pytest.mark.kafka
 
-RUNS, EVENTS, ROUNDS = 1_000, 100, 4  # each run is appended in ROUNDS slices: runs interleave
+RUNS, EVENTS, ROUNDS = 1_000, 100, 10  # each run is appended in ROUNDS slices: runs interleave
+PACE = 1.0  # seconds between two slices
 KILLS = 4
 
 
@@ -39,16 +41,37 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+PORTS: dict[int, int] = {}
+"""The HTTP port of each started projector, by pid."""
+
+
 def start(env: dict[str, str], logs: Path) -> subprocess.Popen[bytes]:
+    port = free_port()
     full = {k: v for k, v in os.environ.items() if not k.startswith("LITTLE_")}
-    full.update({**env, "LITTLE_HTTP_PORT": str(free_port())})
+    full.update({**env, "LITTLE_HTTP_PORT": str(port)})
     with logs.open("ab") as out:  # JSON log lines of every instance, for the summary below
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             [sys.executable, "-m", "little_services.projector"],
             env=full,
             stdout=subprocess.DEVNULL,
             stderr=out,
         )
+    PORTS[proc.pid] = port
+    return proc
+
+
+def wait_serving(proc: subprocess.Popen[bytes]) -> None:
+    """Until the projector answers HTTP: past start-up, with its SIGTERM handler installed
+    (a SIGTERM during its imports would end it with the default action)."""
+    deadline = time.monotonic() + 60
+    while True:
+        assert proc.poll() is None, "the projector exited on its own"
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{PORTS[proc.pid]}/healthz", timeout=1):
+                return
+        except OSError:
+            assert time.monotonic() < deadline, "the projector never served HTTP"
+            time.sleep(0.05)
 
 
 def test_kill_9_at_random_points_then_the_store_equals_a_clean_fold(
@@ -88,6 +111,7 @@ def test_kill_9_at_random_points_then_the_store_equals_a_clean_fold(
         with ThreadPoolExecutor(16) as pool:
             for r in range(ROUNDS):
                 list(pool.map(append, runs, [r] * len(runs)))
+                time.sleep(PACE)  # keep the load going while the projector is killed
 
     logs = tmp_path / "projector.log"
     writer = threading.Thread(target=write)
@@ -102,6 +126,8 @@ def test_kill_9_at_random_points_then_the_store_equals_a_clean_fold(
             while sum(world.cursors.committed(group).values()) == before:
                 assert proc.poll() is None, "the projector exited on its own"
                 assert time.monotonic() < deadline, "no progress"
+                if not writer.is_alive() and before == RUNS * EVENTS:
+                    break  # all written and committed: this kill tests a clean restart
                 time.sleep(0.05)
             time.sleep(rng.uniform(0.0, 1.5))
             proc.send_signal(signal.SIGKILL)
@@ -109,9 +135,23 @@ def test_kill_9_at_random_points_then_the_store_equals_a_clean_fold(
             committed = world.cursors.committed(group)
             kills.append(sum(committed.values()))
 
-            # atomicity: snapshots (read_committed) never ahead of their cursor
-            for msg in read_committed(kafka_bootstrap_servers, settings.snapshots_topic, idle=1.0):
-                snap = decode_snapshot(msg.value())  # type: ignore[attr-defined]
+            # atomicity: snapshots (read_committed) never ahead of their cursor. A transaction
+            # the kill caught committing writes its markers to the snapshot partitions and to
+            # the group's offsets one after the other, so its offsets may show a moment after
+            # its snapshots: ahead-of-cursor counts only once the offsets had time to land.
+            snaps = [
+                decode_snapshot(msg.value())  # type: ignore[attr-defined]
+                for msg in read_committed(
+                    kafka_bootstrap_servers, settings.snapshots_topic, idle=1.0
+                )
+            ]
+            settle = time.monotonic() + 5
+            while any(s.position.offset >= committed[s.position.partition] for s in snaps):
+                if time.monotonic() > settle:
+                    break
+                time.sleep(0.1)
+                committed = world.cursors.committed(group)
+            for snap in snaps:
                 assert snap.position.offset < committed[snap.position.partition], snap.position
             # durability: offsets never ahead of the store
             with SqliteProjectionStore(store_path) as store:
@@ -128,6 +168,7 @@ def test_kill_9_at_random_points_then_the_store_equals_a_clean_fold(
             assert proc.poll() is None, "the projector exited on its own"
             assert time.monotonic() < deadline, "the projector did not catch up"
             time.sleep(0.2)
+        wait_serving(proc)  # the last instance may be caught up by its predecessors' commits
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0
     finally:
@@ -190,6 +231,7 @@ def test_a_crash_inside_the_transaction_leaves_nothing_visible_and_nothing_doubl
             assert proc.poll() is None
             assert time.monotonic() < deadline
             time.sleep(0.1)
+        wait_serving(proc)  # the last instance may be caught up by its predecessors' commits
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0
     finally:

@@ -141,16 +141,19 @@ def test_outer_loop_context_drift_starts_a_fresh_cycle(tmp_path: Path, calls: Pa
         from little.runtime import claim
         from little.runtime._outer_loop import loop_run_id
 
-        _state, writer = claim(world, loop_run_id("D"), "test")
-        writer.emit(
-            SubRunReserved,
-            sub_run_id="outer~D~cycle-2",
-            workflow="test.cycle",
-            input_json=json.dumps(
-                {"context": {"goal": "a"}, "cycle": 2, "outer_loop_context_hash": "old"}
-            ),
-            call_id="cycle-2",
-        )
+        async def leave_a_cycle_pending() -> None:
+            _state, writer = await claim(world, loop_run_id("D"), "test")
+            await writer.emit(
+                SubRunReserved,
+                sub_run_id="outer~D~cycle-2",
+                workflow="test.cycle",
+                input_json=json.dumps(
+                    {"context": {"goal": "a"}, "cycle": 2, "outer_loop_context_hash": "old"}
+                ),
+                call_id="cycle-2",
+            )
+
+        asyncio.run(leave_a_cycle_pending())
         assert load_manifest(world, "D").pending_cycle_run_id == "outer~D~cycle-2"
         final = asyncio.run(outer_loop(world, "D", loops.cycle, {"goal": "b"}, cycles=2))
     assert [(c.number, c.status) for c in final.cycles] == [

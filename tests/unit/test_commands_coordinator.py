@@ -3,15 +3,12 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
-
 import pytest
 
 from little.errors import ConfigurationError
 from little.runtime import REGISTRY
 from little_services.resume_coordinator._registry import load_workflows
-from little_services.resume_coordinator._scheduling import FairGate, Ledger
+from little_services.resume_coordinator._scheduling import Ledger
 from little_services.resume_coordinator._settings import CoordinatorSettings
 
 
@@ -37,41 +34,6 @@ def test_the_ledger_ignores_partitions_it_does_not_own() -> None:
     ledger.received(1, 5)
     assert ledger.settle(1, 5) is None
     assert ledger.close(1) is None
-
-
-def test_the_fair_gate_interleaves_claims_with_running_work() -> None:
-    async def main() -> list[float]:
-        gate = FairGate()
-        t0 = time.monotonic()
-        done: list[float] = []
-
-        async def run() -> None:
-            await gate.acquire()
-            time.sleep(0.01)  # noqa: ASYNC251 - a claim: synchronous I/O, as on the loop
-            gate.release()
-            for _ in range(3):
-                await asyncio.sleep(0.02)  # model calls
-            done.append(time.monotonic() - t0)
-
-        await asyncio.gather(*(run() for _ in range(40)))
-        return sorted(done)
-
-    done = asyncio.run(main())
-    # Without the gate's deferred hand-over every run claims first and all finish together.
-    assert done[0] < done[-1] / 2
-
-
-def test_the_fair_gate_survives_a_cancelled_waiter() -> None:
-    async def main() -> None:
-        gate = FairGate()
-        await gate.acquire()
-        waiter = asyncio.ensure_future(gate.acquire())
-        await asyncio.sleep(0)
-        waiter.cancel()
-        gate.release()
-        await asyncio.wait_for(gate.acquire(), 1)
-
-    asyncio.run(main())
 
 
 def test_workflows_load_from_the_environment_spec() -> None:

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
+from pathlib import Path
 
 import pytest
 
-PACKAGES = ["little", "little.events", "little.log", "little.errors"]
+PACKAGES = [
+    "little",
+    "little.events",
+    "little.log",
+    "little.errors",
+    "little.harness",
+    "little.runtime",
+]
 
 
 @pytest.mark.parametrize("name", PACKAGES)
@@ -41,3 +50,30 @@ def test_importing_little_does_not_import_the_kafka_client() -> None:
     code = "import sys, little, little.events, little.log; print('confluent_kafka' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def _imports(package_dir: Path) -> dict[str, set[str]]:
+    """Every module a package's files import (at any depth: functions, TYPE_CHECKING)."""
+    found: dict[str, set[str]] = {}
+    for path in package_dir.rglob("*.py"):
+        names: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names.add(node.module)
+        found[str(path.relative_to(package_dir))] = names
+    return found
+
+
+def test_the_harness_does_not_import_the_runtime() -> None:
+    """Layering: the runtime drives agent sessions on the harness's models and tools; the
+    harness never reaches back (no import cycle, not even a deferred one)."""
+    import little.harness
+
+    harness_dir = Path(little.harness.__file__).parent
+    back = {
+        module: sorted(n for n in names if n == "little.runtime" or n.startswith("little.runtime."))
+        for module, names in _imports(harness_dir).items()
+    }
+    assert {m: n for m, n in back.items() if n} == {}

@@ -31,7 +31,6 @@ from little.replay import (
     SnapshotError,
     decode_snapshot,
     encode_snapshot,
-    fold_run,
 )
 from little.runtime import (
     REGISTRY,
@@ -41,10 +40,11 @@ from little.runtime import (
     WorkflowVersionError,
     claim,
     execute,
+    fold_run_off_loop,
 )
 from little_services.resume_coordinator._consumers import CommandConsumer, RunEvent, RunsTail
 from little_services.resume_coordinator._metrics import Metrics
-from little_services.resume_coordinator._scheduling import CommandRef, FairGate, Ledger
+from little_services.resume_coordinator._scheduling import CommandRef, Ledger
 from little_services.resume_coordinator._settings import CoordinatorSettings
 from little_services.resume_coordinator._world import OwnedSnapshots
 
@@ -66,7 +66,6 @@ class LocalRun:
     epoch: int | None = None
     running: bool = False
     fenced: bool = False
-    holds_gate: bool = False
     until_running: list[CommandRef] = field(default_factory=list)
     """Commands settled once the run is claimed, started and snapshotted (durable)."""
     until_done: list[CommandRef] = field(default_factory=list)
@@ -123,10 +122,13 @@ class Coordinator:
         self.tail: RunsTail | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._slots: asyncio.Semaphore | None = None
-        self._gate = FairGate()
         self._snapshot_pool = ThreadPoolExecutor(1, thread_name_prefix="snapshots")
         self._background: set[asyncio.Task[Any]] = set()
         self._stop: asyncio.Event | None = None
+        self._stalled = False
+        # read at scrape time, so /metrics and /readyz never disagree
+        metrics.appends_in_flight.set_function(lambda: self.world.log.in_flight()[0])
+        metrics.oldest_append.set_function(lambda: self.world.log.in_flight()[1])
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -198,10 +200,18 @@ class Coordinator:
         task.add_done_callback(self._background.discard)
 
     def healthy(self) -> bool:
+        """The process serves: its loop turns and its consumer threads live. A stalled broker
+        does not make it unhealthy (restarting it would not help; see ``log_stalled``)."""
         threads_alive = (self.commands is None or self.commands.alive() or self.stopping) and (
             self.tail is None or self.tail.alive() or self.stopping
         )
         return threads_alive and time.monotonic() - self.loop_beat < 30
+
+    def log_stalled(self) -> tuple[bool, int, float]:
+        """(stalled, appends in flight, seconds the oldest has waited): stalled when an append
+        has waited longer than ``append_stall_seconds`` (the broker, or the way to it)."""
+        waiting, oldest = self.world.log.in_flight()
+        return oldest > self.settings.append_stall_seconds, waiting, oldest
 
     def _count_executing(self, delta: int) -> None:
         self.executing += delta
@@ -407,12 +417,7 @@ class Coordinator:
         try:
             assert self._slots is not None
             async with self._slots:
-                await self._gate.acquire()
-                local.holds_gate = True
-                try:
-                    outcome = await self._execute(entry, local, start, known)
-                finally:
-                    self._release_gate(local)
+                outcome = await self._execute(entry, local, start, known)
         except asyncio.CancelledError:
             outcome = "abandoned"
         except ExecutionStopped as exc:
@@ -451,7 +456,7 @@ class Coordinator:
         if (start is None and (state is None or state.workflow is None)) or (
             start is not None and start.workflow not in REGISTRY
         ):
-            state, _, _ = fold_run(self.world, run_id)
+            state = await fold_run_off_loop(self.world, run_id)
             if state.last_position is None and start is None:
                 log.warning("run_unknown", run_id=run_id, reason=local.reason)
                 return "unknown_run"
@@ -469,7 +474,7 @@ class Coordinator:
             if name is None:
                 log.warning("run_not_started", run_id=run_id, hint="no RunStarted and no StartRun")
                 return "not_started"
-            self._fail_unknown_workflow(run_id, name)
+            await self._fail_unknown_workflow(run_id, name)
             return "failed"
         try:
             result = await execute(
@@ -489,21 +494,21 @@ class Coordinator:
                 raise
             # A StartRun naming another workflow than the existing run's: the run exists, so
             # the StartRun means "resume it", with the workflow its log names.
-            state, _, _ = fold_run(self.world, run_id)
+            state = await fold_run_off_loop(self.world, run_id)
             log.warning("start_run_of_existing_run", run_id=run_id, workflow=start.workflow)
             return await self._execute(entry, local, None, state)
         return result.status
 
-    def _fail_unknown_workflow(self, run_id: str, name: str) -> None:
+    async def _fail_unknown_workflow(self, run_id: str, name: str) -> None:
         """Claim the run and fail it: this coordinator cannot run what it cannot find."""
-        state, _, _ = fold_run(self.world, run_id)
+        state = await fold_run_off_loop(self.world, run_id)
         if state.terminal:
             return
-        state, writer = claim(self.world, run_id, self.owner)
+        state, writer = await claim(self.world, run_id, self.owner, state)
         if state.terminal:
             return
         known = ", ".join(sorted(REGISTRY)) or "none"
-        writer.emit(
+        await writer.emit(
             RunFailed,
             error_type="UnknownWorkflowError",
             message=(
@@ -515,14 +520,8 @@ class Coordinator:
         )
         log.warning("run_failed_unknown_workflow", run_id=run_id, workflow=name)
 
-    def _release_gate(self, local: LocalRun) -> None:
-        if local.holds_gate:
-            local.holds_gate = False
-            self._gate.release()
-
     def _running(self, entry: Tracked, local: LocalRun, state: MaterializedRunState) -> None:
         """Called by execute once the run is claimed and started: snapshot it, then settle."""
-        self._release_gate(local)
         local.epoch = state.epoch
         local.running = True
         entry.epoch = max(entry.epoch, state.epoch)
@@ -628,6 +627,13 @@ class Coordinator:
             self.loop_beat = now
             lag = max(0.0, now - before - tick)
             self.metrics.loop_lag.set(lag)
+            stalled, waiting, oldest = self.log_stalled()
+            if stalled != self._stalled:
+                self._stalled = stalled
+                if stalled:
+                    log.warning("log_stalled", appends_waiting=waiting, oldest_seconds=oldest)
+                else:
+                    log.info("log_recovered", appends_waiting=waiting)
             if lag > self.settings.session_timeout_ms / 2000:
                 # Paused (SIGSTOP, a VM freeze): our partitions may have moved meanwhile. Let the
                 # consumer learn that before any lease is judged by a clock that jumped.

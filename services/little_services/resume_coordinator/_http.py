@@ -21,17 +21,29 @@ from little_services.resume_coordinator._coordinator import Coordinator
 def make_app(coordinator: Coordinator) -> FastAPI:
     app = FastAPI(title="little resume coordinator", docs_url=None, redoc_url=None)
 
+    def log_status() -> dict[str, object]:
+        stalled, waiting, oldest = coordinator.log_stalled()
+        return {"stalled": stalled, "appends_waiting": waiting, "oldest_append_seconds": oldest}
+
     @app.get("/healthz")
     def healthz() -> Response:
         ok = coordinator.healthy()
+        log_ = log_status()
+        status = "unhealthy" if not ok else ("degraded" if log_["stalled"] else "ok")
         return JSONResponse(
-            {"status": "ok" if ok else "unhealthy", "owner": coordinator.owner},
+            {"status": status, "owner": coordinator.owner, "log": log_},
             status_code=200 if ok else 503,
         )
 
     @app.get("/readyz")
     def readyz() -> Response:
-        ready = coordinator.ready and not coordinator.stopping and coordinator.healthy()
+        log_ = log_status()
+        ready = (
+            coordinator.ready
+            and not coordinator.stopping
+            and coordinator.healthy()
+            and not log_["stalled"]
+        )
         return JSONResponse(
             {
                 "ready": ready,
@@ -39,6 +51,7 @@ def make_app(coordinator: Coordinator) -> FastAPI:
                 "partitions": list(coordinator.owned_view),
                 "adopting": coordinator.adopting > 0,
                 "executing": coordinator.executing,
+                "log": log_,
             },
             status_code=200 if ready else 503,
         )

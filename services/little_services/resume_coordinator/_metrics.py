@@ -63,6 +63,16 @@ class Metrics:
             "From deciding to execute a run to its claim (and RunStarted) being in the log.",
             registry=r,
         )
+        self.appends_in_flight = Gauge(
+            "little_coordinator_appends_in_flight",
+            "Appends submitted to the run log and not yet acknowledged.",
+            registry=r,
+        )
+        self.oldest_append = Gauge(
+            "little_coordinator_oldest_append_seconds",
+            "How long the oldest unacknowledged append has waited (a stalled broker shows here).",
+            registry=r,
+        )
         self.loop_lag = Gauge(
             "little_coordinator_loop_lag_seconds",
             "How late the event loop ran its last timer (blocking work shows here).",

@@ -1,13 +1,9 @@
-"""Two small scheduling parts of the coordinator, pure asyncio and bookkeeping (no I/O).
+"""Which command offsets the coordinator may commit: pure bookkeeping (no I/O).
 
-``Ledger``: which command offsets may be committed (never past a command whose run is not yet
-durably under way). ``FairGate``: one run at a time from "decided" to "claimed", in order.
+``Ledger``: never past a command whose run is not yet durably under way.
 """
 
 from __future__ import annotations
-
-import asyncio
-from collections import deque
 
 CommandRef = tuple[int, int]
 """(partition, offset) of a command on the commands topic."""
@@ -58,42 +54,3 @@ class Ledger:
         self._pending.pop(partition, None)
         self._next.pop(partition, None)
         return point if point is not None and point > committed else None
-
-
-class FairGate:
-    """A lock handed over in FIFO order, one holder per loop iteration.
-
-    Claims are synchronous appends and reads: a burst of runs to start (an assignment, a batch
-    of StartRun) would otherwise claim back to back and starve the runs already executing. The
-    release is deferred to the next iteration, so no newcomer can barge in, and whatever became
-    ready meanwhile (model answers, timers) runs between two claims.
-    """
-
-    def __init__(self) -> None:
-        self._queue: deque[asyncio.Future[None]] = deque()
-        self._busy = False
-
-    async def acquire(self) -> None:
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queue.append(future)
-        self._grant()
-        try:
-            await future
-        except asyncio.CancelledError:
-            if future.done() and not future.cancelled():
-                self.release()  # granted while being cancelled: pass it on
-            raise
-
-    def release(self) -> None:
-        asyncio.get_running_loop().call_soon(self._released)
-
-    def _released(self) -> None:
-        self._busy = False
-        self._grant()
-
-    def _grant(self) -> None:
-        while not self._busy and self._queue:
-            future = self._queue.popleft()
-            if not future.done():
-                self._busy = True
-                future.set_result(None)

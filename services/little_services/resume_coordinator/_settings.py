@@ -32,6 +32,10 @@ class CoordinatorSettings(LittleSettings):
     tasks are cancelled (an in-flight call is then abandoned and re-invoked by the next owner)."""
     max_runs: int = 1000
     """Executions at once in this process; more wait (and are not counted as stalled)."""
+    append_stall_seconds: float = 5.0
+    """An append unacknowledged for this long marks the log stalled: /readyz says 503 and
+    why, /healthz stays 200 (the process is fine; restarting it would not bring the broker
+    back), runs wait for their acks and carry on when the broker answers."""
 
     http_host: str = "0.0.0.0"
     http_port: int = 8081

@@ -21,6 +21,7 @@ from little.log import (
     EmbeddedSnapshotStore,
     EventLog,
     OutgoingRecord,
+    PendingAppend,
     Position,
     StoredRecord,
     TopicNames,
@@ -51,16 +52,29 @@ class World:
     snapshots: SnapshotStore
     description: str = field(default="")
 
+    def submit(self, events: Sequence[Event]) -> PendingAppend:
+        """Start a durable append of events of one run, in order (on an event loop); await
+        the result for their positions. Submit order is log order for a run."""
+        run_id, records = self._records(events)
+        return self.log.submit(run_id, records)
+
     def append(self, events: Sequence[Event]) -> list[Position]:
-        """Durably append events of one run, in order; returns their positions."""
+        """Durably append events of one run, in order, blocking; returns their positions.
+
+        For tooling and bulk paths; code on an event loop awaits ``submit`` instead."""
+        run_id, records = self._records(events)
+        return self.log.append(run_id, records)
+
+    def _records(self, events: Sequence[Event]) -> tuple[str, list[OutgoingRecord]]:
         if not events:
-            return []
+            return "", []
         run_id = events[0].run_id
         for e in events:
             if e.run_id != run_id:
                 raise ValueError(f"one append holds one run: {e.run_id} != {run_id}")
-        records = [OutgoingRecord(self.codec.encode(e), tuple(event_headers(e))) for e in events]
-        return self.log.append(run_id, records)
+        return run_id, [
+            OutgoingRecord(self.codec.encode(e), tuple(event_headers(e))) for e in events
+        ]
 
     def read_run(self, run_id: str, *, after: Position | None = None) -> Iterator[LoggedEvent]:
         """The run's events in log order; an undecodable record raises ``RecordDecodeError``."""

@@ -1,4 +1,9 @@
-"""Agent sessions with recorded model and tool calls, models and tools."""
+"""What an agent session is made of: models (scripted, OpenAI, Anthropic) and tools.
+
+Pure of the runtime: the recorded session that drives them (``AgentSession``, opened with
+``step.session(...)``) lives in ``little.runtime``, which imports this package, never the
+reverse.
+"""
 
 from little.harness._model import (
     Message,
@@ -10,11 +15,9 @@ from little.harness._model import (
     ToolSpec,
     count_invocations,
 )
-from little.harness._session import AgentSession, ToolError, workflow_tool
-from little.harness._tools import Tool, ToolContext, tool
+from little.harness._tools import Tool, ToolContext, ToolError, tool
 
 __all__ = [
-    "AgentSession",
     "Message",
     "Model",
     "ModelRequest",
@@ -27,5 +30,4 @@ __all__ = [
     "ToolSpec",
     "count_invocations",
     "tool",
-    "workflow_tool",
 ]

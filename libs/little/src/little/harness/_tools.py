@@ -7,7 +7,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from little.errors import LittleError
 from little.harness._model import ToolSpec
+
+
+class ToolError(LittleError):
+    """Raise from a tool to report a failure to the model (recorded, not retried)."""
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from little.log._embedded import EmbeddedCursorStore, EmbeddedEventLog, EmbeddedSnapshotStore
 from little.log._partitioner import murmur2, partition_for
+from little.log._pending import PendingAppend
 from little.log._port import (
     CursorStore,
     EventLog,
@@ -35,6 +36,7 @@ __all__ = [
     "EventLog",
     "Header",
     "OutgoingRecord",
+    "PendingAppend",
     "Position",
     "ResetTo",
     "StoredRecord",

@@ -1,7 +1,8 @@
 """The embedded event log: Kafka's partition/offset/cursor semantics on one sqlite file.
 
-WAL mode, one writer transaction per append (``BEGIN IMMEDIATE``), so several processes on
-one machine can append and read the same file safely. Offsets are dense per partition from 0,
+WAL mode; appends are group-committed (every append waiting at that moment, of every run, in
+one ``BEGIN IMMEDIATE`` transaction), so several processes on one machine can append and read
+the same file safely and concurrent runs share fsyncs. Offsets are dense per partition from 0,
 runs are partitioned with Kafka's own partitioner, and group cursors mean what Kafka's do.
 """
 
@@ -11,10 +12,13 @@ import json
 import sqlite3
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from little.errors import ConfigurationError, LogError
+from little.log._pending import InFlight, Outcome, PendingAppend
 from little.log._port import (
     CursorStore,
     EventLog,
@@ -108,6 +112,9 @@ class EmbeddedEventLog(EventLog):
         self.topic = topic
         self._db = _Sqlite(Path(path), synchronous=synchronous)
         self.partitions = self._ensure_topic(topic, partitions)
+        self._committer = _Committer(
+            _Sqlite(Path(path), synchronous=synchronous), topic, str(self._db.path)
+        )
         self._closed = False
 
     @property
@@ -138,39 +145,27 @@ class EmbeddedEventLog(EventLog):
             )
         return existing
 
-    def append(self, run_id: str, records: Sequence[OutgoingRecord]) -> list[Position]:
-        if not records:
-            return []
-        partition = self.partition_for(run_id)
-        now_ms = int(time.time() * 1000)
-        with self._db.lock:
-            conn = self._db.conn
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                (next_offset,) = conn.execute(
-                    'SELECT COALESCE(MAX("offset") + 1, 0) FROM records '
-                    "WHERE topic = ? AND partition = ?",
-                    (self.topic, partition),
-                ).fetchone()
-                rows = [
-                    (
-                        self.topic,
-                        partition,
-                        next_offset + i,
-                        run_id,
-                        now_ms,
-                        _encode_headers(r.headers),
-                        r.payload,
-                    )
-                    for i, r in enumerate(records)
-                ]
-                conn.executemany("INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
-                conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise LogError(f"append of run {run_id} to {self._db.path} failed: {exc}") from exc
-        return [Position(partition, next_offset + i) for i in range(len(records))]
+    def _start(
+        self, run_id: str, records: Sequence[OutgoingRecord], pending: PendingAppend
+    ) -> None:
+        if self._closed:
+            raise LogError(f"append of run {run_id} to {self._db.path}: the log is closed")
+        self._committer.submit(
+            _Batch(
+                run_id,
+                self.partition_for(run_id),
+                [(_encode_headers(r.headers), r.payload) for r in records],
+                pending,
+            )
+        )
+
+    def in_flight(self) -> tuple[int, float]:
+        return self._committer.flight.stats()
+
+    @property
+    def commits(self) -> int:
+        """Transactions the group committer has committed so far (each one fsync)."""
+        return self._committer.commits
 
     def read_run(self, run_id: str, *, after: Position | None = None) -> Iterator[StoredRecord]:
         partition = self.partition_for(run_id)
@@ -249,7 +244,139 @@ class EmbeddedEventLog(EventLog):
     def close(self) -> None:
         if not self._closed:
             self._closed = True
+            self._committer.close()
             self._db.close()
+
+
+@dataclass(slots=True)
+class _Batch:
+    """One append waiting for the committer: its rows (headers JSON, payload) and waiter."""
+
+    run_id: str
+    partition: int
+    rows: list[tuple[str, bytes]]
+    pending: PendingAppend
+
+
+class _Committer:
+    """Group commit: a thread that takes every append waiting at that moment, of every run,
+    and commits them in one ``BEGIN IMMEDIATE`` transaction (one fsync with
+    ``synchronous=FULL``); each waiter is released when its transaction has committed.
+
+    Offsets are taken inside the transaction, so several processes on one file stay safe
+    (sqlite serialises their write transactions; ``busy_timeout`` waits for the lock). Appends
+    are committed in submit order, so a run's appends keep their order.
+    """
+
+    MAX_ROWS = 20_000
+    """Rows per transaction at most: a bigger backlog commits in several."""
+
+    def __init__(self, db: _Sqlite, topic: str, where: str) -> None:
+        self._db = db
+        self._topic = topic
+        self._where = where
+        self.flight = InFlight()
+        self._queue: deque[_Batch] = deque()
+        self._wake = threading.Condition(threading.Lock())
+        self._closing = False
+        self._thread: threading.Thread | None = None
+        self.commits = 0
+
+    def submit(self, batch: _Batch) -> None:
+        self.flight.add(batch.pending)
+        with self._wake:
+            if self._thread is None:  # started on first use: a read-only log needs none
+                self._thread = threading.Thread(
+                    target=self._run, name="little-sqlite-committer", daemon=True
+                )
+                self._thread.start()
+            self._queue.append(batch)
+            self._wake.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                while not self._queue and not self._closing:
+                    self._wake.wait()
+                if not self._queue:
+                    return
+                taken: list[_Batch] = []
+                rows = 0
+                while self._queue and rows < self.MAX_ROWS:
+                    batch = self._queue.popleft()
+                    taken.append(batch)
+                    rows += len(batch.rows)
+            try:
+                outcomes = self._commit(taken)
+                if len(taken) > 1 and all(isinstance(o, LogError) for _, o in outcomes):
+                    # one bad append must not fail the others it shared a transaction with
+                    outcomes = [o for batch in taken for o in self._commit([batch])]
+            except Exception as exc:  # never leave a waiter hanging
+                outcomes = [
+                    (b.pending, LogError(f"append of run {b.run_id} to {self._where}: {exc}"))
+                    for b in taken
+                ]
+            self.flight.settle(outcomes)
+
+    def _commit(self, taken: list[_Batch]) -> list[tuple[PendingAppend, Outcome]]:
+        conn = self._db.conn
+        now_ms = int(time.time() * 1000)
+        outcomes: list[tuple[PendingAppend, Outcome]] = []
+        with self._db.lock:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                next_offsets: dict[int, int] = {}
+                rows = []
+                for batch in taken:
+                    offset = next_offsets.get(batch.partition)
+                    if offset is None:
+                        (offset,) = conn.execute(
+                            'SELECT COALESCE(MAX("offset") + 1, 0) FROM records '
+                            "WHERE topic = ? AND partition = ?",
+                            (self._topic, batch.partition),
+                        ).fetchone()
+                    positions = []
+                    for headers, payload in batch.rows:
+                        rows.append(
+                            (
+                                self._topic,
+                                batch.partition,
+                                offset,
+                                batch.run_id,
+                                now_ms,
+                                headers,
+                                payload,
+                            )
+                        )
+                        positions.append(Position(batch.partition, offset))
+                        offset += 1
+                    next_offsets[batch.partition] = offset
+                    outcomes.append((batch.pending, positions))
+                conn.executemany("INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+                conn.execute("COMMIT")
+                self.commits += 1
+            except sqlite3.Error as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                # rolled back: none of these landed, and the writers learn it
+                return [
+                    (
+                        b.pending,
+                        LogError(f"append of run {b.run_id} to {self._where} failed: {exc}"),
+                    )
+                    for b in taken
+                ]
+        return outcomes
+
+    def close(self) -> None:
+        """Commit what is waiting, then stop the thread."""
+        with self._wake:
+            self._closing = True
+            self._wake.notify()
+            thread = self._thread
+        if thread is not None:
+            thread.join()
+        self._db.close()
 
 
 class EmbeddedCursorStore(CursorStore):

@@ -8,17 +8,20 @@ never scans a shared partition from offset 0 (see docs/architecture.md, "Run ind
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
 import time
 import uuid
+from collections import OrderedDict, deque
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import structlog
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
+from rbloom import Bloom
 
 from little.errors import (
     AppendOutcomeUnknownError,
@@ -27,6 +30,7 @@ from little.errors import (
     LogError,
 )
 from little.log._partitioner import partition_for
+from little.log._pending import InFlight, Outcome, PendingAppend
 from little.log._port import (
     CursorStore,
     EventLog,
@@ -49,12 +53,23 @@ PRODUCER_PROFILES: dict[str, dict[str, Any]] = {
     "throughput": {"linger.ms": 10, "batch.num.messages": 10000, "compression.type": "lz4"},
 }
 
-# How long an append of each profile busy-polls for its delivery reports before it blocks.
-# A blocked thread lets its CPU go idle; waking it and warming it up again cost more than the
-# loopback round trip itself on small machines (measured in bench/durable_call.py), and a
-# write-ahead append is on the critical path of every model and tool call. The bulk profile
-# flushes and blocks: its batches wait for linger.ms and for each other anyway.
+# How long the delivery pump of each profile busy-polls after a delivery report before it
+# blocks in poll again (measured in bench/durable_call.py and bench/concurrent_runs.py; see
+# docs/architecture.md). The bulk profile blocks: its batches wait for linger.ms anyway.
 ACK_SPIN_SECONDS: dict[str, float] = {"latency": 0.002, "throughput": 0.0}
+
+PUMP_WAIT_SECONDS = 0.05
+"""How long the pump blocks in one poll (it also retries full queues and refreshes bounds)."""
+BOUNDS_REFRESH_SECONDS = 10.0
+"""How often the pump asks for the runs partitions' watermarks (index entry bounds)."""
+INDEXED_RUNS_KEPT = 100_000
+"""Runs remembered as having an index entry from this process; a forgotten one gets another
+entry on its next first append (one small record; readers take the minimum)."""
+INDEX_RUNS_KEPT = 100_000
+"""Runs whose first-offset bound a reader keeps in memory (the most recently used)."""
+INDEX_RUNS_EXPECTED = 10_000_000
+"""Runs the reader's Bloom filter is sized for at a 1% false-positive rate (12 MB); beyond,
+its false positives rise and cost rescans, never wrong answers."""
 
 # Delivery errors after which the record may or may not be in the log.
 _UNKNOWN_OUTCOME = {
@@ -106,17 +121,33 @@ def topic_partitions(admin: AdminClient, topic: str, *, timeout: float = 10.0) -
 
 
 class _RunIndex:
-    """Lower bounds of each run's first offset, read from and written to the index topic.
+    """Lower bounds of each run's first offset, read from the index topic, in bounded memory.
 
-    Every process that appends to a run it finds no entry for first writes one entry, the
-    runs partition's high watermark fetched *before* its own first append, and waits for its
-    ack. Entries are never compacted away and a reader takes the minimum over all entries of
-    a run, so concurrent first writers cannot hide each other's records.
+    Every process writes one entry for a run before its first record of that run (the bound:
+    an offset it saw taken in the run's partition); entries are never compacted away and a
+    reader takes the minimum over all entries of a run, so concurrent first writers cannot
+    hide each other's records. A lookup catches its index partition up from where this
+    process last read it (the first lookup of a partition reads it whole, once).
+
+    Memory stays bounded however many runs the process sees: the bounds of the most recently
+    used ``capacity`` runs are kept, and a Bloom filter remembers every run ever seen. A run
+    the filter has never seen has no entry (an exact "no": the common lookup of a new run
+    stays cheap); a run that was forgotten (or a false positive of the filter) is looked up by
+    rescanning its index partition for that run alone.
     """
 
-    def __init__(self, config: dict[str, Any], topic: str, partitions: int) -> None:
+    def __init__(
+        self,
+        config: dict[str, Any],
+        topic: str,
+        partitions: int,
+        *,
+        capacity: int = INDEX_RUNS_KEPT,
+        expected_runs: int = INDEX_RUNS_EXPECTED,
+    ) -> None:
         self.topic = topic
         self.partitions = partitions
+        self.capacity = capacity
         self._consumer = Consumer(
             {
                 **config,
@@ -130,19 +161,82 @@ class _RunIndex:
             }
         )
         self._read_to: dict[int, int] = {}
-        self._first: dict[str, int] = {}
+        self._first: OrderedDict[str, tuple[int, bool]] = OrderedDict()
+        """run -> (lowest bound seen, whether every entry of the run was seen since)."""
+        self._seen = Bloom(expected_runs, 0.01)
+        self._forgotten = 0
+        self.records_read = 0
+        """Index records read so far (catch-ups and rescans): what lookups have cost."""
+        self.rescans = 0
+        self._notes: deque[tuple[str, int]] = deque()
         self._lock = threading.Lock()
 
     def lookup(self, run_id: str, timeout: float) -> int | None:
         partition = partition_for(run_id, self.partitions)
         with self._lock:
+            self._apply_notes()
             self._catch_up(partition, timeout)
-            return self._first.get(run_id)
+            known = self._first.get(run_id)
+            if known is not None:
+                self._first.move_to_end(run_id)
+                if known[1]:
+                    return known[0]
+            elif not self._forgotten or run_id not in self._seen:
+                return None  # never seen by this process, and it has read every entry
+            return self._rescan(run_id, partition, timeout)
 
     def note(self, run_id: str, offset: int) -> None:
-        with self._lock:
-            current = self._first.get(run_id)
-            self._first[run_id] = offset if current is None else min(current, offset)
+        """This process's own entry for a run (taken without waiting: the writer calls it on
+        the event loop while a lookup may hold the lock for a long read)."""
+        self._notes.append((run_id, offset))
+        if len(self._notes) > 1024 and self._lock.acquire(blocking=False):
+            try:  # a process that writes and never reads keeps its notes bounded too
+                self._apply_notes()
+            finally:
+                self._lock.release()
+
+    def _apply_notes(self) -> None:
+        notes = self._notes
+        while notes:
+            self._record(*notes.popleft())
+
+    def _record(self, run: str, offset: int) -> None:
+        known = self._first.get(run)
+        if known is not None:
+            self._first[run] = (min(known[0], offset), known[1])
+            self._first.move_to_end(run)
+            return
+        # not held: exact if this process never saw the run before, else its older entries
+        # may have been forgotten
+        exact = run not in self._seen
+        self._seen.add(run)
+        self._first[run] = (offset, exact)
+        if len(self._first) > self.capacity:
+            self._first.popitem(last=False)
+            self._forgotten += 1
+
+    def _rescan(self, run_id: str, partition: int, timeout: float) -> int | None:
+        """Read the run's index partition up to where it was caught up, for this run alone."""
+        self.rescans += 1
+        high = self._read_to.get(partition, 0)
+        lowest: int | None = None
+        key = run_id.encode()
+        for msg in self._read(partition, 0, high, timeout):
+            value = msg.value()
+            if msg.key() == key and value is not None:
+                offset = int(json.loads(value)["offset"])
+                lowest = offset if lowest is None else min(lowest, offset)
+        known = self._first.get(run_id)
+        if known is not None:  # noted by this process (its own entry, maybe not yet read)
+            lowest = known[0] if lowest is None else min(lowest, known[0])
+        if lowest is None:
+            return None
+        self._first.pop(run_id, None)
+        self._first[run_id] = (lowest, True)
+        if len(self._first) > self.capacity:
+            self._first.popitem(last=False)
+            self._forgotten += 1
+        return lowest
 
     def _catch_up(self, partition: int, timeout: float) -> None:
         tp = TopicPartition(self.topic, partition)
@@ -150,20 +244,28 @@ class _RunIndex:
         start = self._read_to.get(partition, 0)
         if start >= high:
             return
+        for msg in self._read(partition, start, high, timeout):
+            key, value = msg.key(), msg.value()
+            if key is not None and value is not None:
+                self._record(key.decode(), int(json.loads(value)["offset"]))
+        self._read_to[partition] = high
+
+    def _read(self, partition: int, start: int, high: int, timeout: float) -> Iterator[Message]:
+        if start >= high:
+            return
         self._consumer.assign([TopicPartition(self.topic, partition, start)])
         try:
             for msg in _consume_until(self._consumer, start, high, timeout):
-                key, value = msg.key(), msg.value()
-                if key is not None and value is not None:
-                    offset = int(json.loads(value)["offset"])
-                    run = key.decode()
-                    current = self._first.get(run)
-                    self._first[run] = offset if current is None else min(current, offset)
+                self.records_read += 1
+                yield msg
         finally:
             # A consumer left assigned keeps a long-poll fetch in flight, and the next watermark
             # request queues behind it on the connection (measured: ~10 ms per lookup).
             self._consumer.unassign()
-        self._read_to[partition] = high
+
+    def held(self) -> int:
+        """Runs whose bound is held in memory (at most ``capacity``)."""
+        return len(self._first)
 
     def close(self) -> None:
         self._consumer.close()
@@ -254,55 +356,221 @@ class KafkaEventLog(EventLog):
         self._reader_lock = threading.Lock()
         self._index = _RunIndex(self._config, index_topic, topic_partitions(admin, index_topic))
         self._index_topic = index_topic
-        self._indexed: set[str] = set()
+        self.append_timeout = timeout + 10
         self._closed = False
+        # -- the write path: see _start, _pump and docs/architecture.md ("Awaited appends")
+        self._lock = threading.Lock()
+        self._flight = InFlight()
+        self._completed: deque[_Append] = deque()
+        self._waiting: dict[str, _Waiting] = {}
+        """Runs whose next appends wait in order: for their index entry, or for queue room."""
+        self._backlog: set[str] = set()
+        self._indexed = _Recent(INDEXED_RUNS_KEPT)
+        """Runs this process wrote an index entry for (recent ones: one more entry is harmless)."""
+        self._bounds = list(
+            _list_offsets(admin, topic, self.partitions, _Spec.latest(), timeout).values()
+        )
+        """Per partition, an offset at or below the next record's: watermarks and acks seen."""
+        self._refreshing = False
+        self._stopping = False
+        self._pump_thread = threading.Thread(
+            target=self._pump, name=f"little-delivery-{topic}", daemon=True
+        )
+        self._pump_thread.start()
 
     # -- append ----------------------------------------------------------------------------
 
-    def append(self, run_id: str, records: Sequence[OutgoingRecord]) -> list[Position]:
-        if not records:
-            return []
-        partition = self.partition_for(run_id)
-        if run_id not in self._indexed:
-            self._ensure_indexed(run_id, partition)
-        return produce_and_wait(
-            self._producer,
-            self.topic,
-            partition,
-            run_id,
-            [(r.payload, r.headers) for r in records],
-            self.timeout,
-            self._ack_spin,
-        )
+    def _start(
+        self, run_id: str, records: Sequence[OutgoingRecord], pending: PendingAppend
+    ) -> None:
+        if self._closed:
+            raise LogError(f"append of run {run_id} to {self.topic}: the log is closed")
+        append = _Append(self, run_id, self.partition_for(run_id), records, pending)
+        self._flight.add(pending)
+        with self._lock:
+            waiting = self._waiting.get(run_id)
+            if waiting is not None:  # earlier appends of the run wait: this one goes after
+                waiting.appends.append(append)
+                return
+            if run_id not in self._indexed:
+                self._waiting[run_id] = _Waiting(deque([append]), indexing=True)
+                self._write_index_entry(run_id, append.partition)
+                return
+            if not self._produce(append):
+                self._waiting[run_id] = _Waiting(deque([append]), indexing=False)
+                self._backlog.add(run_id)
 
-    def _ensure_indexed(self, run_id: str, partition: int) -> None:
-        if self._index.lookup(run_id, self.timeout) is None:
-            with self._reader_lock:
-                _low, high = _watermarks(
-                    self._reader, TopicPartition(self.topic, partition), self.timeout
-                )
-            value = json.dumps({"topic": self.topic, "partition": partition, "offset": high})
-            produce_and_wait(
-                self._producer,
+    def _write_index_entry(self, run_id: str, partition: int) -> None:
+        """Produce the run's index entry (caller holds the lock); its records follow its ack.
+
+        Its bound is an offset this process saw taken in the partition (a watermark or an
+        ack), so every record produced after it lands above it: no request is needed.
+        """
+        bound = self._bounds[partition]
+        value = json.dumps({"topic": self.topic, "partition": partition, "offset": bound})
+        self._index.note(run_id, bound)
+        entry = _IndexEntry(self, run_id)
+        try:
+            self._producer.produce(
                 self._index_topic,
-                partition_for(run_id, self._index.partitions),
+                value.encode(),
                 run_id,
-                [(value.encode(), [])],
-                self.timeout,
-                self._ack_spin,
+                partition_for(run_id, self._index.partitions),
+                entry.report,
             )
-            self._index.note(run_id, high)
-        self._indexed.add(run_id)
+        except (BufferError, KafkaException) as exc:
+            self._fail_waiting(run_id, LogError(f"index entry of run {run_id}: {exc}"))
+
+    def _indexed_ack(self, run_id: str, err: KafkaError | None) -> None:
+        """The index entry's delivery report (pump thread): release the run's appends."""
+        with self._lock:
+            if err is not None:
+                self._fail_waiting(
+                    run_id,
+                    LogError(
+                        f"append of run {run_id} to {self.topic}: its index entry was not "
+                        f"written ({err}), so nothing was appended"
+                    ),
+                )
+                return
+            self._indexed.add(run_id)
+            waiting = self._waiting.get(run_id)
+            if waiting is not None:
+                waiting.indexing = False
+                self._drain_waiting(run_id, waiting)
+
+    def _drain_waiting(self, run_id: str, waiting: _Waiting) -> None:
+        """Produce a run's waiting appends in order (caller holds the lock)."""
+        while waiting.appends:
+            if not self._produce(waiting.appends[0]):
+                self._backlog.add(run_id)
+                return
+            waiting.appends.popleft()
+        del self._waiting[run_id]
+        self._backlog.discard(run_id)
+
+    def _fail_waiting(self, run_id: str, error: LogError) -> None:
+        waiting = self._waiting.pop(run_id, None)
+        self._backlog.discard(run_id)
+        if waiting is not None:
+            self._flight.settle([(a.pending, error) for a in waiting.appends])
+
+    def _produce(self, append: _Append) -> bool:
+        """Hand an append's records to librdkafka; False if its queue is full (retried by the
+        pump from where it stopped)."""
+        produce = self._producer.produce
+        topic, key, partition, report = self.topic, append.run_id, append.partition, append.report
+        records = append.records
+        try:
+            while append.sent < len(records):
+                record = records[append.sent]
+                # positional arguments, headers only when present: keyword arguments cost more
+                # than the rest of the call (measured in bench/log_append.py)
+                if record.headers:
+                    produce(
+                        topic, record.payload, key, partition, report, headers=list(record.headers)
+                    )
+                else:
+                    produce(topic, record.payload, key, partition, report)
+                append.sent += 1
+        except BufferError:
+            return False
+        except KafkaException as exc:
+            append.errors.append(exc.args[0])
+            append.partial = append.sent > 0  # earlier records of it may land
+            append.expected = append.sent + len(append.errors)
+            if append.finished():
+                self._completed.append(append)
+        return True
+
+    def in_flight(self) -> tuple[int, float]:
+        return self._flight.stats()
+
+    # -- the delivery pump -----------------------------------------------------------------
+
+    def _pump(self) -> None:
+        """Serve the producer's delivery reports and resolve each append's waiter in batches.
+
+        The only thread that polls the producer while the log is open; a latency-profile pump
+        busy-polls for up to ``_ack_spin`` after activity (see ACK_SPIN_SECONDS).
+        """
+        poll = self._producer.poll
+        refresh_at = time.monotonic() + BOUNDS_REFRESH_SECONDS
+        busy_until = 0.0
+        while not self._stopping:
+            try:
+                served = poll(0 if time.monotonic() < busy_until else PUMP_WAIT_SECONDS)
+                if served:
+                    busy_until = time.monotonic() + self._ack_spin
+                if self._completed:
+                    self._settle_completed()
+                if self._backlog:
+                    with self._lock:
+                        for run_id in list(self._backlog):
+                            waiting = self._waiting.get(run_id)
+                            if waiting is None or waiting.indexing:
+                                self._backlog.discard(run_id)
+                            else:
+                                self._drain_waiting(run_id, waiting)
+                now = time.monotonic()
+                if now >= refresh_at:
+                    refresh_at = now + BOUNDS_REFRESH_SECONDS
+                    self._refresh_bounds()
+            except Exception as exc:  # a bug here must not leave every writer hanging
+                log.error("delivery_pump_error", error=f"{type(exc).__name__}: {exc}")
+
+    def _settle_completed(self) -> None:
+        done = self._completed
+        batch: list[tuple[PendingAppend, Outcome]] = []
+        bounds = self._bounds
+        while done:
+            append = done.popleft()
+            outcome = append.outcome()
+            if not isinstance(outcome, BaseException) and outcome:
+                last = outcome[-1].offset + 1
+                if last > bounds[append.partition]:
+                    bounds[append.partition] = last
+            batch.append((append.pending, outcome))
+        self._flight.settle(batch)
+
+    def _refresh_bounds(self) -> None:
+        """Ask for the partitions' watermarks without waiting (so the bound of an index entry
+        in a partition this process does not write stays recent)."""
+        if self._refreshing:
+            return
+        self._refreshing = True
+        request = {TopicPartition(self.topic, p): _Spec.latest() for p in range(self.partitions)}
+        try:
+            futures = self._admin.list_offsets(request, request_timeout=self.timeout)
+        except KafkaException:
+            self._refreshing = False
+            return
+        left = [len(futures)]
+
+        def done(partition: int, future: Any) -> None:
+            try:
+                offset = int(future.result().offset)
+                if offset > self._bounds[partition]:
+                    self._bounds[partition] = offset
+            except Exception:  # a refresh that fails leaves the older bound, still valid
+                pass
+            left[0] -= 1
+            if left[0] == 0:
+                self._refreshing = False
+
+        for tp, future in futures.items():
+            future.add_done_callback(functools.partial(done, tp.partition))
 
     # -- read ------------------------------------------------------------------------------
 
     def read_run(self, run_id: str, *, after: Position | None = None) -> Iterator[StoredRecord]:
         partition = self.partition_for(run_id)
+        if after is not None:  # a cursor of the run: no index lookup needed
+            return iter(self._read_range(partition, after.offset + 1, run_id))
         first = self.first_offset(run_id)
         if first is None:
             return iter(())
-        start = first if after is None else max(first, after.offset + 1)
-        return iter(self._read_range(partition, start, run_id))
+        return iter(self._read_range(partition, first, run_id))
 
     def _read_range(self, partition: int, start: int, run_id: str | None) -> list[StoredRecord]:
         tp = TopicPartition(self.topic, partition)
@@ -355,9 +623,136 @@ class KafkaEventLog(EventLog):
         if self._closed:
             return
         self._closed = True
-        self._producer.flush(self.timeout)
+        self._stopping = True
+        self._pump_thread.join()
+        self._producer.flush(self.timeout)  # serves the last delivery reports on this thread
+        self._settle_completed()
+        with self._lock:
+            for run_id in list(self._waiting):
+                self._fail_waiting(
+                    run_id, LogError(f"append of run {run_id}: the log closed before it was sent")
+                )
+        left = self._flight.pending()
+        if left:
+            self._flight.settle(
+                (p, AppendOutcomeUnknownError(f"append to {self.topic}: the log closed first"))
+                for p in left
+            )
         self._reader.close()
         self._index.close()
+
+
+class _Waiting:
+    """A run's appends that wait to be produced, in order (behind its index entry, or for room
+    in librdkafka's queue)."""
+
+    __slots__ = ("appends", "indexing")
+
+    def __init__(self, appends: deque[_Append], *, indexing: bool) -> None:
+        self.appends = appends
+        self.indexing = indexing
+
+
+class _Append:
+    """One append on the producer: its records, its waiter and the delivery reports back.
+
+    ``report`` is the delivery callback of each of its records (a bound method: no closure per
+    record); the last report queues the append for settling on the pump.
+    """
+
+    __slots__ = (
+        "errors",
+        "expected",
+        "log",
+        "offsets",
+        "partial",
+        "partition",
+        "pending",
+        "records",
+        "report",
+        "run_id",
+        "sent",
+    )
+
+    def __init__(
+        self,
+        log: KafkaEventLog,
+        run_id: str,
+        partition: int,
+        records: Sequence[OutgoingRecord],
+        pending: PendingAppend,
+    ) -> None:
+        self.log = log
+        self.run_id = run_id
+        self.partition = partition
+        self.records = records
+        self.pending = pending
+        self.expected = len(records)
+        self.sent = 0
+        self.partial = False
+        self.offsets: list[int] = []
+        self.errors: list[KafkaError] = []
+        self.report = self._report
+
+    def _report(self, err: KafkaError | None, msg: Message) -> None:
+        if err is None:
+            offset = msg.offset()
+            if offset is not None:
+                self.offsets.append(offset)
+            else:
+                self.errors.append(KafkaError(KafkaError._FAIL, "no offset", fatal=False))
+        else:
+            self.errors.append(err)
+        if self.finished():
+            self.log._completed.append(self)
+
+    def finished(self) -> bool:
+        return len(self.offsets) + len(self.errors) >= self.expected
+
+    def outcome(self) -> Outcome:
+        topic, key, partition = self.log.topic, self.run_id, self.partition
+        for err in self.errors:
+            if self.partial or err.code() in _UNKNOWN_OUTCOME or err.retriable():
+                return AppendOutcomeUnknownError(
+                    f"append of run {key} to {topic}[{partition}] has an unknown outcome: {err}"
+                )
+        if self.errors:
+            return LogError(f"append of run {key} to {topic}[{partition}] failed: {self.errors[0]}")
+        # One partition, one idempotent producer: the records landed in the order produced,
+        # so the i-th smallest offset is the i-th record's.
+        return [Position(partition, offset) for offset in sorted(self.offsets)]
+
+
+class _IndexEntry:
+    __slots__ = ("log", "run_id")
+
+    def __init__(self, log: KafkaEventLog, run_id: str) -> None:
+        self.log = log
+        self.run_id = run_id
+
+    def report(self, err: KafkaError | None, _msg: Message) -> None:
+        self.log._indexed_ack(self.run_id, err)
+
+
+class _Recent:
+    """A bounded set that forgets its least recently added members."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._items: OrderedDict[str, None] = OrderedDict()
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._items
+
+    def add(self, key: str) -> None:
+        items = self._items
+        items[key] = None
+        items.move_to_end(key)
+        if len(items) > self.capacity:
+            items.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._items)
 
 
 def produce_and_wait(

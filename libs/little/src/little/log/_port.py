@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from little.log._partitioner import partition_for
+from little.log._pending import PendingAppend
 
 Header = tuple[str, bytes]
 
@@ -80,9 +81,16 @@ class EventLog(ABC):
 
     Guarantees every backend keeps:
 
-    * ``append`` returns only once every record is durable (acks=all on Kafka, a committed
-      transaction on sqlite), in order, all in the run's one partition. If the outcome is
-      unknown it raises ``AppendOutcomeUnknownError``: the caller must stop writing.
+    * ``submit`` starts a durable append and returns at once; awaiting what it returns gives
+      the positions once every record is durable (acks=all on Kafka, a committed transaction
+      on sqlite), in order, all in the run's one partition. The order of submits is the order
+      in the log for a run, so a writer that takes ``seq`` and submits with no ``await`` in
+      between needs no lock, and several submits of one run may be in flight. Appends of many
+      runs share round trips (librdkafka batches per partition; the embedded log commits
+      every waiting append in one transaction). If the outcome is unknown, awaiting raises
+      ``AppendOutcomeUnknownError``: that writer must stop; other runs' appends carry on.
+    * ``append`` is the same append, waited for by blocking the calling thread: for bulk and
+      tooling paths, never on an event loop.
     * ``read_run`` yields one run's records in append order, never a full scan of a shared
       partition from offset 0.
     * ``read_partition`` returns a partition's records of every run from an offset, in order.
@@ -91,9 +99,32 @@ class EventLog(ABC):
     topic: str
     partitions: int
 
-    @abstractmethod
+    def submit(self, run_id: str, records: Sequence[OutgoingRecord]) -> PendingAppend:
+        """Start a durable append of records of one run (on an event loop); await the result
+        for their positions."""
+        if not records:
+            return PendingAppend.done([], loop=True)
+        pending = PendingAppend.on_running_loop()
+        self._start(run_id, records, pending)
+        return pending
+
     def append(self, run_id: str, records: Sequence[OutgoingRecord]) -> list[Position]:
-        """Durably append records of one run; return their positions."""
+        """Durably append records of one run, blocking until they are; return their positions."""
+        if not records:
+            return []
+        pending = PendingAppend(None)
+        self._start(run_id, records, pending)
+        return pending.wait(self.append_timeout)
+
+    append_timeout: float | None = None
+    """How long a blocking ``append`` waits beyond the backend's own timeouts (None: forever)."""
+
+    @abstractmethod
+    def _start(
+        self, run_id: str, records: Sequence[OutgoingRecord], pending: PendingAppend
+    ) -> None:
+        """Hand the records over for appending, in call order, without waiting; settle
+        ``pending`` (through the backend's ``InFlight``) once they are durable or failed."""
 
     @abstractmethod
     def read_run(self, run_id: str, *, after: Position | None = None) -> Iterator[StoredRecord]:
@@ -115,6 +146,10 @@ class EventLog(ABC):
 
         Reading a run starts here, so a run's read never scans its partition from offset 0.
         """
+
+    def in_flight(self) -> tuple[int, float]:
+        """(appends submitted and not yet settled, seconds the oldest of them has waited)."""
+        return 0, 0.0
 
     def close(self) -> None:  # noqa: B027 - backends without resources need not override
         """Flush and release connections. Idempotent."""

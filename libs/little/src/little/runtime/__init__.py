@@ -1,4 +1,5 @@
-"""Workflow execution: steps, parallel groups, decisions, sub-runs, resume and fencing."""
+"""Workflow execution: steps, parallel groups, decisions, agent sessions, sub-runs, resume
+and fencing."""
 
 from little.runtime._context import Retry, StepContext, WorkflowContext
 from little.runtime._control import ExecutionStopped, RunControl
@@ -16,10 +17,12 @@ from little.runtime._outer_loop import (
     outer_loop,
 )
 from little.runtime._registry import REGISTRY, Workflow, lookup, workflow
-from little.runtime._runner import RunResult, claim, execute, resume, run
+from little.runtime._runner import RunResult, claim, execute, fold_run_off_loop, resume, run
+from little.runtime._session import AgentSession, workflow_tool
 
 __all__ = [
     "REGISTRY",
+    "AgentSession",
     "BudgetExceededError",
     "ClaimRejectedError",
     "ExecutionStopped",
@@ -36,10 +39,12 @@ __all__ = [
     "WorkflowVersionError",
     "claim",
     "execute",
+    "fold_run_off_loop",
     "load_manifest",
     "lookup",
     "outer_loop",
     "resume",
     "run",
     "workflow",
+    "workflow_tool",
 ]

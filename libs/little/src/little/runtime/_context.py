@@ -40,10 +40,9 @@ from little.runtime._errors import LoopLimitError, StepFailedError
 from little.runtime._registry import lookup
 
 if TYPE_CHECKING:
-    from little.harness._model import Model
-    from little.harness._session import AgentSession
-    from little.harness._tools import Tool
+    from little.harness import Model, Tool
     from little.runtime._runner import Execution
+    from little.runtime._session import AgentSession
 
 LARGE_PAYLOAD = 64 * 1024
 """Outputs and bodies larger than this (bytes of canonical JSON) go to the artifact store."""
@@ -81,7 +80,9 @@ class _RecordedValues:
                     )
                 return json.loads(v.value_json)
         value = produce()
-        self._x.writer.emit(
+        # Deferred: it reaches the log with the run's next acked event, ahead of anything that
+        # could depend on it; a crash before that loses it with everything that saw it.
+        self._x.writer.defer(
             ValueRecorded,
             step_path=self._scope,
             kind=kind,
@@ -92,6 +93,7 @@ class _RecordedValues:
 
 
 class _ValuesMixin:
+    _x: Execution
     _values: _RecordedValues
 
     def now(self) -> datetime:
@@ -106,6 +108,14 @@ class _ValuesMixin:
     def uuid4(self) -> uuid.UUID:
         """A random UUID, recorded."""
         return uuid.UUID(self._values.get("uuid", lambda: str(uuid.uuid4())))
+
+    async def flush(self) -> None:
+        """Make this run's deferred records durable now (recorded values above all).
+
+        Recorded values reach the log with the run's next acked event, which every recorded
+        call writes before it acts; await this before handing a value to the outside world
+        some other way (an HTTP request made in a step's own code, say)."""
+        await self._x.writer.flush()
 
 
 class WorkflowContext(_ValuesMixin):
@@ -157,7 +167,7 @@ class WorkflowContext(_ValuesMixin):
         """
         full = self._path(path)
         visit = self._visit(full, max_visits)
-        recorded = self._recorded_visit(full, visit, max_visits)
+        recorded = await self._recorded_visit(full, visit, max_visits)
         if recorded is not None:
             return recorded[0]
         policy = retry or Retry()
@@ -184,7 +194,7 @@ class WorkflowContext(_ValuesMixin):
                 if self._x.is_fatal(exc):
                     raise
                 retrying = attempt < policy.max_attempts
-                self._x.writer.emit(
+                await self._x.writer.emit(
                     StepFailed,
                     step_path=full,
                     step_id=path.rsplit("/", 1)[-1],
@@ -200,8 +210,8 @@ class WorkflowContext(_ValuesMixin):
                     raise StepFailedError(full, exc) from exc
                 await asyncio.sleep(policy.backoff * 2 ** (attempt - 1))
                 continue
-            output_json, output_ref = self._x.store_json(result)
-            self._x.writer.emit(
+            output_json, output_ref = await self._x.store_json(result)
+            await self._x.writer.emit(
                 StepCompleted,
                 step_path=full,
                 step_id=path.rsplit("/", 1)[-1],
@@ -218,16 +228,16 @@ class WorkflowContext(_ValuesMixin):
         step = self.replayed.step(full)
         return 0 if step is None or step.status == "completed" else step.attempts
 
-    def _recorded_visit(self, full: str, visit: int, max_visits: int) -> tuple[Any] | None:
+    async def _recorded_visit(self, full: str, visit: int, max_visits: int) -> tuple[Any] | None:
         step = self.replayed.step(full)
         if step is None or step.visits < visit:
             return None
         if max_visits > 1:
             for v in step.visit_outputs:
                 if v.visit == visit:
-                    return (self._x.load_json(v.output_json, v.output_ref),)
+                    return (await self._x.load_json(v.output_json, v.output_ref),)
             return None
-        return (self._x.load_json(step.output_json, step.output_ref),)
+        return (await self._x.load_json(step.output_json, step.output_ref),)
 
     async def decide(
         self, path: str, fn: Callable[..., Any], *args: Any, max_visits: int = 1
@@ -244,7 +254,7 @@ class WorkflowContext(_ValuesMixin):
                 target = await target
             if target is not None and not isinstance(target, str):
                 raise ConfigurationError(f"decision {path} must return a step name or None")
-            self._x.writer.emit(
+            await self._x.writer.emit(
                 DecisionRecorded,
                 step_path=sctx.step_path,
                 step_id=path.rsplit("/", 1)[-1],
@@ -268,7 +278,7 @@ class WorkflowContext(_ValuesMixin):
         if self.replayed.parallel_group(full) is not None:
             assert_completed_parallel_replay_matches_input(self.replayed, full, names)
         else:
-            self._x.writer.emit(
+            await self._x.writer.emit(
                 ParallelBranchScheduled,
                 step_path=full,
                 branches=tuple(names),
@@ -324,7 +334,7 @@ class StepContext(_ValuesMixin):
         manifest: Mapping[str, Any] | None = None,
     ) -> AgentSession:
         """An agent session whose model and tool calls are recorded and fast-forwarded."""
-        from little.harness._session import AgentSession
+        from little.runtime._session import AgentSession
 
         session_id = f"{self.step_path}#{name}" + (f"@{self.visit}" if self.visit > 1 else "")
         if session_id in self._sessions:
@@ -336,22 +346,23 @@ class StepContext(_ValuesMixin):
         self._sessions.add(session_id)
         return AgentSession(self._x, self, session_id, name, model, tools or [], system, manifest)
 
-    def artifact(
+    async def artifact(
         self, name: str, data: bytes, media_type: str = "application/octet-stream"
     ) -> ArtifactRef:
-        """Store bytes in the artifact store and commit them to this step."""
-        ref: ArtifactRef = self._x.world.artifacts.put(self.run_id, data, media_type)
-        self._x.writer.emit(ArtifactCommitted, step_path=self.step_path, name=name, ref=ref)
+        """Store bytes in the artifact store (off the event loop) and commit them to this
+        step: ``ArtifactCommitted`` is acked only once the blob is durable."""
+        ref = await asyncio.to_thread(self._x.world.artifacts.put, self.run_id, data, media_type)
+        await self._x.writer.emit(ArtifactCommitted, step_path=self.step_path, name=name, ref=ref)
         self.artifact_refs.append(ref)
         return ref
 
-    def reserve_sub_run(self, name: str, input: Any, call_id: str) -> str:
+    async def reserve_sub_run(self, name: str, input: Any, call_id: str) -> str:
         """The sub-run id for ``call_id``: the reserved one if any, else reserve a new one."""
         for sub in self._x.replayed.sub_runs:
             if sub.call_id == call_id and sub.step_path == self.step_path:
                 return sub.sub_run_id
         sub_run_id = f"{self.run_id}~{call_id}"
-        self._x.writer.emit(
+        await self._x.writer.emit(
             SubRunReserved,
             step_path=self.step_path,
             sub_run_id=sub_run_id,
@@ -367,5 +378,5 @@ class StepContext(_ValuesMixin):
         """Run a sub-run from inside a step (or a tool); see WorkflowContext.start_workflow."""
         self._sub_runs += 1
         call_id = call_id or f"{self.step_path}/sub{self._sub_runs}"
-        sub_run_id = self.reserve_sub_run(name, input, call_id)
+        sub_run_id = await self.reserve_sub_run(name, input, call_id)
         return await self._x.run_sub(lookup(name), sub_run_id, input, call_id)

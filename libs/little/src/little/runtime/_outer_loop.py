@@ -11,12 +11,14 @@ because its planner's manifest (which carries ``outer_loop_context_hash``) no lo
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from little._canonical import canonical_hash, canonical_json
+from little._world import World
 from little.events import RunCompleted, RunStarted, StepCompleted, StepFailed, SubRunReserved
 from little.replay import MaterializedRunState, fold_run
 from little.runtime._registry import Workflow
@@ -25,7 +27,6 @@ from little.runtime._runner import (
     claim,
     default_owner,
     execute,
-    load_json,
     store_json,
 )
 
@@ -62,7 +63,10 @@ def loop_run_id(loop_id: str) -> str:
     return f"outer~{loop_id}"
 
 
-def manifest_from_state(world: Any, loop_id: str, state: MaterializedRunState) -> OuterLoopManifest:
+def manifest_from_state(
+    world: World, loop_id: str, state: MaterializedRunState
+) -> OuterLoopManifest:
+    """The loop's manifest from its folded stream (reads cycle outputs kept as artifacts)."""
     cycles = []
     for reserved in state.sub_runs:
         n = int((reserved.call_id or "cycle-0").split("-")[-1])
@@ -71,7 +75,11 @@ def manifest_from_state(world: Any, loop_id: str, state: MaterializedRunState) -
         output = None
         if step is not None and step.status == "completed":
             status = "completed"
-            output = load_json(world, step.output_json, step.output_ref)
+            output = (
+                json.loads(world.artifacts.get(step.output_ref))
+                if step.output_ref is not None
+                else (None if step.output_json is None else json.loads(step.output_json))
+            )
         elif step is not None and step.status == "failed":
             status = "abandoned"
         context_hash = json.loads(reserved.input_json or "{}").get("outer_loop_context_hash", "")
@@ -79,14 +87,15 @@ def manifest_from_state(world: Any, loop_id: str, state: MaterializedRunState) -
     return OuterLoopManifest(loop_id, tuple(cycles))
 
 
-def load_manifest(world: Any, loop_id: str) -> OuterLoopManifest:
-    """The loop's manifest, folded from its stream in the world."""
+def load_manifest(world: World, loop_id: str) -> OuterLoopManifest:
+    """The loop's manifest, folded from its stream in the world (blocking: tooling; the loop
+    itself reads it off the event loop)."""
     state, _, _ = fold_run(world, loop_run_id(loop_id))
     return manifest_from_state(world, loop_id, state)
 
 
 async def outer_loop(
-    world: Any,
+    world: World,
     loop_id: str,
     cycle: Workflow,
     context: Mapping[str, Any],
@@ -100,22 +109,22 @@ async def outer_loop(
     """
     run_id = loop_run_id(loop_id)
     context_hash = canonical_hash(dict(context))
-    state, writer = claim(world, run_id, default_owner())
+    state, writer = await claim(world, run_id, default_owner())
     if state.workflow is None:
-        writer.emit(
+        await writer.emit(
             RunStarted,
             workflow=OUTER_LOOP_WORKFLOW,
             workflow_version="1",
             input_json=canonical_json({"cycle_workflow": cycle.name, "cycles": cycles}),
         )
-    manifest = manifest_from_state(world, loop_id, state)
+    manifest = await asyncio.to_thread(manifest_from_state, world, loop_id, state)
     next_number = max((c.number for c in manifest.cycles), default=0) + 1
 
-    def close(number: int, result: RunResult) -> None:
+    async def close(number: int, result: RunResult) -> None:
         """Record a cycle's end in the loop's stream."""
         if result.status == "completed":
-            output_json, output_ref = store_json(world, run_id, result.output)
-            writer.emit(
+            output_json, output_ref = await store_json(world, run_id, result.output)
+            await writer.emit(
                 StepCompleted,
                 step_path=f"cycle-{number}",
                 step_id="cycle",
@@ -123,7 +132,7 @@ async def outer_loop(
                 output_ref=output_ref,
             )
         else:
-            writer.emit(
+            await writer.emit(
                 StepFailed,
                 step_path=f"cycle-{number}",
                 step_id="cycle",
@@ -136,9 +145,9 @@ async def outer_loop(
     if pending is not None:
         if pending.context_hash == context_hash:
             # Layer A: the cycle resumes from its own log (input and workflow come from it)
-            close(pending.number, await execute(world, pending.run_id, cycle))
+            await close(pending.number, await execute(world, pending.run_id, cycle))
         else:
-            writer.emit(
+            await writer.emit(
                 StepFailed,
                 step_path=f"cycle-{pending.number}",
                 step_id="cycle",
@@ -147,7 +156,7 @@ async def outer_loop(
                 "abandoned, a fresh cycle starts",
                 will_retry=False,
             )
-    done = load_manifest(world, loop_id).completed
+    done = (await asyncio.to_thread(load_manifest, world, loop_id)).completed
     while done < cycles:
         number = next_number
         next_number += 1
@@ -157,7 +166,7 @@ async def outer_loop(
             "cycle": number,
             "outer_loop_context_hash": context_hash,
         }
-        writer.emit(
+        await writer.emit(
             SubRunReserved,
             sub_run_id=cycle_run_id,
             workflow=cycle.name,
@@ -165,13 +174,14 @@ async def outer_loop(
             call_id=f"cycle-{number}",
         )
         result = await execute(world, cycle_run_id, cycle, cycle_input)
-        close(number, result)
+        await close(number, result)
         if result.status != "completed":
             break
         done += 1
-    final = load_manifest(world, loop_id)
+    final = await asyncio.to_thread(load_manifest, world, loop_id)
     if final.completed >= cycles:
         outputs = [c.output for c in final.cycles if c.status == "completed"]
-        output_json, output_ref = store_json(world, run_id, outputs)
-        writer.emit(RunCompleted, output_json=output_json, output_ref=output_ref)
+        output_json, output_ref = await store_json(world, run_id, outputs)
+        await writer.emit(RunCompleted, output_json=output_json, output_ref=output_ref)
+    await writer.settled()
     return final

@@ -8,6 +8,7 @@ recorded outputs, and agent sessions fast-forward through their recorded calls.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import os
@@ -20,6 +21,7 @@ from typing import Any
 import structlog
 
 from little._canonical import canonical_json
+from little._world import World
 from little.errors import LittleError, LogError, RuntimeIntegrityError
 from little.events import ArtifactRef, LoggedEvent, RunClaimed, RunCompleted, RunFailed, RunStarted
 from little.log import Position
@@ -63,29 +65,39 @@ def default_owner() -> str:
     return f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:6]}"
 
 
-def store_json(world: Any, run_id: str, value: Any) -> tuple[str | None, ArtifactRef | None]:
+async def store_json(
+    world: World, run_id: str, value: Any
+) -> tuple[str | None, ArtifactRef | None]:
     """Canonical JSON inline, or in the artifact store when larger than LARGE_PAYLOAD."""
-    return store_text(world, run_id, canonical_json(value))
+    return await store_text(world, run_id, canonical_json(value))
 
 
-def store_text(world: Any, run_id: str, text: str) -> tuple[str | None, ArtifactRef | None]:
-    """``store_json`` for text that is already canonical JSON."""
+async def store_text(world: World, run_id: str, text: str) -> tuple[str | None, ArtifactRef | None]:
+    """``store_json`` for text that is already canonical JSON (a large one is written and
+    fsynced off the event loop, and is durable before the record naming it is written)."""
     if len(text) <= LARGE_PAYLOAD:
         return text, None
-    return None, world.artifacts.put(run_id, text.encode(), "application/json")
+    ref = await asyncio.to_thread(world.artifacts.put, run_id, text.encode(), "application/json")
+    return None, ref
 
 
-def load_json(world: Any, text: str | None, ref: ArtifactRef | None) -> Any:
+async def load_json(world: World, text: str | None, ref: ArtifactRef | None) -> Any:
     """The value ``store_json`` stored: inline text or the artifact ``ref`` points to."""
     if ref is not None:
-        return json.loads(world.artifacts.get(ref))
+        return json.loads(await asyncio.to_thread(world.artifacts.get, ref))
     return None if text is None else json.loads(text)
 
 
-def load_text(world: Any, text: str | None, ref: ArtifactRef | None) -> str | None:
+async def load_text(world: World, text: str | None, ref: ArtifactRef | None) -> str | None:
     if ref is not None:
-        return bytes(world.artifacts.get(ref)).decode()
+        return bytes(await asyncio.to_thread(world.artifacts.get, ref)).decode()
     return text
+
+
+async def fold_run_off_loop(world: World, run_id: str) -> MaterializedRunState:
+    """``fold_run`` on a worker thread: reading and folding a long run never blocks the loop."""
+    state, _, _ = await asyncio.to_thread(fold_run, world, run_id)
+    return state
 
 
 class Execution:
@@ -93,7 +105,7 @@ class Execution:
 
     def __init__(
         self,
-        world: Any,
+        world: World,
         run_id: str,
         replayed: MaterializedRunState,
         writer: RunWriter,
@@ -113,17 +125,17 @@ class Execution:
 
     # -- payloads ------------------------------------------------------------------------
 
-    def store_json(self, value: Any) -> tuple[str | None, ArtifactRef | None]:
-        return store_json(self.world, self.run_id, value)
+    async def store_json(self, value: Any) -> tuple[str | None, ArtifactRef | None]:
+        return await store_json(self.world, self.run_id, value)
 
-    def store_text(self, text: str) -> tuple[str | None, ArtifactRef | None]:
-        return store_text(self.world, self.run_id, text)
+    async def store_text(self, text: str) -> tuple[str | None, ArtifactRef | None]:
+        return await store_text(self.world, self.run_id, text)
 
-    def load_json(self, text: str | None, ref: ArtifactRef | None) -> Any:
-        return load_json(self.world, text, ref)
+    async def load_json(self, text: str | None, ref: ArtifactRef | None) -> Any:
+        return await load_json(self.world, text, ref)
 
-    def load_text(self, text: str | None, ref: ArtifactRef | None) -> str | None:
-        return load_text(self.world, text, ref)
+    async def load_text(self, text: str | None, ref: ArtifactRef | None) -> str | None:
+        return await load_text(self.world, text, ref)
 
     # -- budget --------------------------------------------------------------------------
 
@@ -176,35 +188,61 @@ class Execution:
         return result.output
 
 
-def _result(state: MaterializedRunState, world: Any) -> RunResult:
-    output = load_json(world, state.output_json, state.output_ref)
+async def _result(state: MaterializedRunState, world: World) -> RunResult:
+    output = await load_json(world, state.output_json, state.output_ref)
     return RunResult(state.run_id, state.status, output, state.error)
 
 
-def claim(
-    world: Any, run_id: str, owner: str, state: MaterializedRunState | None = None
+async def claim(
+    world: World,
+    run_id: str,
+    owner: str,
+    state: MaterializedRunState | None = None,
+    *,
+    fresh: bool = False,
 ) -> tuple[MaterializedRunState, RunWriter]:
     """Append RunClaimed with the next epoch, then fold the run up to that claim.
 
     ``state`` is the run as the caller just folded it (folded here if not given). Returns the
     state as of the claim and a writer continuing at the last accepted seq + 1. Raises
     ClaimRejectedError if an earlier claim in the log holds an equal or higher epoch.
+    ``fresh=True`` says the run id was made by the caller and never given out (a new uuid),
+    so no other writer can know it: the claim is its first record and is accepted, and
+    nothing is read back.
     """
     if state is None:
-        state, _, _ = fold_run(world, run_id)
+        state = (
+            materialize_run_state_from_events([], run_id=run_id)
+            if fresh
+            else await fold_run_off_loop(world, run_id)
+        )
     epoch = state.epoch + 1
-    (position,) = world.append(
-        [
-            RunClaimed(
-                run_id=run_id,
-                epoch=epoch,
-                owner=owner,
-                observed_seq=state.last_seq,
-                producer=PRODUCER,
-            )
-        ]
+    event = RunClaimed(
+        run_id=run_id, epoch=epoch, owner=owner, observed_seq=state.last_seq, producer=PRODUCER
     )
-    FAULTS.event_acked()
+    (position,) = await world.submit([event])
+    FAULTS.events_acked(1)
+    if fresh:
+        state = materialize_run_state_from_events(
+            [LoggedEvent(event, position.partition, position.offset)], start=state
+        )
+        log.debug("run_claimed", run_id=run_id, epoch=epoch, owner=owner, fresh=True)
+        return state, RunWriter(world, run_id, epoch, state.last_seq + 1)
+    state = await asyncio.to_thread(_fold_up_to_claim, world, run_id, owner, state, position, epoch)
+    log.debug("run_claimed", run_id=run_id, epoch=epoch, owner=owner, last_seq=state.last_seq)
+    return state, RunWriter(world, run_id, epoch, state.last_seq + 1)
+
+
+def _fold_up_to_claim(
+    world: World,
+    run_id: str,
+    owner: str,
+    state: MaterializedRunState,
+    position: Position,
+    epoch: int,
+) -> MaterializedRunState:
+    """Read the run after ``state`` up to our claim at ``position`` and fold it (a worker
+    thread); raise ClaimRejectedError if the claim was not accepted."""
     after = (
         Position(state.last_position.partition, state.last_position.offset)
         if state.last_position is not None
@@ -227,13 +265,11 @@ def claim(
             f"run {run_id}: claim at epoch {epoch} by {owner} was rejected; {before.owner} holds "
             f"epoch {before.epoch}"
         )
-    state = materialize_run_state_from_events(upto[-1:], start=before)
-    log.debug("run_claimed", run_id=run_id, epoch=epoch, owner=owner, last_seq=state.last_seq)
-    return state, RunWriter(world, run_id, epoch, state.last_seq + 1)
+    return materialize_run_state_from_events(upto[-1:], start=before)
 
 
 async def execute(
-    world: Any,
+    world: World,
     run_id: str,
     workflow: Workflow | None = None,
     input: Any = None,
@@ -246,6 +282,7 @@ async def execute(
     control: RunControl | None = None,
     on_running: Callable[[MaterializedRunState], None] | None = None,
     replay_from: str | None = None,
+    fresh: bool = False,
 ) -> RunResult:
     """Run or resume ``run_id`` to its end in this process.
 
@@ -253,12 +290,17 @@ async def execute(
     (``ExecutionStopped`` is raised). ``on_running(state)`` is called once the run is claimed
     and its ``RunStarted`` is in the log, just before the workflow runs (not for sub-runs).
     ``replay_from`` (a new run only) names a recorded run whose agent calls this run may reuse
-    (recorded-call replay, ``little.runtime._recorded``).
+    (recorded-call replay, ``little.runtime._recorded``). ``fresh=True``: the caller made the
+    run id just now and never gave it out (``run`` without ``run_id``), so there is no log to
+    read first. Every read and fold runs off the event loop.
     """
     owner = owner or default_owner()
-    state, _, _ = fold_run(world, run_id)
+    if fresh:
+        state = materialize_run_state_from_events([], run_id=run_id)
+    else:
+        state = await fold_run_off_loop(world, run_id)
     if state.terminal:
-        return _result(state, world)  # nothing to claim: read the outcome from the log
+        return await _result(state, world)  # nothing to claim: read the outcome from the log
     if state.workflow is None and workflow is None:
         # Refused before claiming: a claim would only add an event nothing can act on.
         found = "no events" if state.last_position is None else "no RunStarted"
@@ -268,22 +310,59 @@ async def execute(
             f"with run(world, workflow, input, run_id={run_id!r}) or `little submit <workflow> "
             f"--input ... --run-id {run_id}`"
         )
-    state, writer = claim(world, run_id, owner, state)
+    state, writer = await claim(world, run_id, owner, state, fresh=fresh)
     if state.terminal:
-        return _result(state, world)
+        return await _result(state, world)
     writer.control = control
-    writer.checkpoint()  # stopped or cancelled while claiming
-    assert_completed_step_artifacts_valid(state, world.artifacts.get)
+    try:
+        return await _execute_claimed(
+            world,
+            run_id,
+            workflow,
+            input,
+            state,
+            writer,
+            owner=owner,
+            parent_run_id=parent_run_id,
+            parent_call_id=parent_call_id,
+            max_agent_calls=max_agent_calls,
+            max_tokens=max_tokens,
+            on_running=on_running,
+            replay_from=replay_from,
+        )
+    finally:
+        await writer.settled()  # no append of this execution is left in flight when it ends
+
+
+async def _execute_claimed(
+    world: World,
+    run_id: str,
+    workflow: Workflow | None,
+    input: Any,
+    state: MaterializedRunState,
+    writer: RunWriter,
+    *,
+    owner: str,
+    parent_run_id: str | None,
+    parent_call_id: str | None,
+    max_agent_calls: int | None,
+    max_tokens: int | None,
+    on_running: Callable[[MaterializedRunState], None] | None,
+    replay_from: str | None,
+) -> RunResult:
+    await writer.checkpoint()  # stopped or cancelled while claiming
+    if state.steps:
+        await asyncio.to_thread(assert_completed_step_artifacts_valid, state, world.artifacts.get)
 
     source: MaterializedRunState | None = None  # the replay's source run, as folded at start
     if state.workflow is None:
         if workflow is None:  # another process claimed it meanwhile and has not started it
             raise LittleError(f"run {run_id} has not started and no workflow was given")
-        input_json, input_ref = store_json(world, run_id, input)
+        input_json, input_ref = await store_json(world, run_id, input)
         refused = None
         if replay_from is not None:
-            refused, source = _replay_refusal(world, workflow, replay_from)
-        started, at = writer.emit(
+            refused, source = await asyncio.to_thread(_replay_refusal, world, workflow, replay_from)
+        started, at = await writer.emit(
             RunStarted,
             workflow=workflow.name,
             workflow_version=workflow.version,
@@ -315,10 +394,9 @@ async def execute(
                 f"v{state.workflow_version}, not {workflow.name} v{workflow.version}: resuming "
                 "it with other code would mix two programs' answers"
             )
-    execution = Execution(
-        world, run_id, state, writer, owner, _recorded_calls(world, state, source)
-    )
-    input = execution.load_json(state.input_json, state.input_ref)
+    recorded = await asyncio.to_thread(_recorded_calls, world, state, source)
+    execution = Execution(world, run_id, state, writer, owner, recorded)
+    input = await execution.load_json(state.input_json, state.input_ref)
     log.info("run_executing", run_id=run_id, epoch=writer.epoch, resumed_from_seq=state.last_seq)
     if on_running is not None:
         on_running(state)
@@ -326,28 +404,29 @@ async def execute(
         output = await workflow(WorkflowContext(execution), input)
     except Exception as exc:
         if isinstance(exc, ExecutionStopped):
-            writer.checkpoint()  # records this run's RunCancelled if a sub-run was cancelled
+            await writer.checkpoint()  # records this run's RunCancelled if a sub-run was cancelled
             raise
         if isinstance(exc, LogError | ClaimRejectedError | RuntimeIntegrityError):
             raise  # the writer must stop; a later resume decides
         cause = exc.error if isinstance(exc, StepFailedError) else exc
-        writer.emit(
+        await writer.emit(
             RunFailed,
             error_type=type(cause).__name__,
             message=str(exc),
             retryable=False,
         )
         return RunResult(run_id, "failed", None, f"{type(cause).__name__}: {exc}")
-    output_json, output_ref = execution.store_json(output)
-    writer.emit(RunCompleted, output_json=output_json, output_ref=output_ref)
+    output_json, output_ref = await execution.store_json(output)
+    await writer.emit(RunCompleted, output_json=output_json, output_ref=output_ref)
     return RunResult(run_id, "completed", output)
 
 
 def _replay_refusal(
-    world: Any, workflow: Workflow, source_run_id: str
+    world: World, workflow: Workflow, source_run_id: str
 ) -> tuple[str | None, MaterializedRunState | None]:
     """Why the agent calls of ``source_run_id`` cannot be offered to a new run of
-    ``workflow`` (the run then executes fresh), or None; and the source run as folded."""
+    ``workflow`` (the run then executes fresh), or None; and the source run as folded.
+    Reads source files and the log: a worker thread."""
     safe, reads = replay_safe(workflow.fn)
     if not safe:
         log.warning("replay_refused", reason=REFUSED_UNSAFE, workflow=workflow.name, reads=reads)
@@ -369,10 +448,10 @@ def _replay_refusal(
 
 
 def _recorded_calls(
-    world: Any, state: MaterializedRunState, source: MaterializedRunState | None
+    world: World, state: MaterializedRunState, source: MaterializedRunState | None
 ) -> RecordedCalls | None:
     """The source run's calls for a replaying run: ``source`` as just folded when the run
-    starts, folded again on every resume of it."""
+    starts, folded again on every resume of it (a worker thread)."""
     source_run_id = state.replay_source_run_id
     if source_run_id is None or state.replay_refused_reason is not None:
         return None
@@ -382,7 +461,7 @@ def _recorded_calls(
 
 
 async def run(
-    world: Any,
+    world: World,
     workflow: Workflow,
     input: Any = None,
     *,
@@ -406,9 +485,10 @@ async def run(
         max_agent_calls=max_agent_calls,
         max_tokens=max_tokens,
         replay_from=replay_from,
+        fresh=run_id is None,  # an id made here and given to nobody yet: nothing to read
     )
 
 
-async def resume(world: Any, run_id: str, workflow: Workflow | None = None) -> RunResult:
+async def resume(world: World, run_id: str, workflow: Workflow | None = None) -> RunResult:
     """Resume ``run_id`` from its log (its workflow is looked up by name if not given)."""
     return await execute(world, run_id, workflow)

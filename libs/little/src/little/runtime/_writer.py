@@ -1,20 +1,27 @@
 """The run writer: assigns seq and epoch, appends write-ahead, and holds the crash hooks.
 
-One writer per execution of a run. Every event it appends is acked by the log before
-``emit`` returns. An append with an unknown outcome ends the writer (the exception
-propagates and nothing else is written): the next resume reads what actually landed.
+One writer per execution of a run. ``emit`` takes the next seq and submits the event (with
+every event deferred before it) with no ``await`` in between, so submit order is seq order
+even when parallel branches of the run emit at once; then it awaits the ack. An append that
+fails (an unknown outcome above all) ends the writer: nothing more is submitted, and the next
+resume reads what actually landed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import socket
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from little.errors import LogError
 from little.events import Event, RunCancelled, RunCompleted, RunFailed
-from little.log import Position
+from little.log import PendingAppend, Position
 from little.runtime._control import RunControl
+
+if TYPE_CHECKING:
+    from little._world import World
 
 E = TypeVar("E", bound=Event)
 
@@ -30,8 +37,9 @@ class FaultInjection:
     """Real crashes for crash tests: SIGKILL this process at a chosen point.
 
     ``LITTLE_CRASH_AFTER_EVENT=k``: right after the k-th event (0-based) this process appends
-    is acked. ``LITTLE_CRASH_AFTER_CALL=n``: right after the n-th model or tool invocation
-    (0-based) returns, before its terminal event is written. Unset in normal use.
+    is acked (counted over every run of the process, in ack order). ``LITTLE_CRASH_AFTER_CALL=n``:
+    right after the n-th model or tool invocation (0-based) returns, before its terminal event
+    is written. Unset in normal use.
     """
 
     def __init__(self) -> None:
@@ -40,10 +48,11 @@ class FaultInjection:
         self.events = 0
         self.calls = 0
 
-    def event_acked(self) -> None:
-        if self.after_event is not None and self.events == self.after_event:
+    def events_acked(self, count: int) -> None:
+        after = self.after_event
+        if after is not None and self.events <= after < self.events + count:
             os.kill(os.getpid(), signal.SIGKILL)
-        self.events += 1
+        self.events += count
 
     def call_returned(self) -> None:
         if self.after_call is not None and self.calls == self.after_call:
@@ -67,7 +76,7 @@ class RunWriter:
 
     def __init__(
         self,
-        world: Any,
+        world: World,
         run_id: str,
         epoch: int,
         next_seq: int,
@@ -79,58 +88,74 @@ class RunWriter:
         self.next_seq = next_seq
         self.control = control
         self.finished = False
-        """True once this writer appended the run's terminal event."""
+        """True once this writer's terminal event is acked."""
+        self._ending = False
+        """True once this writer submitted the run's terminal event."""
         self._pending: list[Event] = []
+        self._in_flight: set[PendingAppend] = set()
+        self._broken: BaseException | None = None
 
-    def emit(self, cls: type[E], **fields: Any) -> tuple[E, Position]:
-        """Build, append and wait for the ack of one event; returns it and its position.
-
-        Events deferred before it are appended in the same batch, ahead of it.
-        """
+    async def emit(self, cls: type[E], **fields: Any) -> tuple[E, Position]:
+        """Build one event, append it (after the deferred ones) and await its ack; returns it
+        and its position."""
         if self.control is not None and self.control.halted:
-            self.checkpoint()
-        event, position = self._append(cls, **fields)
-        if not self.finished:
-            self.checkpoint()  # a stop requested while this event was being made: stop here
-        return event, position
-
-    def defer(self, cls: type[E], **fields: Any) -> E:
-        """Build an event now (it takes the next seq) and append it with the next ``emit``.
-
-        For the terminal record of a call (a model response, a tool result): the next
-        write-ahead record carries it to the log in the same acked batch, so a recorded call
-        costs one round trip, not two. If the process dies first, the call has no terminal
-        event in the log and runs again on resume, exactly as if it had died before writing
-        it: nothing is ever acted on before the log holds it.
-        """
-        if self.control is not None and self.control.halted:
-            self.checkpoint()
+            await self.checkpoint()
         event = self._new(cls, fields)
         self._pending.append(event)
-        if self.control is not None and self.control.requested:
-            self.checkpoint()  # a stop lands what is in hand (this result) and stops here
+        positions = await self._flush()
+        if not self.finished:
+            await self.checkpoint()  # a stop requested while this event was in flight
+        return event, positions[-1]
+
+    def defer(self, cls: type[E], **fields: Any) -> E:
+        """Build an event now (it takes the next seq) and append it with the next ``emit`` or
+        ``flush``.
+
+        For the terminal record of a call (a model response, a tool result) and for records
+        nothing acts on before the run's next acked event (a step's start, a recorded value):
+        the next write-ahead record carries it to the log in the same acked batch, so a
+        recorded call costs one round trip, not two. If the process dies first, the log holds
+        neither, exactly as if it had died before making it (docs/architecture.md, "What is
+        deferred, and why that is safe").
+        """
+        control = self.control
+        if control is not None and control.halted:
+            raise control.stopped(self.run_id)
+        event = self._new(cls, fields)
+        self._pending.append(event)
+        if control is not None and control.requested:
+            # a stop lands what is in hand (this result) and stops here: submitted now, and
+            # awaited by the execution (``settled``) before it ends
+            control.halted = True
+            if control.cancelled and not self._ending:
+                self._pending.append(self._new(RunCancelled, {"reason": control.reason or ""}))
+            self._submit()
+            raise control.stopped(self.run_id)
         return event
 
-    def flush(self) -> list[Position]:
-        """Append and wait for the deferred events, if any; returns their positions."""
-        if not self._pending:
-            return []
-        batch, self._pending = self._pending, []
-        positions: list[Position] = self.world.append(batch)
-        for _ in batch:
-            FAULTS.event_acked()
+    async def flush(self) -> list[Position]:
+        """Append and await the deferred events, if any; returns their positions."""
+        positions = await self._flush()
+        control = self.control
+        if control is not None and control.requested and not self.finished:
+            await self.checkpoint()
         return positions
 
-    def checkpoint(self) -> None:
+    async def settled(self) -> None:
+        """Wait until every append this writer submitted is acked or failed (an execution
+        does not end while its appends are in flight)."""
+        while self._in_flight:
+            await asyncio.gather(*self._in_flight, return_exceptions=True)
+
+    async def checkpoint(self) -> None:
         """Raise ``ExecutionStopped`` if a stop was requested (recording a cancel first)."""
         control = self.control
         if control is None or not control.requested:
             return
         control.halted = True
-        if control.cancelled and not self.finished:
-            self._append(RunCancelled, reason=control.reason or "")
-        else:
-            self.flush()  # results already in hand are recorded, never paid for again
+        if control.cancelled and not self._ending:
+            self._pending.append(self._new(RunCancelled, {"reason": control.reason or ""}))
+        await self._flush()  # results already in hand are recorded, never paid for again
         raise control.stopped(self.run_id)
 
     def _new(self, cls: type[E], fields: dict[str, Any]) -> E:
@@ -139,13 +164,41 @@ class RunWriter:
             run_id=self.run_id, seq=self.next_seq, epoch=self.epoch, producer=PRODUCER, **fields
         )
         self.next_seq += 1
+        if isinstance(event, _TERMINAL):
+            self._ending = True
         return event
 
-    def _append(self, cls: type[E], **fields: Any) -> tuple[E, Position]:
-        """Append the deferred events and a new one in one batch; wait for the ack."""
-        event = self._new(cls, fields)
-        self._pending.append(event)
-        position = self.flush()[-1]
-        if isinstance(event, _TERMINAL):
+    def _submit(self) -> tuple[list[Event], PendingAppend | None]:
+        """Submit the deferred events now, with no await (seq order is submit order)."""
+        if self._broken is not None:
+            raise LogError(
+                f"run {self.run_id}: this writer stopped after a failed append "
+                f"({self._broken}); a resume continues from what landed"
+            )
+        if not self._pending:
+            return [], None
+        batch, self._pending = self._pending, []
+        try:
+            pending = self.world.submit(batch)
+        except BaseException as exc:
+            self._broken = exc
+            raise
+        self._in_flight.add(pending)
+        pending.add_done_callback(self._in_flight.discard)
+        return batch, pending
+
+    async def _flush(self) -> list[Position]:
+        """Submit the deferred events and await their ack."""
+        batch, pending = self._submit()
+        if pending is None:
+            return []
+        try:
+            positions = await pending
+        except BaseException as exc:
+            if not isinstance(exc, asyncio.CancelledError):
+                self._broken = exc
+            raise
+        FAULTS.events_acked(len(batch))
+        if isinstance(batch[-1], _TERMINAL):
             self.finished = True
-        return event, position
+        return positions

@@ -15,7 +15,6 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from little._canonical import canonical_hash, canonical_json, chain_hash, sha256_hex
-from little.errors import LittleError
 from little.events import (
     AgentCallAdmitted,
     AgentCallSettled,
@@ -29,8 +28,16 @@ from little.events import (
     ToolCallSucceeded,
     Usage,
 )
-from little.harness._model import Message, Model, ModelRequest, ModelResponse, ToolCallRequest
-from little.harness._tools import Tool, ToolContext
+from little.harness import (
+    Message,
+    Model,
+    ModelRequest,
+    ModelResponse,
+    Tool,
+    ToolCallRequest,
+    ToolContext,
+    ToolError,
+)
 from little.replay import (
     AgentCall,
     SessionState,
@@ -43,10 +50,6 @@ from little.runtime._writer import FAULTS
 if TYPE_CHECKING:
     from little.runtime._context import StepContext
     from little.runtime._runner import Execution
-
-
-class ToolError(LittleError):
-    """Raise from a tool to report a failure to the model (recorded, not retried)."""
 
 
 class AgentSession:
@@ -106,7 +109,9 @@ class AgentSession:
         if self._recorded is not None:
             assert_harness_manifest_consistent(self._x.replayed, self.session_id, self.manifest)
         else:
-            self._emit(
+            # Deferred: nothing acts on it before the session's first write-ahead record, which
+            # carries it; a crash before that leaves no session, and the resume starts it anew.
+            self._defer(
                 SessionStarted,
                 session_name=self.name,
                 model=self._model_id,
@@ -133,9 +138,9 @@ class AgentSession:
                 usage=_usage(self._tokens),
             )
 
-    def _emit(self, cls: Any, **fields: Any) -> Any:
-        """Append and wait for the ack: write-ahead records, before the call they announce."""
-        event, _ = self._x.writer.emit(
+    async def _emit(self, cls: Any, **fields: Any) -> Any:
+        """Append and await the ack: write-ahead records, before the call they announce."""
+        event, _ = await self._x.writer.emit(
             cls, step_path=self._step.step_path, session_id=self.session_id, **fields
         )
         return event
@@ -162,7 +167,7 @@ class AgentSession:
         start = len(messages)
         call = self._admit(prompt, max_turns)
         if call.served is not None:
-            return self._serve(call)
+            return await self._serve(call)
         messages.append({"role": "user", "content": prompt})
         self._exchange_tokens = [0, 0, 0, 0]
         self._exchange_calls = 0
@@ -180,15 +185,15 @@ class AgentSession:
                     messages.append(await self._tool_call(turn, call_request))
         except Exception as exc:
             if not call.settled and not self._x.is_fatal(exc):
-                self._settle(call, "failed", None, messages[start:])
+                await self._settle(call, "failed", None, messages[start:])
             raise
         self._answer = answer
         if not call.settled:
-            self._settle(call, "succeeded", answer, messages[start:])
+            await self._settle(call, "succeeded", answer, messages[start:])
         # Inside the loop a result rides with the next write-ahead record, which follows at
         # once; the last one is made durable here, so work after the session never puts the
         # session's final answer at risk.
-        self._x.writer.flush()
+        await self._x.writer.flush()
         return answer
 
     # -- agent calls (recorded-call replay) ------------------------------------------------
@@ -245,18 +250,18 @@ class AgentSession:
             ticket.source_run_id = calls.source.source_run_id if calls.source else None
         return ticket
 
-    def _serve(self, ticket: _AgentCallTicket) -> str | None:
+    async def _serve(self, ticket: _AgentCallTicket) -> str | None:
         """Answer an admitted call from a record: its answer, and its messages added to the
         conversation (so a later exchange sees what the model saw the first time)."""
         served = ticket.served
         assert served is not None
-        text = self._x.load_text(served.result_json, served.result_ref) or "{}"
+        text = await self._x.load_text(served.result_json, served.result_ref) or "{}"
         result = json.loads(text)
         self._messages.extend(result.get("messages") or [])
         answer: str | None = result.get("answer")
         self._answer = answer
         if not ticket.settled:  # served from the source run: record that it was
-            result_json, result_ref = self._x.store_text(text)
+            result_json, result_ref = await self._x.store_text(text)
             self._defer(
                 AgentCallSettled,
                 ordinal=ticket.ordinal,
@@ -271,13 +276,13 @@ class AgentSession:
                 model=served.model,
                 model_calls=served.model_calls,
             )
-            self._x.writer.flush()
+            await self._x.writer.flush()
         return answer
 
-    def _settle(
+    async def _settle(
         self, ticket: _AgentCallTicket, outcome: str, answer: str | None, added: list[Message]
     ) -> None:
-        result_json, result_ref = self._x.store_text(
+        result_json, result_ref = await self._x.store_text(
             canonical_json({"answer": answer, "messages": added})
         )
         self._defer(
@@ -309,14 +314,14 @@ class AgentSession:
                 "conversation diverged from its log (non-deterministic code before this call?)"
             )
         if recorded is not None and recorded.status == "responded" and recorded.usage is not None:
-            text = self._x.load_text(recorded.response_json, recorded.response_ref)
+            text = await self._x.load_text(recorded.response_json, recorded.response_ref)
             self._x.served_calls += 1
             self._count_exchange(recorded.usage)
             return ModelResponse.from_json(text or "{}", recorded.usage)
 
         self._x.check_budget()
-        appended_json, appended_ref = self._x.store_text(appended_text)
-        self._emit(
+        appended_json, appended_ref = await self._x.store_text(appended_text)
+        await self._emit(
             ModelCalled,
             turn=turn,
             provider=self.model.provider,
@@ -333,7 +338,7 @@ class AgentSession:
             response = await self.model.complete(request)
         except Exception as exc:
             FAULTS.call_returned()
-            self._emit(
+            await self._emit(
                 ModelFailed,
                 turn=turn,
                 provider=self.model.provider,
@@ -345,7 +350,7 @@ class AgentSession:
             )
             raise
         FAULTS.call_returned()
-        response_json, response_ref = self._x.store_text(response.to_json())  # canonical
+        response_json, response_ref = await self._x.store_text(response.to_json())  # canonical
         self._defer(
             ModelResponded,
             turn=turn,
@@ -370,14 +375,14 @@ class AgentSession:
         call_id = f"{turn}:{call.id}"
         recorded = self._recorded.tool_call(call_id) if self._recorded is not None else None
         if recorded is not None and recorded.status == "succeeded":
-            text = self._x.load_text(recorded.result_json, recorded.result_ref)
+            text = await self._x.load_text(recorded.result_json, recorded.result_ref)
             return _tool_message(call.id, text)
         if recorded is not None and recorded.status == "failed":
             return _tool_message(call.id, canonical_json({"error": recorded.error}))
         key = f"{self._x.run_id}/{self._step.step_path}/{call_id}"
         tool = self.tools.get(call.name)
         attempt = 2 if recorded is not None else 1
-        self._emit(
+        await self._emit(
             ToolCallStarted,
             call_id=call_id,
             tool=call.name,
@@ -406,7 +411,7 @@ class AgentSession:
             return _tool_message(call.id, canonical_json({"error": error}))
         FAULTS.call_returned()
         result_text = canonical_json(result)
-        result_json, result_ref = self._x.store_text(result_text)
+        result_json, result_ref = await self._x.store_text(result_text)
         self._defer(
             ToolCallSucceeded,
             call_id=call_id,

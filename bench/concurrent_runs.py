@@ -1,0 +1,355 @@
+"""Many concurrent runs in one process: recorded calls/s against the raw engine at N runs.
+
+N runs start at once with ``asyncio.gather`` in one process; each is one step holding one
+agent session of K single-turn exchanges (``await agent.run(...)``) with a model that takes
+10 ms. A recorded call writes ``agent.call.admitted``, ``harness.model.called`` (acked before
+the model runs), ``harness.model.responded`` and ``agent.call.settled`` (acked when the
+exchange returns): two acked appends per call, shared with every other run's appends in
+flight (librdkafka batches per partition; the embedded log group-commits).
+
+The raw engine does the same shape with nothing of ours: N asyncio tasks, each K times
+(wait 10 ms as the model does, produce one 200-byte record, await its own delivery report).
+On Kafka one idempotent acks=all producer (linger.ms=0) polled by one thread that hands each
+report to the loop (``call_soon_threadsafe``), the obvious asyncio use of the client; also
+the library's own asyncio producer (``confluent_kafka.aio.AIOProducer``, which refuses
+headers, so it cannot carry our records; shown for the record). On the embedded world one
+sqlite commit (WAL, synchronous=FULL) per record, each on a worker thread
+(``asyncio.to_thread``), as an asyncio user would commit without blocking the loop.
+
+Printed per N: recorded calls/s, the ratio to raw, per-call p50/p99 (the exchange, model
+included), event-loop lag p99 (a 1 ms ticker), and CPU time per call (the process's, all
+threads). At high N a run's wall time is bounded by CPU, so the ratio is bounded by raw CPU
+per record / our CPU per call: the "CPU bound" column.
+
+    .venv/bin/python bench/concurrent_runs.py [--n 1,10,100,1000] [--k 20] [--rounds 3]
+        [--worlds kafka,embedded] [--linger 0] [--spin-ms 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sqlite3
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from confluent_kafka import Producer
+
+from bench._common import bootstrap, machine, stamp, table
+from little import tune_gc
+from little._world import World, kafka_world, local_world
+from little.events import Usage
+from little.harness import ModelResponse, ScriptedModel
+from little.log import RUNS_TOPIC, partition_for
+from little.runtime import StepContext, WorkflowContext, run, workflow
+
+PAYLOAD = bytes(range(200))
+LATENCY = 0.010
+CALL_TIMES: list[float] = []
+
+
+@workflow("bench.concurrent", version="1")
+async def exchanges(ctx: WorkflowContext, input: dict[str, Any]) -> int:
+    return int(await ctx.step("agent", _session, int(input["k"])))
+
+
+async def _session(step: StepContext, k: int) -> int:
+    usage = Usage(input_tokens=10, output_tokens=5)
+    script = [ModelResponse(content="ok", usage=usage, finish_reason="stop")] * k
+    model = ScriptedModel(script, latency=LATENCY)
+    done = 0
+    async with step.session("agent", model=model) as agent:
+        for i in range(k):
+            start = time.perf_counter()
+            await agent.run(f"question {i}", max_turns=1)
+            CALL_TIMES.append(time.perf_counter() - start)
+            done += 1
+    return done
+
+
+class Ticker:
+    """How late a 1 ms timer fires: the event loop's lag (blocking work shows here)."""
+
+    def __init__(self) -> None:
+        self.lags: list[float] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def _tick(self) -> None:
+        while True:
+            start = time.perf_counter()
+            await asyncio.sleep(0.001)
+            self.lags.append(time.perf_counter() - start - 0.001)
+
+    def __enter__(self) -> Ticker:
+        self._task = asyncio.ensure_future(self._tick())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+
+
+def p(samples: list[float], q: float) -> float:
+    if not samples:
+        return float("nan")
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+class Measure:
+    def __init__(self, calls: int, wall: float, cpu: float, times: list[float], lags: list[float]):
+        self.calls = calls
+        self.wall = wall
+        self.cpu = cpu
+        self.times = times
+        self.lags = lags
+
+    @property
+    def rate(self) -> float:
+        return self.calls / self.wall
+
+    @property
+    def cpu_per_call(self) -> float:
+        return self.cpu / self.calls
+
+
+async def ours(world: World, n: int, k: int) -> Measure:
+    CALL_TIMES.clear()
+    cpu, start = time.process_time(), time.perf_counter()
+    with Ticker() as ticker:
+        results = await asyncio.gather(*(run(world, exchanges, {"k": k}) for _ in range(n)))
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    if any(r.status != "completed" or r.output != k for r in results):
+        raise RuntimeError(f"a run did not complete: {[r for r in results if r.output != k][:2]}")
+    return Measure(n * k, wall, cpu, list(CALL_TIMES), ticker.lags)
+
+
+async def raw_kafka(bs: str, topic: str, partitions: int, n: int, k: int) -> Measure:
+    producer = Producer(
+        {"bootstrap.servers": bs, "enable.idempotence": True, "acks": "all", "linger.ms": 0}
+    )
+    producer.produce(topic, b"warm", b"warm", 0)
+    producer.flush()
+    loop = asyncio.get_running_loop()
+    stop = threading.Event()
+
+    def pump() -> None:
+        while not stop.is_set():
+            producer.poll(0.05)
+
+    thread = threading.Thread(target=pump, daemon=True)
+    thread.start()
+    times: list[float] = []
+
+    async def task(i: int) -> None:
+        key = f"raw-{uuid.uuid4().hex}"
+        part = partition_for(key, partitions)
+        for _ in range(k):
+            begin = time.perf_counter()
+            await asyncio.sleep(LATENCY)
+            done = loop.create_future()
+
+            def report(err: Any, msg: Any, done: asyncio.Future[Any] = done) -> None:
+                loop.call_soon_threadsafe(done.set_result, err)
+
+            producer.produce(topic, PAYLOAD, key, part, report)
+            err = await done
+            if err is not None:
+                raise RuntimeError(f"raw delivery failed: {err}")
+            times.append(time.perf_counter() - begin)
+
+    cpu, start = time.process_time(), time.perf_counter()
+    with Ticker() as ticker:
+        await asyncio.gather(*(task(i) for i in range(n)))
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    stop.set()
+    thread.join()
+    producer.flush()
+    return Measure(n * k, wall, cpu, times, ticker.lags)
+
+
+async def raw_aio(bs: str, topic: str, partitions: int, n: int, k: int) -> Measure:
+    from confluent_kafka.aio import AIOProducer
+
+    producer = AIOProducer(
+        {"bootstrap.servers": bs, "enable.idempotence": True, "acks": "all", "linger.ms": 0},
+        buffer_timeout=0.001,
+    )
+    times: list[float] = []
+
+    async def task(i: int) -> None:
+        key = f"aio-{uuid.uuid4().hex}"
+        part = partition_for(key, partitions)
+        for _ in range(k):
+            begin = time.perf_counter()
+            await asyncio.sleep(LATENCY)
+            delivered = await producer.produce(topic, PAYLOAD, key, partition=part)
+            await delivered
+            times.append(time.perf_counter() - begin)
+
+    cpu, start = time.process_time(), time.perf_counter()
+    with Ticker() as ticker:
+        await asyncio.gather(*(task(i) for i in range(n)))
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    await producer.close()
+    return Measure(n * k, wall, cpu, times, ticker.lags)
+
+
+async def raw_sqlite(path: Path, n: int, k: int) -> Measure:
+    local = threading.local()
+
+    def commit_one(key: str) -> None:
+        conn = getattr(local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(path, isolation_level=None, timeout=60)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=FULL")
+            conn.execute("PRAGMA busy_timeout=60000")
+            local.conn = conn
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT INTO r VALUES (?, ?)", (key, PAYLOAD))
+        conn.execute("COMMIT")
+
+    setup = sqlite3.connect(path)
+    setup.execute("PRAGMA journal_mode=WAL")
+    setup.execute("CREATE TABLE IF NOT EXISTS r (k TEXT, v BLOB)")
+    setup.close()
+    times: list[float] = []
+
+    async def task(i: int) -> None:
+        for _ in range(k):
+            begin = time.perf_counter()
+            await asyncio.sleep(LATENCY)
+            await asyncio.to_thread(commit_one, f"raw-{i}")
+            times.append(time.perf_counter() - begin)
+
+    cpu, start = time.process_time(), time.perf_counter()
+    with Ticker() as ticker:
+        await asyncio.gather(*(task(i) for i in range(n)))
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    return Measure(n * k, wall, cpu, times, ticker.lags)
+
+
+def row(name: str, n: int, m: Measure, raw: Measure | None, rounds: list[float]) -> list[str]:
+    ratio = "1.00x" if raw is None else f"{m.rate / raw.rate:.2f}x"
+    if rounds:
+        ratio += f" ({min(rounds):.2f}-{max(rounds):.2f})"
+    bound = "" if raw is None else f"{raw.cpu_per_call / m.cpu_per_call:.2f}x"
+    return [
+        name,
+        str(n),
+        f"{m.rate:,.0f}",
+        ratio,
+        f"{p(m.times, 0.5) * 1000:.1f}",
+        f"{p(m.times, 0.99) * 1000:.1f}",
+        f"{p(m.lags, 0.99) * 1000:.1f}",
+        f"{m.cpu_per_call * 1e6:.0f}",
+        bound,
+    ]
+
+
+def best(ms: list[Measure]) -> Measure:
+    """The round with the median rate (shared machine: rounds and ranges are reported)."""
+    return sorted(ms, key=lambda m: m.rate)[len(ms) // 2]
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    tune_gc()
+    ns = [int(x) for x in args.n.split(",")]
+    worlds = args.worlds.split(",")
+    rows: list[list[str]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        if "kafka" in worlds:
+            bs = bootstrap()
+            prefix = f"bench.{uuid.uuid4().hex[:8]}."
+            config = {"linger_ms": args.linger} if args.linger is not None else {}
+            world = kafka_world(
+                bs, topic_prefix=prefix, provision=True, artifacts_dir=f"{tmp}/a", **config
+            )
+            if args.spin_ms is not None:
+                world.log._ack_spin = args.spin_ms / 1000  # type: ignore[attr-defined]
+            topic = prefix + RUNS_TOPIC
+            await ours(world, 10, 2)  # warm: connections, metadata
+            for n in ns:
+                got: dict[str, list[Measure]] = {"raw": [], "aio": [], "ours": []}
+                for _ in range(args.rounds):  # interleaved: drift hits all alike
+                    got["raw"].append(await raw_kafka(bs, topic, world.log.partitions, n, args.k))
+                    if args.aio:
+                        got["aio"].append(await raw_aio(bs, topic, world.log.partitions, n, args.k))
+                    got["ours"].append(await ours(world, n, args.k))
+                    print(
+                        f"kafka n={n}: raw {got['raw'][-1].rate:,.0f}/s ours "
+                        f"{got['ours'][-1].rate:,.0f}/s",
+                        file=sys.stderr,
+                    )
+                raw = best(got["raw"])
+                per_round = [o.rate / r.rate for o, r in zip(got["ours"], got["raw"], strict=True)]
+                rows.append(row("raw confluent-kafka, Kafka", n, raw, None, []))
+                if got["aio"]:
+                    aio_rounds = [
+                        a.rate / r.rate for a, r in zip(got["aio"], got["raw"], strict=True)
+                    ]
+                    rows.append(
+                        row("AIOProducer (no headers)", n, best(got["aio"]), raw, aio_rounds)
+                    )
+                rows.append(row("little, Kafka", n, best(got["ours"]), raw, per_round))
+            world.close()
+        if "embedded" in worlds:
+            world = local_world(f"{tmp}/embedded")
+            await ours(world, 10, 2)
+            for n in ns:
+                got = {"raw": [], "ours": []}
+                for r in range(args.rounds):
+                    got["raw"].append(await raw_sqlite(Path(tmp) / f"raw-{n}-{r}.db", n, args.k))
+                    got["ours"].append(await ours(world, n, args.k))
+                    print(
+                        f"embedded n={n}: raw {got['raw'][-1].rate:,.0f}/s ours "
+                        f"{got['ours'][-1].rate:,.0f}/s",
+                        file=sys.stderr,
+                    )
+                raw = best(got["raw"])
+                per_round = [o.rate / r.rate for o, r in zip(got["ours"], got["raw"], strict=True)]
+                rows.append(row("raw sqlite commit per record, embedded", n, raw, None, []))
+                rows.append(row("little, embedded", n, best(got["ours"]), raw, per_round))
+            world.close()
+    print(
+        table(
+            f"Concurrent runs ({stamp()}, {machine()}; K={args.k} single-turn exchanges per run, "
+            f"{LATENCY * 1000:.0f} ms model, median of {args.rounds} interleaved rounds)",
+            [
+                "path",
+                "N runs",
+                "calls/s",
+                "vs raw (rounds)",
+                "call p50 ms",
+                "call p99 ms",
+                "loop lag p99 ms",
+                "CPU us/call",
+                "CPU bound",
+            ],
+            rows,
+        )
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", default="1,10,100,1000")
+    ap.add_argument("--k", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--worlds", default="kafka,embedded")
+    ap.add_argument("--linger", type=float, default=None, help="linger.ms of our producer")
+    ap.add_argument("--spin-ms", type=float, default=None, help="the delivery pump's spin")
+    ap.add_argument("--aio", action="store_true", help="also measure AIOProducer")
+    asyncio.run(main_async(ap.parse_args()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,149 @@
+"""Appends in flight: what ``EventLog.submit`` returns, and how backends settle them in batches.
+
+A backend completes appends on its own thread (Kafka's delivery pump, the embedded committer).
+An append submitted on an event loop is resolved on that loop, one ``call_soon_threadsafe`` per
+batch of completions (not per append: each wakes the loop); a blocking ``append`` waits on a
+lock. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Generator, Iterable
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from little.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from little.log._port import Position
+
+Outcome: TypeAlias = "list[Position] | BaseException"
+
+
+class PendingAppend:
+    """One durable append on its way: ``await`` it on the loop that submitted it (``submit``),
+    or ``wait()`` for it from a thread (``append``). It resolves to the records' positions, or
+    raises what the log raised (``AppendOutcomeUnknownError``: the writer must stop)."""
+
+    __slots__ = ("_error", "_future", "_lock", "_positions", "submitted_at")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop | None) -> None:
+        self.submitted_at = time.monotonic()
+        self._future: asyncio.Future[list[Position]] | None = (
+            loop.create_future() if loop is not None else None
+        )
+        self._lock: threading.Lock | None = None
+        if loop is None:
+            self._lock = threading.Lock()
+            self._lock.acquire()  # released once settled
+        self._positions: list[Position] | None = None
+        self._error: BaseException | None = None
+
+    @classmethod
+    def on_running_loop(cls) -> PendingAppend:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise ConfigurationError(
+                "EventLog.submit needs a running event loop in this thread (it returns an "
+                "awaitable); outside one, use EventLog.append"
+            ) from None
+        return cls(loop)
+
+    @classmethod
+    def done(cls, positions: list[Position], loop: bool) -> PendingAppend:
+        """An append that needs no I/O (no records): already resolved."""
+        pending = cls.on_running_loop() if loop else cls(None)
+        pending._positions = positions
+        if pending._future is not None:
+            pending._future.set_result(positions)
+        elif pending._lock is not None:
+            pending._lock.release()
+        return pending
+
+    def __await__(self) -> Generator[Any, None, list[Position]]:
+        if self._future is None:
+            raise ConfigurationError("a blocking append is waited for with wait(), not awaited")
+        return self._future.__await__()
+
+    def add_done_callback(self, fn: Callable[[PendingAppend], object]) -> None:
+        """Call ``fn(self)`` on the submitting loop once settled (appends awaited on a loop)."""
+        if self._future is None:
+            raise ConfigurationError("a blocking append has no loop to call back on")
+        self._future.add_done_callback(lambda _f: fn(self))
+
+    def wait(self, timeout: float | None = None) -> list[Position]:
+        """Block until settled (blocking appends only); ``TimeoutError`` if it takes longer."""
+        if self._lock is None:
+            raise ConfigurationError("an append submitted on an event loop must be awaited")
+        if not self._lock.acquire(timeout=-1 if timeout is None else timeout):
+            raise TimeoutError(f"append not settled within {timeout:.0f}s")
+        self._lock.release()
+        if self._error is not None:
+            raise self._error
+        assert self._positions is not None
+        return self._positions
+
+    def _settle_here(self, outcome: Outcome) -> None:
+        """Record the outcome (any thread); a blocking waiter is released at once."""
+        if isinstance(outcome, BaseException):
+            self._error = outcome
+        else:
+            self._positions = outcome
+        if self._lock is not None:
+            self._lock.release()
+
+
+class InFlight:
+    """The appends of one backend that are not settled yet, in submit order.
+
+    ``settle`` resolves a batch of them from the backend's thread; ``stats`` says how many are
+    waiting and for how long the oldest has (a stalled broker shows here first).
+    """
+
+    def __init__(self) -> None:
+        self._items: dict[int, PendingAppend] = {}
+
+    def add(self, pending: PendingAppend) -> None:
+        self._items[id(pending)] = pending
+
+    def settle(self, batch: Iterable[tuple[PendingAppend, Outcome]]) -> None:
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[PendingAppend, Outcome]]] = {}
+        for pending, outcome in batch:
+            self._items.pop(id(pending), None)
+            pending._settle_here(outcome)
+            future = pending._future
+            if future is not None:
+                by_loop.setdefault(future.get_loop(), []).append((pending, outcome))
+        for loop, items in by_loop.items():
+            with contextlib.suppress(RuntimeError):  # a closed loop: nobody awaits these
+                loop.call_soon_threadsafe(_resolve_on_loop, items)
+
+    def stats(self) -> tuple[int, float]:
+        """(appends waiting, seconds the oldest has waited; 0 with none)."""
+        for _ in range(3):
+            try:
+                oldest = next(iter(self._items.values()), None)
+                count = len(self._items)
+            except RuntimeError:  # changed size while read from another thread: read again
+                continue
+            age = 0.0 if oldest is None else time.monotonic() - oldest.submitted_at
+            return count, age
+        return len(self._items), 0.0
+
+    def pending(self) -> list[PendingAppend]:
+        return list(self._items.values())
+
+
+def _resolve_on_loop(items: list[tuple[PendingAppend, Outcome]]) -> None:
+    for pending, outcome in items:
+        future = pending._future
+        if future is None or future.done():  # its awaiter was cancelled: the append stands
+            continue
+        if isinstance(outcome, BaseException):
+            future.set_exception(outcome)
+        else:
+            future.set_result(outcome)
