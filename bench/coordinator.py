@@ -14,26 +14,37 @@ some have completed, one coordinator is SIGKILLed. Reported per round, from the 
 The target is all claimed < session timeout + 5 s.
 
     .venv/bin/python bench/coordinator.py [--runs 200] [--rounds 3] [--session-timeout-ms 6000]
+
+``--throughput``: one coordinator executes ``--runs`` (1,000) StartRuns submitted at once, each
+one agent session of ``--k`` (20) single-turn exchanges with a ``--latency`` (0.01 s) model;
+beside it, in the same round, the raw producer does the same shape (``concurrent_runs.raw_kafka``:
+as many asyncio tasks, each k times a model wait then one acked record).
+
+    .venv/bin/python bench/coordinator.py --throughput --runs 1000 --latency 0.01 --rounds 3
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import signal
 import statistics
 import sys
 import tempfile
 import time
 import uuid
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._common import bootstrap, machine, stamp, table
+from bench.concurrent_runs import raw_kafka
 from little.commands import CommandPublisher, StartRun
 from little.events import RunCompleted
-from little.log import partition_for
+from little.log import RUNS_TOPIC, load_topic_specs, partition_for
+from little.log._provision import apply_topics
 from tests.integration.coordinator_support import (
     RunsWatcher,
     claims,
@@ -131,14 +142,102 @@ def one_round(bs: str, runs: int, session_ms: int, latency: float) -> dict[str, 
             watcher.close()
 
 
+def throughput(bs: str, runs: int, k: int, latency: float) -> dict[str, float]:
+    """``runs`` StartRuns at once through one coordinator; each run one session of ``k``
+    single-turn exchanges with a ``latency`` s model. Until every run has its RunCompleted."""
+    tag = uuid.uuid4().hex[:8]
+    topics = make_topics(bs, f"tput{tag}", PARTITIONS)
+    with tempfile.TemporaryDirectory() as d:
+        work = Path(d)
+        c = spawn_coordinator(
+            f"tput-{tag}",
+            bootstrap=bs,
+            topics=topics,
+            group=f"tput-{tag}",
+            workdir=work,
+            lease_seconds=120.0,
+            extra_env={"LITTLE_MAX_RUNS": str(max(runs, 1000))},
+        )
+        watcher = RunsWatcher(bs, topics["runs"])
+        try:
+            wait_ready([c], PARTITIONS)
+            run_ids = [f"tput-{tag}-{i:04d}" for i in range(runs)]
+            sent = time.time()
+            with CommandPublisher(bs, topic=topics["commands"]) as publisher:
+                publisher.send(
+                    [
+                        StartRun.of(r, "coordinator.exchanges", {"k": k, "latency": latency})
+                        for r in run_ids
+                    ]
+                )
+            watcher.wait(
+                lambda w: all(w.status(r) == "completed" for r in run_ids),
+                600,
+                "every run completed",
+            )
+            ends = [
+                e.event.occurred_at.timestamp()
+                for r in run_ids
+                for e in watcher.runs[r]
+                if isinstance(e.event, RunCompleted)
+            ]
+            _, metrics = c.get("/metrics")
+            lag = [
+                float(line.split()[-1])
+                for line in str(metrics).splitlines()
+                if line.startswith("little_coordinator_loop_lag_seconds ")
+            ]
+            wall = max(ends) - sent
+            return {"wall": wall, "calls_per_s": runs * k / wall, "lag": lag[0] if lag else 0.0}
+        finally:
+            c.stop()
+            watcher.close()
+
+
+def main_throughput(args: argparse.Namespace, bs: str) -> None:
+    tag = uuid.uuid4().hex[:8]
+    raw_topic = f"raw{tag}.{RUNS_TOPIC}"
+    specs = load_topic_specs()
+    apply_topics(bs, [replace(specs[RUNS_TOPIC], name=raw_topic, partitions=PARTITIONS)])
+    rows = []
+    ratios = []
+    for i in range(args.rounds):
+        raw = asyncio.run(raw_kafka(bs, raw_topic, PARTITIONS, args.runs, args.k))
+        ours = throughput(bs, args.runs, args.k, args.latency)
+        ratios.append(ours["calls_per_s"] / raw.rate)
+        rows.append(
+            [
+                str(i + 1),
+                f"{raw.rate:,.0f}",
+                f"{ours['calls_per_s']:,.0f}",
+                f"{ratios[-1]:.2f}x",
+                f"{ours['wall']:.1f}",
+            ]
+        )
+    print(
+        table(
+            f"Coordinator throughput, {stamp()}, {machine()}: {args.runs} runs x {args.k} "
+            f"single-turn exchanges, {args.latency * 1000:.0f} ms model, one coordinator",
+            ["round", "raw records/s (same shape)", "coordinator calls/s", "ratio", "wall s"],
+            rows,
+        )
+    )
+    print(f"\nratio median {statistics.median(ratios):.2f}x over {args.rounds} rounds")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--throughput", action="store_true", help="the throughput rows instead")
+    ap.add_argument("--k", type=int, default=20, help="exchanges per run (--throughput)")
     ap.add_argument("--runs", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--session-timeout-ms", type=int, default=6000)
     ap.add_argument("--latency", type=float, default=0.1, help="seconds per model turn")
     args = ap.parse_args()
     bs = bootstrap()
+    if args.throughput:
+        main_throughput(args, bs)
+        return
     session = args.session_timeout_ms / 1000
     results = [
         one_round(bs, args.runs, args.session_timeout_ms, args.latency) for _ in range(args.rounds)

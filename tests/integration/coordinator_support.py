@@ -117,6 +117,26 @@ async def chat(ctx: WorkflowContext, input: dict[str, Any]) -> dict[str, Any]:
     return {"answer": answer}
 
 
+@workflow("coordinator.exchanges", version="1")
+async def exchanges(ctx: WorkflowContext, input: dict[str, Any]) -> int:
+    """One agent session of ``k`` single-turn exchanges with a ``latency`` s model (the
+    coordinator's throughput benchmark)."""
+
+    async def converse(step: StepContext) -> int:
+        k = int(input.get("k", 20))
+        usage = Usage(input_tokens=10, output_tokens=5)
+        model = ScriptedModel(
+            [ModelResponse(content="ok", usage=usage, finish_reason="stop")] * k,
+            latency=float(input.get("latency", 0.01)),
+        )
+        async with step.session("agent", model=model) as agent:
+            for i in range(k):
+                await agent.run(f"question {i}", max_turns=1)
+        return k
+
+    return int(await ctx.step("converse", converse))
+
+
 def invocations(calls_dir: Path, run_id: str) -> dict[int, int]:
     """Per turn, how many times the model was really invoked for ``run_id``."""
     return count_invocations(calls_dir / f"{run_id}.jsonl")

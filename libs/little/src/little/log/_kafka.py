@@ -30,7 +30,7 @@ from little.errors import (
     LogError,
 )
 from little.log._partitioner import partition_for
-from little.log._pending import InFlight, Outcome, PendingAppend
+from little.log._pending import InFlight, Outcome, PendingAppend, spin_while_idle
 from little.log._port import (
     CursorStore,
     EventLog,
@@ -56,7 +56,7 @@ PRODUCER_PROFILES: dict[str, dict[str, Any]] = {
 # How long the delivery pump of each profile busy-polls after a delivery report before it
 # blocks in poll again (measured in bench/durable_call.py and bench/concurrent_runs.py; see
 # docs/architecture.md). The bulk profile blocks: its batches wait for linger.ms anyway.
-ACK_SPIN_SECONDS: dict[str, float] = {"latency": 0.002, "throughput": 0.0}
+ACK_SPIN_SECONDS: dict[str, float] = {"latency": 0.0, "throughput": 0.0}
 
 PUMP_WAIT_SECONDS = 0.05
 """How long the pump blocks in one poll (it also retries full queues and refreshes bounds)."""
@@ -328,6 +328,10 @@ class KafkaEventLog(EventLog):
         self.partitions = topic_partitions(admin, topic)
         self._admin = admin
         self._ack_spin = ACK_SPIN_SECONDS[producer_profile]
+        self._spin_on_loop = producer_profile == "latency"
+        self._spinning = 0
+        self._pump_may_poll = threading.Event()
+        self._spin_lock = threading.Lock()
         self._producer = Producer(
             {
                 **self._config,
@@ -387,6 +391,8 @@ class KafkaEventLog(EventLog):
             raise LogError(f"append of run {run_id} to {self.topic}: the log is closed")
         append = _Append(self, run_id, self.partition_for(run_id), records, pending)
         self._flight.add(pending)
+        if self._spin_on_loop:
+            pending.spin = self._spin
         with self._lock:
             waiting = self._waiting.get(run_id)
             if waiting is not None:  # earlier appends of the run wait: this one goes after
@@ -486,6 +492,26 @@ class KafkaEventLog(EventLog):
     def in_flight(self) -> tuple[int, float]:
         return self._flight.stats()
 
+    def _spin(self, pending: PendingAppend) -> None:
+        """Wait for an append on the loop's thread while the loop is idle: poll for delivery
+        reports here. The pump stays out of the producer's queue meanwhile: a report it took
+        would have to wait for the GIL this thread holds, and cost a wake-up on each side."""
+        with self._spin_lock:  # blocking appends of several threads may spin at once
+            self._spinning += 1
+            self._pump_may_poll.clear()
+        try:
+            spin_while_idle(pending, self._poll_here)
+        finally:
+            with self._spin_lock:
+                self._spinning -= 1
+                if not self._spinning:
+                    self._pump_may_poll.set()
+
+    def _poll_here(self) -> None:
+        self._producer.poll(0)
+        if self._completed:
+            self._settle_completed()
+
     # -- the delivery pump -----------------------------------------------------------------
 
     def _pump(self) -> None:
@@ -499,6 +525,9 @@ class KafkaEventLog(EventLog):
         busy_until = 0.0
         while not self._stopping:
             try:
+                if self._spinning:  # a loop waits for its report on its own thread
+                    self._pump_may_poll.wait(PUMP_WAIT_SECONDS)
+                    continue
                 served = poll(0 if time.monotonic() < busy_until else PUMP_WAIT_SECONDS)
                 if served:
                     busy_until = time.monotonic() + self._ack_spin

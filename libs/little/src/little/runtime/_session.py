@@ -96,6 +96,7 @@ class AgentSession:
         )
         self._hashed_messages = 0
         self._messages: list[Message] = []  # the conversation, across run() calls
+        self._message_json: list[str] = []  # canonical JSON of each message, made once
         self._answer: str | None = None
         self._manifest_hash = manifest_hash(self.manifest)
         # a session holding a side-effecting tool is never answered from a record: replay
@@ -210,7 +211,7 @@ class AgentSession:
             {
                 "manifest": self._manifest_hash,
                 "node": list(node),
-                "conversation": canonical_hash(self._messages),
+                "conversation": sha256_hex(self._json_of(0)),
                 "prompt": prompt,
                 "max_turns": max_turns,
             }
@@ -299,9 +300,18 @@ class AgentSession:
             model_calls=self._exchange_calls,
         )
 
+    def _json_of(self, start: int) -> str:
+        """``canonical_json(self._messages[start:])``, serialising each message once: the
+        canonical JSON of a list is its items' joined by commas, so the text (and every hash of
+        it) is the same, while a long conversation costs its new messages only."""
+        parts = self._message_json
+        for message in self._messages[len(parts) :]:
+            parts.append(canonical_json(message))
+        return "[" + ",".join(parts[start:]) + "]"
+
     async def _model_turn(self, turn: int, messages: list[Message]) -> ModelResponse:
         # serialised once: the same canonical JSON extends the hash chain and is recorded
-        appended_text = canonical_json(messages[self._hashed_messages :])
+        appended_text = self._json_of(self._hashed_messages)
         previous_hash = self._chain if self._hashed_messages else None  # None on turn 1
         request_hash = chain_hash(self._chain, appended_text)
         self._chain = request_hash

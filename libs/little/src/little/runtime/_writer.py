@@ -129,7 +129,9 @@ class RunWriter:
             control.halted = True
             if control.cancelled and not self._ending:
                 self._pending.append(self._new(RunCancelled, {"reason": control.reason or ""}))
-            self._submit()
+            _, pending = self._submit()
+            if pending is not None:  # awaited by ``settled``, which also forgets it
+                pending.add_done_callback(self._in_flight.discard)
             raise control.stopped(self.run_id)
         return event
 
@@ -184,7 +186,6 @@ class RunWriter:
             self._broken = exc
             raise
         self._in_flight.add(pending)
-        pending.add_done_callback(self._in_flight.discard)
         return batch, pending
 
     async def _flush(self) -> list[Position]:
@@ -198,6 +199,8 @@ class RunWriter:
             if not isinstance(exc, asyncio.CancelledError):
                 self._broken = exc
             raise
+        finally:
+            self._in_flight.discard(pending)
         FAULTS.events_acked(len(batch))
         if isinstance(batch[-1], _TERMINAL):
             self.finished = True
