@@ -8,9 +8,11 @@ never scans a shared partition from offset 0 (see docs/architecture.md, "Run ind
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
+import queue
 import threading
 import time
 import uuid
@@ -65,6 +67,8 @@ BOUNDS_REFRESH_SECONDS = 10.0
 INDEXED_RUNS_KEPT = 100_000
 """Runs remembered as having an index entry from this process; a forgotten one gets another
 entry on its next first append (one small record; readers take the minimum)."""
+READERS = 4
+"""Consumers a log reads with at once (each one connection to the brokers it reads from)."""
 INDEX_RUNS_KEPT = 100_000
 """Runs whose first-offset bound a reader keeps in memory (the most recently used)."""
 INDEX_RUNS_EXPECTED = 10_000_000
@@ -127,7 +131,9 @@ class _RunIndex:
     an offset it saw taken in the run's partition); entries are never compacted away and a
     reader takes the minimum over all entries of a run, so concurrent first writers cannot
     hide each other's records. A lookup catches its index partition up from where this
-    process last read it (the first lookup of a partition reads it whole, once).
+    process last read it (the first lookup of a partition reads it whole, once); lookups of
+    different partitions read side by side, and lookups of one partition that queued behind a
+    catch-up which began after them read nothing.
 
     Memory stays bounded however many runs the process sees: the bounds of the most recently
     used ``capacity`` runs are kept, and a Bloom filter remembers every run ever seen. A run
@@ -138,7 +144,7 @@ class _RunIndex:
 
     def __init__(
         self,
-        config: dict[str, Any],
+        readers: _Readers,
         topic: str,
         partitions: int,
         *,
@@ -148,19 +154,10 @@ class _RunIndex:
         self.topic = topic
         self.partitions = partitions
         self.capacity = capacity
-        self._consumer = Consumer(
-            {
-                **config,
-                "group.id": f"little-index-{uuid.uuid4()}",
-                "enable.auto.commit": False,
-                "enable.partition.eof": False,
-                "isolation.level": "read_committed",
-                # bounded reads, not tailing: a long-poll fetch in flight would delay the
-                # next assign by up to its wait
-                "fetch.wait.max.ms": 1,
-            }
-        )
+        self._readers = readers
         self._read_to: dict[int, int] = {}
+        self._caught_at: dict[int, float] = {}
+        """Per partition, when its last catch-up began (before it asked for the watermark)."""
         self._first: OrderedDict[str, tuple[int, bool]] = OrderedDict()
         """run -> (lowest bound seen, whether every entry of the run was seen since)."""
         self._seen = Bloom(expected_runs, 0.01)
@@ -169,31 +166,38 @@ class _RunIndex:
         """Index records read so far (catch-ups and rescans): what lookups have cost."""
         self.rescans = 0
         self._notes: deque[tuple[str, int]] = deque()
-        self._lock = threading.Lock()
+        self._partition_locks = [threading.Lock() for _ in range(partitions)]
+        self._state = threading.Lock()
+        """Guards the bounds, the filter and the counters (held briefly, never over a read)."""
 
     def lookup(self, run_id: str, timeout: float) -> int | None:
         partition = partition_for(run_id, self.partitions)
-        with self._lock:
-            self._apply_notes()
-            self._catch_up(partition, timeout)
-            known = self._first.get(run_id)
-            if known is not None:
-                self._first.move_to_end(run_id)
-                if known[1]:
-                    return known[0]
-            elif not self._forgotten or run_id not in self._seen:
-                return None  # never seen by this process, and it has read every entry
+        asked = time.monotonic()
+        with self._partition_locks[partition]:
+            # A catch-up that began after this lookup did covers every entry written before
+            # it: lookups that queued behind it (a burst of runs starting) need no read.
+            if self._caught_at.get(partition, -1.0) < asked:
+                self._catch_up(partition, timeout)
+            with self._state:
+                self._apply_notes()
+                known = self._first.get(run_id)
+                if known is not None:
+                    self._first.move_to_end(run_id)
+                    if known[1]:
+                        return known[0]
+                elif not self._forgotten or run_id not in self._seen:
+                    return None  # never seen by this process, and it has read every entry
             return self._rescan(run_id, partition, timeout)
 
     def note(self, run_id: str, offset: int) -> None:
         """This process's own entry for a run (taken without waiting: the writer calls it on
-        the event loop while a lookup may hold the lock for a long read)."""
+        the event loop)."""
         self._notes.append((run_id, offset))
-        if len(self._notes) > 1024 and self._lock.acquire(blocking=False):
+        if len(self._notes) > 1024 and self._state.acquire(blocking=False):
             try:  # a process that writes and never reads keeps its notes bounded too
                 self._apply_notes()
             finally:
-                self._lock.release()
+                self._state.release()
 
     def _apply_notes(self) -> None:
         notes = self._notes
@@ -217,58 +221,66 @@ class _RunIndex:
 
     def _rescan(self, run_id: str, partition: int, timeout: float) -> int | None:
         """Read the run's index partition up to where it was caught up, for this run alone."""
-        self.rescans += 1
         high = self._read_to.get(partition, 0)
         lowest: int | None = None
-        key = run_id.encode()
-        for msg in self._read(partition, 0, high, timeout):
-            value = msg.value()
-            if msg.key() == key and value is not None:
-                offset = int(json.loads(value)["offset"])
-                lowest = offset if lowest is None else min(lowest, offset)
-        known = self._first.get(run_id)
-        if known is not None:  # noted by this process (its own entry, maybe not yet read)
-            lowest = known[0] if lowest is None else min(lowest, known[0])
-        if lowest is None:
-            return None
-        self._first.pop(run_id, None)
-        self._first[run_id] = (lowest, True)
-        if len(self._first) > self.capacity:
-            self._first.popitem(last=False)
-            self._forgotten += 1
-        return lowest
+        for _key, offset in self._read(partition, 0, high, timeout, only=run_id.encode()):
+            lowest = offset if lowest is None else min(lowest, offset)
+        with self._state:
+            self.rescans += 1
+            self._apply_notes()
+            known = self._first.get(run_id)
+            if known is not None:  # noted by this process (its own entry, maybe not yet read)
+                lowest = known[0] if lowest is None else min(lowest, known[0])
+            if lowest is None:
+                return None
+            self._first.pop(run_id, None)
+            self._first[run_id] = (lowest, True)
+            if len(self._first) > self.capacity:
+                self._first.popitem(last=False)
+                self._forgotten += 1
+            return lowest
 
     def _catch_up(self, partition: int, timeout: float) -> None:
+        """(The partition's lock is held.)"""
         tp = TopicPartition(self.topic, partition)
-        _low, high = _watermarks(self._consumer, tp, timeout)
+        began = time.monotonic()
+        with self._readers.one() as consumer:
+            _low, high = _watermarks(consumer, tp, timeout)
         start = self._read_to.get(partition, 0)
-        if start >= high:
-            return
-        for msg in self._read(partition, start, high, timeout):
-            key, value = msg.key(), msg.value()
-            if key is not None and value is not None:
-                self._record(key.decode(), int(json.loads(value)["offset"]))
-        self._read_to[partition] = high
+        if start < high:
+            entries = self._read(partition, start, high, timeout)
+            with self._state:
+                for key, offset in entries:
+                    self._record(key.decode(), offset)
+            self._read_to[partition] = high
+        self._caught_at[partition] = began
 
-    def _read(self, partition: int, start: int, high: int, timeout: float) -> Iterator[Message]:
+    def _read(
+        self, partition: int, start: int, high: int, timeout: float, only: bytes | None = None
+    ) -> list[tuple[bytes, int]]:
+        """The (key, bound) of the index entries in ``[start, high)`` of a partition (of the
+        run keyed ``only``, if given: a rescan holds one run's entries, not the partition's)."""
         if start >= high:
-            return
-        self._consumer.assign([TopicPartition(self.topic, partition, start)])
-        try:
-            for msg in _consume_until(self._consumer, start, high, timeout):
-                self.records_read += 1
-                yield msg
-        finally:
-            # A consumer left assigned keeps a long-poll fetch in flight, and the next watermark
-            # request queues behind it on the connection (measured: ~10 ms per lookup).
-            self._consumer.unassign()
+            return []
+        out: list[tuple[bytes, int]] = []
+        with self._readers.one() as consumer:
+            consumer.assign([TopicPartition(self.topic, partition, start)])
+            try:
+                for msg in _consume_until(consumer, start, high, timeout):
+                    key, value = msg.key(), msg.value()
+                    if key is not None and value is not None and (only is None or key == only):
+                        out.append((key, int(json.loads(value)["offset"])))
+            finally:
+                # A consumer left assigned keeps a long-poll fetch in flight, and the next
+                # request queues behind it on the connection (measured: ~10 ms per lookup).
+                consumer.unassign()
+        with self._state:
+            self.records_read += high - start
+        return out
 
     def held(self) -> int:
         """Runs whose bound is held in memory (at most ``capacity``)."""
         return len(self._first)
-
-    def close(self) -> None:
-        self._consumer.close()
 
 
 def _consume_until(consumer: Consumer, start: int, high: int, timeout: float) -> Iterator[Message]:
@@ -346,19 +358,8 @@ class KafkaEventLog(EventLog):
                 },
             }
         )
-        self._reader = Consumer(
-            {
-                **self._config,
-                "group.id": f"little-reader-{uuid.uuid4()}",
-                "enable.auto.commit": False,
-                "isolation.level": "read_committed",
-                # bounded reads, not tailing: a long-poll fetch in flight would delay the
-                # next assign by up to its wait
-                "fetch.wait.max.ms": 1,
-            }
-        )
-        self._reader_lock = threading.Lock()
-        self._index = _RunIndex(self._config, index_topic, topic_partitions(admin, index_topic))
+        self._readers = _Readers(self._config, READERS)
+        self._index = _RunIndex(self._readers, index_topic, topic_partitions(admin, index_topic))
         self._index_topic = index_topic
         self.append_timeout = timeout + 10
         self._closed = False
@@ -603,19 +604,20 @@ class KafkaEventLog(EventLog):
 
     def _read_range(self, partition: int, start: int, run_id: str | None) -> list[StoredRecord]:
         tp = TopicPartition(self.topic, partition)
-        with self._reader_lock:
-            _low, high = _watermarks(self._reader, tp, self.timeout)
+        with self._readers.one() as reader:
+            _low, high = _watermarks(reader, tp, self.timeout)
             if start >= high:
                 return []
-            self._reader.assign([TopicPartition(self.topic, partition, start)])
+            reader.assign([TopicPartition(self.topic, partition, start)])
             try:
+                key = None if run_id is None else run_id.encode()
                 return [
                     _stored(msg)
-                    for msg in _consume_until(self._reader, start, high, self.timeout)
-                    if run_id is None or msg.key() == run_id.encode()
+                    for msg in _consume_until(reader, start, high, self.timeout)
+                    if key is None or msg.key() == key
                 ]
             finally:
-                self._reader.unassign()
+                reader.unassign()
 
     def first_offset(self, run_id: str) -> int | None:
         return self._index.lookup(run_id, self.timeout)
@@ -630,20 +632,20 @@ class KafkaEventLog(EventLog):
             )
         tp = TopicPartition(self.topic, partition)
         deadline = time.monotonic() + timeout
-        with self._reader_lock:
+        with self._readers.one() as reader:
             while True:
-                _low, high = _watermarks(self._reader, tp, self.timeout)
+                _low, high = _watermarks(reader, tp, self.timeout)
                 if offset < high or time.monotonic() >= deadline:
                     break
                 time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
             if offset >= high:
                 return []
-            self._reader.assign([TopicPartition(self.topic, partition, offset)])
+            reader.assign([TopicPartition(self.topic, partition, offset)])
             try:
                 end = min(high, offset + limit)
-                return [_stored(m) for m in _consume_until(self._reader, offset, end, self.timeout)]
+                return [_stored(m) for m in _consume_until(reader, offset, end, self.timeout)]
             finally:
-                self._reader.unassign()
+                reader.unassign()
 
     def end_offsets(self) -> dict[int, int]:
         return _list_offsets(self._admin, self.topic, self.partitions, _Spec.latest(), self.timeout)
@@ -667,8 +669,59 @@ class KafkaEventLog(EventLog):
                 (p, AppendOutcomeUnknownError(f"append to {self.topic}: the log closed first"))
                 for p in left
             )
-        self._reader.close()
-        self._index.close()
+        self._readers.close()
+
+
+class _Readers:
+    """Consumers for bounded reads (a run, a slice of a partition), lent one per read.
+
+    Reads are mostly waits for fetches, so many runs starting at once (a coordinator taking a
+    burst of StartRuns, each read before and after its claim) read side by side instead of
+    queueing behind one consumer. Made on first need, at most ``size``.
+    """
+
+    def __init__(self, config: dict[str, Any], size: int) -> None:
+        self._config = config
+        self._size = size
+        self._made: list[Consumer] = []
+        self._free: queue.SimpleQueue[Consumer] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def one(self) -> Iterator[Consumer]:
+        try:
+            consumer = self._free.get_nowait()
+        except queue.Empty:
+            with self._lock:
+                make = len(self._made) < self._size
+                if make:
+                    consumer = self._new()
+                    self._made.append(consumer)
+            if not make:
+                consumer = self._free.get()
+        try:
+            yield consumer
+        finally:
+            self._free.put(consumer)
+
+    def _new(self) -> Consumer:
+        return Consumer(
+            {
+                **self._config,
+                "group.id": f"little-reader-{uuid.uuid4()}",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                # bounded reads, not tailing: a long-poll fetch in flight would delay the
+                # next assign by up to its wait
+                "fetch.wait.max.ms": 1,
+            }
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            for consumer in self._made:
+                consumer.close()
+            self._made.clear()
 
 
 class _Waiting:
