@@ -22,7 +22,7 @@ threads). At high N a run's wall time is bounded by CPU, so the ratio is bounded
 per record / our CPU per call: the "CPU bound" column.
 
     .venv/bin/python bench/concurrent_runs.py [--n 1,10,100,1000] [--k 20] [--rounds 3]
-        [--worlds kafka,embedded] [--linger 0] [--spin-ms 2]
+        [--worlds kafka,embedded] [--linger 0] [--aio]
 """
 
 from __future__ import annotations
@@ -260,6 +260,36 @@ def best(ms: list[Measure]) -> Measure:
     return sorted(ms, key=lambda m: m.rate)[len(ms) // 2]
 
 
+async def compare(
+    name: str,
+    world: World,
+    ns: list[int],
+    args: argparse.Namespace,
+    raws: dict[str, Any],
+    ours_name: str,
+) -> list[list[str]]:
+    """Per N, interleaved rounds of each raw path and ours; rows against the first raw path."""
+    rows: list[list[str]] = []
+    for n in ns:
+        got: dict[str, list[Measure]] = {label: [] for label in [*raws, ours_name]}
+        for _ in range(args.rounds):  # interleaved: drift hits all alike
+            for label, measure in raws.items():
+                got[label].append(await measure(n))
+            got[ours_name].append(await ours(world, n, args.k))
+            rates = ", ".join(f"{label} {m[-1].rate:,.0f}/s" for label, m in got.items())
+            print(f"{name} n={n}: {rates}", file=sys.stderr)
+        base_label = next(iter(raws))
+        base = got[base_label]
+        raw = best(base)
+        for label, measures in got.items():
+            if label == base_label:
+                rows.append(row(label, n, raw, None, []))
+            else:
+                ratios = [m.rate / r.rate for m, r in zip(measures, base, strict=True)]
+                rows.append(row(label, n, best(measures), raw, ratios))
+    return rows
+
+
 async def main_async(args: argparse.Namespace) -> None:
     tune_gc()
     ns = [int(x) for x in args.n.split(",")]
@@ -273,51 +303,26 @@ async def main_async(args: argparse.Namespace) -> None:
             world = kafka_world(
                 bs, topic_prefix=prefix, provision=True, artifacts_dir=f"{tmp}/a", **config
             )
-            if args.spin_ms is not None:
-                world.log._ack_spin = args.spin_ms / 1000  # type: ignore[attr-defined]
             topic = prefix + RUNS_TOPIC
             await ours(world, 10, 2)  # warm: connections, metadata
-            for n in ns:
-                got: dict[str, list[Measure]] = {"raw": [], "aio": [], "ours": []}
-                for _ in range(args.rounds):  # interleaved: drift hits all alike
-                    got["raw"].append(await raw_kafka(bs, topic, world.log.partitions, n, args.k))
-                    if args.aio:
-                        got["aio"].append(await raw_aio(bs, topic, world.log.partitions, n, args.k))
-                    got["ours"].append(await ours(world, n, args.k))
-                    print(
-                        f"kafka n={n}: raw {got['raw'][-1].rate:,.0f}/s ours "
-                        f"{got['ours'][-1].rate:,.0f}/s",
-                        file=sys.stderr,
-                    )
-                raw = best(got["raw"])
-                per_round = [o.rate / r.rate for o, r in zip(got["ours"], got["raw"], strict=True)]
-                rows.append(row("raw confluent-kafka, Kafka", n, raw, None, []))
-                if got["aio"]:
-                    aio_rounds = [
-                        a.rate / r.rate for a, r in zip(got["aio"], got["raw"], strict=True)
-                    ]
-                    rows.append(
-                        row("AIOProducer (no headers)", n, best(got["aio"]), raw, aio_rounds)
-                    )
-                rows.append(row("little, Kafka", n, best(got["ours"]), raw, per_round))
+            parts = world.log.partitions
+            paths: dict[str, Any] = {
+                "raw confluent-kafka, Kafka": lambda n: raw_kafka(bs, topic, parts, n, args.k)
+            }
+            if args.aio:
+                paths["AIOProducer (no headers)"] = lambda n: raw_aio(bs, topic, parts, n, args.k)
+            rows += await compare("kafka", world, ns, args, paths, "little, Kafka")
             world.close()
         if "embedded" in worlds:
             world = local_world(f"{tmp}/embedded")
             await ours(world, 10, 2)
-            for n in ns:
-                got = {"raw": [], "ours": []}
-                for r in range(args.rounds):
-                    got["raw"].append(await raw_sqlite(Path(tmp) / f"raw-{n}-{r}.db", n, args.k))
-                    got["ours"].append(await ours(world, n, args.k))
-                    print(
-                        f"embedded n={n}: raw {got['raw'][-1].rate:,.0f}/s ours "
-                        f"{got['ours'][-1].rate:,.0f}/s",
-                        file=sys.stderr,
-                    )
-                raw = best(got["raw"])
-                per_round = [o.rate / r.rate for o, r in zip(got["ours"], got["raw"], strict=True)]
-                rows.append(row("raw sqlite commit per record, embedded", n, raw, None, []))
-                rows.append(row("little, embedded", n, best(got["ours"]), raw, per_round))
+            dbs = iter(range(1_000_000))
+            paths = {
+                "raw sqlite commit per record, embedded": lambda n: raw_sqlite(
+                    Path(tmp) / f"raw-{next(dbs)}.db", n, args.k
+                )
+            }
+            rows += await compare("embedded", world, ns, args, paths, "little, embedded")
             world.close()
     print(
         table(
@@ -346,7 +351,6 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--worlds", default="kafka,embedded")
     ap.add_argument("--linger", type=float, default=None, help="linger.ms of our producer")
-    ap.add_argument("--spin-ms", type=float, default=None, help="the delivery pump's spin")
     ap.add_argument("--aio", action="store_true", help="also measure AIOProducer")
     asyncio.run(main_async(ap.parse_args()))
 

@@ -316,15 +316,22 @@ def test_submits_of_one_run_in_flight_together_land_in_submit_order(log: EventLo
 
 
 def test_an_append_whose_awaiter_is_cancelled_still_lands(log: EventLog) -> None:
-    async def main() -> None:
-        task = asyncio.ensure_future(_await(log.submit("run-k", [rec("kept")])))
+    async def main() -> list[Position]:
+        busy = asyncio.get_running_loop().call_later(0, lambda: None)  # the loop is not idle
+        pending = log.submit("run-k", [rec("kept")])
+        task = asyncio.ensure_future(_await(pending))
+        await asyncio.sleep(0)  # the task now awaits the append
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+        busy.cancel()
+        positions: list[Position] = await pending  # its outcome stands for other awaiters
         await log.submit("run-k", [rec("after")])
+        return positions
 
-    asyncio.run(main())
+    positions = asyncio.run(main())
     assert payloads(log, "run-k") == ["kept", "after"]
+    assert [r.position for r in log.read_run("run-k")][:1] == positions
 
 
 async def _await(pending: Any) -> Any:

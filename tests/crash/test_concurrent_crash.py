@@ -74,11 +74,9 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {rid: essence(states, rid) for rid in run_ids()}
 
 
-@pytest.mark.parametrize("crash_after", CRASH_AFTER)
-def test_many_concurrent_runs_resume_to_their_uncrashed_outcome(
-    tmp_path: Path, reference: dict[str, Any], crash_after: int
-) -> None:
-    sc = Scenario(tmp_path)
+def crash_and_resume(sc: Scenario, reference: dict[str, Any], crash_after: int) -> None:
+    """Kill the process running every run at once after its ``crash_after``-th acked event,
+    resume them all in a new one, and check the outcome against the uncrashed runs."""
     crashed = many(sc, LITTLE_CRASH_AFTER_EVENT=crash_after)
     assert crashed.killed, crashed.describe()
     at_kill = fold_all(sc)
@@ -103,30 +101,19 @@ def test_many_concurrent_runs_resume_to_their_uncrashed_outcome(
     assert again == [], f"calls settled before the kill ran again: {again[:5]}"
 
 
+@pytest.mark.parametrize("crash_after", CRASH_AFTER)
+def test_many_concurrent_runs_resume_to_their_uncrashed_outcome(
+    tmp_path: Path, reference: dict[str, Any], crash_after: int
+) -> None:
+    crash_and_resume(Scenario(tmp_path), reference, crash_after)
+
+
 @pytest.mark.kafka
 def test_many_concurrent_runs_on_kafka_resume_to_their_uncrashed_outcome(
     tmp_path: Path, reference: dict[str, Any], kafka_bootstrap_servers: str, unique: str
 ) -> None:
     """The same on the broker: the delivery pump, every run's first append waiting for its
     index entry, and one producer's batches shared by 60 runs."""
-    sc = Scenario(tmp_path, kafka=f"{kafka_bootstrap_servers}|c{unique}.")
-    crashed = many(sc, LITTLE_CRASH_AFTER_EVENT=700)
-    assert crashed.killed, crashed.describe()
-    at_kill = fold_all(sc)
-    check_integrity(at_kill)
-    assert any(not s.terminal for s in at_kill.values())
-    before = {kind: len(sc.calls(kind)) for kind in ("model", "tools")}
-    resumed = many(sc)
-    assert resumed.returncode == 0, resumed.describe()
-    assert resumed.result["statuses"] == ["completed"] * RUNS
-    final = fold_all(sc)
-    check_integrity(final)
-    for rid in run_ids():
-        assert diff(essence(final, rid), reference[rid]) == [], rid
-    again = [
-        (kind, c["key"])
-        for kind in ("model", "tools")
-        for c in sc.calls(kind)[before[kind] :]
-        if settled_at_kill(at_kill, kind, c["key"])
-    ]
-    assert again == [], f"calls settled before the kill ran again: {again[:5]}"
+    crash_and_resume(
+        Scenario(tmp_path, kafka=f"{kafka_bootstrap_servers}|c{unique}."), reference, 700
+    )

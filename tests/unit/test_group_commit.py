@@ -109,3 +109,35 @@ def test_processes_group_committing_to_one_file_stay_dense_and_ordered(tmp_path:
         assert total == 3 * 40 * 10
     finally:
         log.close()
+
+
+def test_after_a_failed_append_a_run_gets_no_later_record(tmp_path: Path) -> None:
+    """A run's second append, in flight with its first when that one fails, is not committed
+    either: the log never holds a later record of a run without the earlier one."""
+    log = EmbeddedEventLog(tmp_path / "log.sqlite3")
+    log.append("warm", [rec("x")])
+    log._db.conn.execute(
+        "CREATE TRIGGER poison BEFORE INSERT ON records WHEN NEW.payload = X'626164' "
+        "BEGIN SELECT RAISE(ABORT, 'injected fault'); END"
+    )
+    before = log.commits
+
+    async def main() -> list[list[Position] | BaseException]:
+        pending = [log.submit(f"ok{i}", [rec("a")]) for i in range(5)]
+        pending += [log.submit("r", [rec("bad")]), log.submit("r", [rec("good")])]
+        pending += [log.submit(f"ok{i}", [rec("b")]) for i in range(5)]
+        return await asyncio.gather(*pending, return_exceptions=True)
+
+    try:
+        results = asyncio.run(main())
+        bad, good = results[5], results[6]
+        assert isinstance(bad, LogError)
+        assert "injected fault" in str(bad)
+        assert isinstance(good, LogError)
+        assert "an earlier append of the run failed" in str(good)
+        assert list(log.read_run("r")) == []
+        for i in range(5):
+            assert [x.payload for x in log.read_run(f"ok{i}")] == [b"a", b"b"]
+        assert log.commits > before  # committed, the others, around the failure
+    finally:
+        log.close()

@@ -167,11 +167,13 @@ def kafka_world(
         producer_profile=producer_profile,
     )
     try:
+        codec = EventCodec(registry=registry, topic=runs)
+        codec.register_all()  # now, not on the first append of each type (on an event loop)
         return World(
             log=log,
             cursors=KafkaCursorStore(bootstrap_servers, topic=runs, config=config),
             artifacts=ArtifactStore(Path(artifacts_dir)),
-            codec=EventCodec(registry=registry, topic=runs),
+            codec=codec,
             snapshots=KafkaSnapshotStore(bootstrap_servers, topic=names.snapshots, config=config),
             description=f"kafka:{bootstrap_servers}",
         )

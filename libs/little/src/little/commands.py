@@ -248,7 +248,6 @@ class CommandPublisher:
                 run_id,
                 [(encode_command(commands[i]), command_headers(commands[i])) for i in indices],
                 self.timeout,
-                0.0,  # flush: ends the linger at once
             )
             for i, position in zip(indices, landed, strict=True):
                 positions[i] = position

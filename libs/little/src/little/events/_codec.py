@@ -95,6 +95,17 @@ class EventCodec:
     def encode_many(self, events: Sequence[Event]) -> list[bytes]:
         return [self.encode(e) for e in events]
 
+    def register_all(self) -> None:
+        """Register the newest schema of every event type now (with a registry; blocking).
+
+        A world does it when it opens, so no append on an event loop waits for the registry's
+        HTTP round trip the first time it writes an event type."""
+        if self.registry is None:
+            return
+        for event_type in EVENT_TYPES:
+            if event_type not in self._ids:
+                self._register(self.catalog.latest(event_type))
+
     def _header(self, schema: SchemaVersion) -> bytes:
         if self.registry is None:
             return schema.single_object_header

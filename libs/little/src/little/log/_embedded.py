@@ -321,13 +321,50 @@ class _Committer:
                 outcomes = self._commit(taken)
                 if len(taken) > 1 and all(isinstance(o, LogError) for _, o in outcomes):
                     # one bad append must not fail the others it shared a transaction with
-                    outcomes = [o for batch in taken for o in self._commit([batch])]
+                    outcomes = self._one_by_one(taken)
+                failed = {
+                    b.run_id
+                    for b, (_, o) in zip(taken, outcomes, strict=True)
+                    if isinstance(o, LogError)
+                }
+                if failed:
+                    outcomes += self._drop_queued(failed)
+                self.flight.settle(outcomes)
             except Exception as exc:  # never leave a waiter hanging
-                outcomes = [
+                self.flight.settle(
                     (b.pending, LogError(f"append of run {b.run_id} to {self._where}: {exc}"))
                     for b in taken
-                ]
-            self.flight.settle(outcomes)
+                )
+
+    def _one_by_one(self, taken: list[_Batch]) -> list[tuple[PendingAppend, Outcome]]:
+        """Each append in its own transaction; once one of a run fails, the run's later
+        ones are not committed (a later record after a missing one is a seq gap)."""
+        outcomes: list[tuple[PendingAppend, Outcome]] = []
+        failed: set[str] = set()
+        for batch in taken:
+            if batch.run_id in failed:
+                outcomes.append((batch.pending, self._after_failure(batch)))
+                continue
+            (outcome,) = self._commit([batch])
+            if isinstance(outcome[1], LogError):
+                failed.add(batch.run_id)
+            outcomes.append(outcome)
+        return outcomes
+
+    def _drop_queued(self, failed: set[str]) -> list[tuple[PendingAppend, Outcome]]:
+        """Appends of runs whose earlier append failed, submitted before their writer knew:
+        taken off the queue and failed, never committed."""
+        with self._wake:
+            dropped = [b for b in self._queue if b.run_id in failed]
+            if dropped:
+                self._queue = deque(b for b in self._queue if b.run_id not in failed)
+        return [(b.pending, self._after_failure(b)) for b in dropped]
+
+    def _after_failure(self, batch: _Batch) -> LogError:
+        return LogError(
+            f"append of run {batch.run_id} to {self._where}: not committed, an earlier append "
+            "of the run failed"
+        )
 
     def _commit(self, taken: list[_Batch]) -> list[tuple[PendingAppend, Outcome]]:
         conn = self._db.conn

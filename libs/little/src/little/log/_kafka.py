@@ -32,7 +32,13 @@ from little.errors import (
     LogError,
 )
 from little.log._partitioner import partition_for
-from little.log._pending import InFlight, Outcome, PendingAppend, spin_while_idle
+from little.log._pending import (
+    SPIN_BUDGET_SECONDS,
+    InFlight,
+    Outcome,
+    PendingAppend,
+    spin_while_idle,
+)
 from little.log._port import (
     CursorStore,
     EventLog,
@@ -55,16 +61,11 @@ PRODUCER_PROFILES: dict[str, dict[str, Any]] = {
     "throughput": {"linger.ms": 10, "batch.num.messages": 10000, "compression.type": "lz4"},
 }
 
-# How long the delivery pump of each profile busy-polls after a delivery report before it
-# blocks in poll again (measured in bench/durable_call.py and bench/concurrent_runs.py; see
-# docs/architecture.md). The bulk profile blocks: its batches wait for linger.ms anyway.
-ACK_SPIN_SECONDS: dict[str, float] = {"latency": 0.0, "throughput": 0.0}
-
 PUMP_WAIT_SECONDS = 0.05
 """How long the pump blocks in one poll (it also retries full queues and refreshes bounds)."""
 BOUNDS_REFRESH_SECONDS = 10.0
 """How often the pump asks for the runs partitions' watermarks (index entry bounds)."""
-INDEXED_RUNS_KEPT = 100_000
+ENTRIES_WRITTEN_KEPT = 100_000
 """Runs remembered as having an index entry from this process; a forgotten one gets another
 entry on its next first append (one small record; readers take the minimum)."""
 READERS = 4
@@ -160,7 +161,8 @@ class _RunIndex:
         """Per partition, when its last catch-up began (before it asked for the watermark)."""
         self._first: OrderedDict[str, tuple[int, bool]] = OrderedDict()
         """run -> (lowest bound seen, whether every entry of the run was seen since)."""
-        self._seen = Bloom(expected_runs, 0.01)
+        self._expected_runs = expected_runs
+        self._seen_filter: Bloom | None = None  # 12 MB: made on first use, not per CLI call
         self._forgotten = 0
         self.records_read = 0
         """Index records read so far (catch-ups and rescans): what lookups have cost."""
@@ -204,6 +206,12 @@ class _RunIndex:
         while notes:
             self._record(*notes.popleft())
 
+    @property
+    def _seen(self) -> Bloom:
+        if self._seen_filter is None:
+            self._seen_filter = Bloom(self._expected_runs, 0.01)
+        return self._seen_filter
+
     def _record(self, run: str, offset: int) -> None:
         known = self._first.get(run)
         if known is not None:
@@ -214,7 +222,11 @@ class _RunIndex:
         # may have been forgotten
         exact = run not in self._seen
         self._seen.add(run)
+        self._hold(run, offset, exact)
+
+    def _hold(self, run: str, offset: int, exact: bool) -> None:
         self._first[run] = (offset, exact)
+        self._first.move_to_end(run)
         if len(self._first) > self.capacity:
             self._first.popitem(last=False)
             self._forgotten += 1
@@ -233,11 +245,7 @@ class _RunIndex:
                 lowest = known[0] if lowest is None else min(lowest, known[0])
             if lowest is None:
                 return None
-            self._first.pop(run_id, None)
-            self._first[run_id] = (lowest, True)
-            if len(self._first) > self.capacity:
-                self._first.popitem(last=False)
-                self._forgotten += 1
+            self._hold(run_id, lowest, True)
             return lowest
 
     def _catch_up(self, partition: int, timeout: float) -> None:
@@ -339,9 +347,11 @@ class KafkaEventLog(EventLog):
         admin = connect_admin(bootstrap_servers, config)
         self.partitions = topic_partitions(admin, topic)
         self._admin = admin
-        self._ack_spin = ACK_SPIN_SECONDS[producer_profile]
         self._spin_on_loop = producer_profile == "latency"
+        settings = {**PRODUCER_PROFILES[producer_profile], **(config or {})}
+        self._linger = float(settings.get("linger.ms", 0)) > 0
         self._spinning = 0
+        self._hold_until = 0.0
         self._pump_may_poll = threading.Event()
         self._spin_lock = threading.Lock()
         self._producer = Producer(
@@ -370,11 +380,12 @@ class KafkaEventLog(EventLog):
         self._waiting: dict[str, _Waiting] = {}
         """Runs whose next appends wait in order: for their index entry, or for queue room."""
         self._backlog: set[str] = set()
-        self._indexed = _Recent(INDEXED_RUNS_KEPT)
+        self._busy: dict[str, int] = {}
+        """Per run, its appends produced and not settled yet (one sequence at a time)."""
+        self._indexed = _Recent(ENTRIES_WRITTEN_KEPT)
         """Runs this process wrote an index entry for (recent ones: one more entry is harmless)."""
-        self._bounds = list(
-            _list_offsets(admin, topic, self.partitions, _Spec.latest(), timeout).values()
-        )
+        ends = _list_offsets(admin, topic, self.partitions, _Spec.latest(), timeout)
+        self._bounds = [ends[p] for p in range(self.partitions)]
         """Per partition, an offset at or below the next record's: watermarks and acks seen."""
         self._refreshing = False
         self._stopping = False
@@ -392,30 +403,42 @@ class KafkaEventLog(EventLog):
             raise LogError(f"append of run {run_id} to {self.topic}: the log is closed")
         append = _Append(self, run_id, self.partition_for(run_id), records, pending)
         self._flight.add(pending)
-        if self._spin_on_loop:
+        if pending.blocking:
+            # its thread waits for it anyway: it serves the reports itself, and the pump
+            # stays out of the way (one thread serving, no GIL tug of war)
+            self._hold_pump(self.timeout)
+            pending.spin = self._serve_own
+        elif self._spin_on_loop and pending.will_wait_awake():
+            # Its waiter will poll for the report on its own thread: keep the pump out of the
+            # producer's queue from now on, before the report can arrive, or the pump (parked
+            # in poll) would take it and both threads would pay a wake-up.
+            self._hold_pump()
             pending.spin = self._spin
         with self._lock:
             waiting = self._waiting.get(run_id)
             if waiting is not None:  # earlier appends of the run wait: this one goes after
                 waiting.appends.append(append)
-                return
-            if run_id not in self._indexed:
-                self._waiting[run_id] = _Waiting(deque([append]), indexing=True)
-                self._write_index_entry(run_id, append.partition)
-                return
-            if not self._produce(append):
-                self._waiting[run_id] = _Waiting(deque([append]), indexing=False)
-                self._backlog.add(run_id)
+            elif run_id not in self._indexed:
+                waiting = self._waiting[run_id] = _Waiting(deque([append]), _Waiting.INDEX)
+                self._write_index_entry(run_id, waiting)
+            elif self._busy.get(run_id):
+                # One produce sequence of a run in flight at a time: a later record of the
+                # run never lands after an earlier one failed (a seq gap the fold rejects).
+                # Appends that queue meanwhile go out together when it is acked.
+                self._waiting[run_id] = _Waiting(deque([append]), _Waiting.BUSY)
+            else:
+                self._send(run_id, [append])
 
-    def _write_index_entry(self, run_id: str, partition: int) -> None:
+    def _write_index_entry(self, run_id: str, waiting: _Waiting) -> None:
         """Produce the run's index entry (caller holds the lock); its records follow its ack.
 
         Its bound is an offset this process saw taken in the partition (a watermark or an
-        ack), so every record produced after it lands above it: no request is needed.
+        ack), so every record produced after it lands above it: no request is needed. A full
+        queue leaves it to the pump to retry, like any append.
         """
+        partition = waiting.appends[0].partition
         bound = self._bounds[partition]
         value = json.dumps({"topic": self.topic, "partition": partition, "offset": bound})
-        self._index.note(run_id, bound)
         entry = _IndexEntry(self, run_id)
         try:
             self._producer.produce(
@@ -425,11 +448,17 @@ class KafkaEventLog(EventLog):
                 partition_for(run_id, self._index.partitions),
                 entry.report,
             )
-        except (BufferError, KafkaException) as exc:
+        except BufferError:
+            self._backlog.add(run_id)
+            return
+        except KafkaException as exc:
             self._fail_waiting(run_id, LogError(f"index entry of run {run_id}: {exc}"))
+            return
+        self._index.note(run_id, bound)
+        waiting.entry_sent = True
 
     def _indexed_ack(self, run_id: str, err: KafkaError | None) -> None:
-        """The index entry's delivery report (pump thread): release the run's appends."""
+        """The index entry's delivery report: release the run's appends."""
         with self._lock:
             if err is not None:
                 self._fail_waiting(
@@ -441,36 +470,46 @@ class KafkaEventLog(EventLog):
                 )
                 return
             self._indexed.add(run_id)
-            waiting = self._waiting.get(run_id)
+            waiting = self._waiting.pop(run_id, None)
             if waiting is not None:
-                waiting.indexing = False
-                self._drain_waiting(run_id, waiting)
+                self._send(run_id, list(waiting.appends))
 
-    def _drain_waiting(self, run_id: str, waiting: _Waiting) -> None:
-        """Produce a run's waiting appends in order (caller holds the lock)."""
-        while waiting.appends:
-            if not self._produce(waiting.appends[0]):
+    def _send(self, run_id: str, appends: list[_Append]) -> None:
+        """Produce appends of one run in order, as one sequence in flight (caller holds the
+        lock). A full queue parks the rest for the pump; a produce that fails ends the run's
+        sequence: the appends after it are not sent (they fail, known not written)."""
+        for i, append in enumerate(appends):
+            sent = self._produce(append)
+            if sent is _FULL:
+                self._waiting[run_id] = _Waiting(deque(appends[i:]), _Waiting.ROOM)
                 self._backlog.add(run_id)
                 return
-            waiting.appends.popleft()
-        del self._waiting[run_id]
-        self._backlog.discard(run_id)
+            self._busy[run_id] = self._busy.get(run_id, 0) + 1
+            if sent is _FAILED:
+                error = LogError(
+                    f"append of run {run_id} to {self.topic}: not sent, an earlier append of "
+                    "the run failed"
+                )
+                self._flight.settle([(a.pending, error) for a in appends[i + 1 :]])
+                return
 
     def _fail_waiting(self, run_id: str, error: LogError) -> None:
+        """Fail the run's appends that were never produced (caller holds the lock)."""
         waiting = self._waiting.pop(run_id, None)
         self._backlog.discard(run_id)
         if waiting is not None:
             self._flight.settle([(a.pending, error) for a in waiting.appends])
 
-    def _produce(self, append: _Append) -> bool:
-        """Hand an append's records to librdkafka; False if its queue is full (retried by the
-        pump from where it stopped)."""
+    def _produce(self, append: _Append) -> object:
+        """Hand an append's records to librdkafka: ``_SENT``, ``_FULL`` (its queue is full:
+        retried from where it stopped) or ``_FAILED`` (a record could not be produced; the
+        append completes with that error once the records before it report)."""
         produce = self._producer.produce
         topic, key, partition, report = self.topic, append.run_id, append.partition, append.report
         records = append.records
+        sent = append.sent
         try:
-            while append.sent < len(records):
-                record = records[append.sent]
+            for record in records[sent:] if sent else records:
                 # positional arguments, headers only when present: keyword arguments cost more
                 # than the rest of the call (measured in bench/log_append.py)
                 if record.headers:
@@ -479,34 +518,61 @@ class KafkaEventLog(EventLog):
                     )
                 else:
                     produce(topic, record.payload, key, partition, report)
-                append.sent += 1
+                sent += 1
         except BufferError:
-            return False
+            append.sent = sent
+            return _FULL
         except KafkaException as exc:
-            append.errors.append(exc.args[0])
-            append.partial = append.sent > 0  # earlier records of it may land
-            append.expected = append.sent + len(append.errors)
-            if append.finished():
-                self._completed.append(append)
-        return True
+            append.sent = sent
+            append.partial = sent > 0  # earlier records of it may land
+            append.fail_unsent(exc.args[0])
+            return _FAILED
+        append.sent = sent
+        return _SENT
 
     def in_flight(self) -> tuple[int, float]:
         return self._flight.stats()
 
     def _spin(self, pending: PendingAppend) -> None:
-        """Wait for an append on the loop's thread while the loop is idle: poll for delivery
-        reports here. The pump stays out of the producer's queue meanwhile: a report it took
-        would have to wait for the GIL this thread holds, and cost a wake-up on each side."""
-        with self._spin_lock:  # blocking appends of several threads may spin at once
-            self._spinning += 1
-            self._pump_may_poll.clear()
+        """Wait for an append on its waiter's thread (an idle loop's, or a blocking append's):
+        poll for delivery reports there while the pump is held off (``_hold_pump``)."""
         try:
             spin_while_idle(pending, self._poll_here)
         finally:
-            with self._spin_lock:
-                self._spinning -= 1
-                if not self._spinning:
-                    self._pump_may_poll.set()
+            self._release_pump()
+
+    def _serve_own(self, pending: PendingAppend) -> None:
+        """A blocking append's wait: busy-poll briefly, then block in poll (or flush, which
+        also ends a linger at once), serving every report that comes, until its own are in."""
+        producer = self._producer
+        try:
+            if self._linger:
+                producer.flush(self.timeout)
+                self._settle_completed()
+                return
+            now = time.perf_counter()
+            spin_until, deadline = now + SPIN_BUDGET_SECONDS, now + self.timeout + 5
+            while not pending.settled and now < deadline:
+                producer.poll(0 if now < spin_until else 0.01)
+                if self._completed:
+                    self._settle_completed()
+                now = time.perf_counter()
+        finally:
+            self._release_pump()
+
+    def _hold_pump(self, seconds: float = SPIN_BUDGET_SECONDS) -> None:
+        """No pump polls until the holds are released or their time is up (a hold whose
+        append is never awaited lapses by itself)."""
+        with self._spin_lock:  # blocking appends of several threads may hold at once
+            self._spinning += 1
+            self._hold_until = max(self._hold_until, time.monotonic() + seconds + 0.001)
+            self._pump_may_poll.clear()
+
+    def _release_pump(self) -> None:
+        with self._spin_lock:
+            self._spinning = max(0, self._spinning - 1)
+            if not self._spinning:
+                self._pump_may_poll.set()
 
     def _poll_here(self) -> None:
         self._producer.poll(0)
@@ -518,30 +584,22 @@ class KafkaEventLog(EventLog):
     def _pump(self) -> None:
         """Serve the producer's delivery reports and resolve each append's waiter in batches.
 
-        The only thread that polls the producer while the log is open; a latency-profile pump
-        busy-polls for up to ``_ack_spin`` after activity (see ACK_SPIN_SECONDS).
+        It polls unless a waiter polls for its own reports meanwhile (``_hold_pump``); it also
+        retries what a full queue parked and keeps the partitions' bounds fresh.
         """
         poll = self._producer.poll
         refresh_at = time.monotonic() + BOUNDS_REFRESH_SECONDS
-        busy_until = 0.0
         while not self._stopping:
             try:
-                if self._spinning:  # a loop waits for its report on its own thread
-                    self._pump_may_poll.wait(PUMP_WAIT_SECONDS)
+                held = self._hold_until - time.monotonic()
+                if self._spinning and held > 0:  # a waiter polls for its report itself
+                    self._pump_may_poll.wait(held)
                     continue
-                served = poll(0 if time.monotonic() < busy_until else PUMP_WAIT_SECONDS)
-                if served:
-                    busy_until = time.monotonic() + self._ack_spin
+                poll(PUMP_WAIT_SECONDS)
                 if self._completed:
                     self._settle_completed()
                 if self._backlog:
-                    with self._lock:
-                        for run_id in list(self._backlog):
-                            waiting = self._waiting.get(run_id)
-                            if waiting is None or waiting.indexing:
-                                self._backlog.discard(run_id)
-                            else:
-                                self._drain_waiting(run_id, waiting)
+                    self._retry_backlog()
                 now = time.monotonic()
                 if now >= refresh_at:
                     refresh_at = now + BOUNDS_REFRESH_SECONDS
@@ -549,13 +607,52 @@ class KafkaEventLog(EventLog):
             except Exception as exc:  # a bug here must not leave every writer hanging
                 log.error("delivery_pump_error", error=f"{type(exc).__name__}: {exc}")
 
+    def _retry_backlog(self) -> None:
+        with self._lock:
+            for run_id in list(self._backlog):
+                self._backlog.discard(run_id)
+                waiting = self._waiting.get(run_id)
+                if waiting is None:
+                    continue
+                if waiting.reason == _Waiting.INDEX:
+                    if not waiting.entry_sent:
+                        self._write_index_entry(run_id, waiting)
+                elif waiting.reason == _Waiting.ROOM:
+                    del self._waiting[run_id]
+                    self._send(run_id, list(waiting.appends))
+
     def _settle_completed(self) -> None:
+        """Settle the appends whose last report came (on the pump's thread, or a waiter's),
+        and send what queued behind a run's sequence once it is all acked."""
         done = self._completed
         batch: list[tuple[PendingAppend, Outcome]] = []
         bounds = self._bounds
         while done:
             append = done.popleft()
             outcome = append.outcome()
+            run_id = append.run_id
+            with self._lock:
+                if append.settled:  # two threads saw its last report: settle it once
+                    continue
+                append.settled = True
+                busy = self._busy.get(run_id, 1) - 1
+                if busy > 0:
+                    self._busy[run_id] = busy
+                else:
+                    self._busy.pop(run_id, None)
+                waiting = self._waiting.get(run_id)
+                if isinstance(outcome, BaseException):
+                    if waiting is not None and waiting.reason != _Waiting.INDEX:
+                        self._fail_waiting(
+                            run_id,
+                            LogError(
+                                f"append of run {run_id} to {self.topic}: not sent, an earlier "
+                                f"append of the run failed ({outcome})"
+                            ),
+                        )
+                elif busy <= 0 and waiting is not None and waiting.reason == _Waiting.BUSY:
+                    del self._waiting[run_id]
+                    self._send(run_id, list(waiting.appends))
             if not isinstance(outcome, BaseException) and outcome:
                 last = outcome[-1].offset + 1
                 if last > bounds[append.partition]:
@@ -659,9 +756,18 @@ class KafkaEventLog(EventLog):
         self._producer.flush(self.timeout)  # serves the last delivery reports on this thread
         self._settle_completed()
         with self._lock:
-            for run_id in list(self._waiting):
-                self._fail_waiting(
-                    run_id, LogError(f"append of run {run_id}: the log closed before it was sent")
+            for run_id, waiting in list(self._waiting.items()):
+                del self._waiting[run_id]
+                self._flight.settle(
+                    (
+                        a.pending,
+                        AppendOutcomeUnknownError(
+                            f"append of run {run_id}: the log closed with it partly sent"
+                        )
+                        if a.sent
+                        else LogError(f"append of run {run_id}: the log closed before it was sent"),
+                    )
+                    for a in waiting.appends
                 )
         left = self._flight.pending()
         if left:
@@ -724,27 +830,34 @@ class _Readers:
             self._made.clear()
 
 
+_SENT, _FULL, _FAILED = object(), object(), object()
+
+
 class _Waiting:
-    """A run's appends that wait to be produced, in order (behind its index entry, or for room
-    in librdkafka's queue)."""
+    """A run's appends that wait to be produced, in order: behind the run's index entry
+    (``INDEX``), behind its sequence in flight (``BUSY``), or for room in librdkafka's queue
+    (``ROOM``)."""
 
-    __slots__ = ("appends", "indexing")
+    INDEX, BUSY, ROOM = "index", "busy", "room"
+    __slots__ = ("appends", "entry_sent", "reason")
 
-    def __init__(self, appends: deque[_Append], *, indexing: bool) -> None:
+    def __init__(self, appends: deque[_Append], reason: str) -> None:
         self.appends = appends
-        self.indexing = indexing
+        self.reason = reason
+        self.entry_sent = False
 
 
 class _Append:
     """One append on the producer: its records, its waiter and the delivery reports back.
 
     ``report`` is the delivery callback of each of its records (a bound method: no closure per
-    record); the last report queues the append for settling on the pump.
+    record); the report that completes it queues the append for settling. Reports may be
+    served by two threads at once (the pump, a waiter), so completion is read off the lists
+    (each append to them is atomic) and settling is guarded (``settled``, under the log's lock).
     """
 
     __slots__ = (
         "errors",
-        "expected",
         "log",
         "offsets",
         "partial",
@@ -754,6 +867,8 @@ class _Append:
         "report",
         "run_id",
         "sent",
+        "settled",
+        "total",
     )
 
     def __init__(
@@ -769,40 +884,63 @@ class _Append:
         self.partition = partition
         self.records = records
         self.pending = pending
-        self.expected = len(records)
+        self.total = len(records)
+        """Reports to expect (the produced records, plus one for a failed produce)."""
         self.sent = 0
         self.partial = False
-        self.offsets: list[int] = []
+        self.settled = False
+        self.offsets: list[int | None] = []
         self.errors: list[KafkaError] = []
         self.report = self._report
 
     def _report(self, err: KafkaError | None, msg: Message) -> None:
+        # runs once per record: kept to the minimum
         if err is None:
-            offset = msg.offset()
-            if offset is not None:
-                self.offsets.append(offset)
-            else:
-                self.errors.append(KafkaError(KafkaError._FAIL, "no offset", fatal=False))
+            self.offsets.append(msg.offset())
         else:
             self.errors.append(err)
-        if self.finished():
+        if len(self.offsets) + len(self.errors) >= self.total:
             self.log._completed.append(self)
 
-    def finished(self) -> bool:
-        return len(self.offsets) + len(self.errors) >= self.expected
+    def fail_unsent(self, error: KafkaError) -> None:
+        """A record could not be produced: it and the ones after it will never report."""
+        self.total = self.sent + 1
+        self.errors.append(error)
+        if len(self.offsets) + len(self.errors) >= self.total:
+            self.log._completed.append(self)
 
     def outcome(self) -> Outcome:
-        topic, key, partition = self.log.topic, self.run_id, self.partition
-        for err in self.errors:
-            if self.partial or err.code() in _UNKNOWN_OUTCOME or err.retriable():
-                return AppendOutcomeUnknownError(
-                    f"append of run {key} to {topic}[{partition}] has an unknown outcome: {err}"
-                )
-        if self.errors:
-            return LogError(f"append of run {key} to {topic}[{partition}] failed: {self.errors[0]}")
+        offsets = [o for o in self.offsets if o is not None]
+        missing = len(offsets) < len(self.offsets)
+        error = _delivery_error(self.log.topic, self.run_id, self.partition, self.errors)
+        if error is not None and self.partial and not isinstance(error, AppendOutcomeUnknownError):
+            error = AppendOutcomeUnknownError(f"{error} (after some of its records were sent)")
+        if error is None and missing:
+            error = AppendOutcomeUnknownError(
+                f"append of run {self.run_id} to {self.log.topic}[{self.partition}]: a delivery "
+                "report had no offset"
+            )
+        if error is not None:
+            return error
         # One partition, one idempotent producer: the records landed in the order produced,
         # so the i-th smallest offset is the i-th record's.
-        return [Position(partition, offset) for offset in sorted(self.offsets)]
+        offsets.sort()
+        return [Position(self.partition, offset) for offset in offsets]
+
+
+def _delivery_error(
+    topic: str, key: str, partition: int, errors: Sequence[KafkaError]
+) -> LogError | None:
+    """What the delivery errors of one append mean: an unknown outcome when a record may have
+    landed (timeouts, retriable errors), a failure when none did."""
+    for err in errors:
+        if err.code() in _UNKNOWN_OUTCOME or err.retriable():
+            return AppendOutcomeUnknownError(
+                f"append of run {key} to {topic}[{partition}] has an unknown outcome: {err}"
+            )
+    if errors:
+        return LogError(f"append of run {key} to {topic}[{partition}] failed: {errors[0]}")
+    return None
 
 
 class _IndexEntry:
@@ -833,9 +971,6 @@ class _Recent:
         if len(items) > self.capacity:
             items.popitem(last=False)
 
-    def __len__(self) -> int:
-        return len(self._items)
-
 
 def produce_and_wait(
     producer: Producer,
@@ -844,15 +979,12 @@ def produce_and_wait(
     key: str,
     items: Sequence[tuple[bytes, Sequence[tuple[str, bytes]]]],
     timeout: float,
-    spin: float,
 ) -> list[Position]:
-    """Produce ``(payload, headers)`` records to one partition under one key and wait for
-    every ack; returns their positions, in order.
+    """Produce ``(payload, headers)`` records to one partition under one key, flush, and
+    return their positions in order (blocking: snapshots and commands, written off the loop).
 
-    ``spin`` is how long to busy-poll for the delivery reports before blocking (0: flush the
-    producer and block, see ACK_SPIN_SECONDS). Raises ``AppendOutcomeUnknownError`` when a
-    record may or may not have landed (no report within ``timeout``, or a retriable error),
-    ``LogError`` when it did not.
+    Raises ``AppendOutcomeUnknownError`` when a record may or may not have landed (no report
+    within ``timeout``, or a retriable error), ``LogError`` when it did not.
     """
     reports = _Deliveries(len(items))
     report = reports.report
@@ -868,41 +1000,17 @@ def produce_and_wait(
                 break
             except BufferError:
                 producer.poll(0.1)
-    _await_deliveries(producer, reports, timeout, spin)
+    producer.flush(timeout + 5)  # also ends any linger at once
     if reports.waiting:
         raise AppendOutcomeUnknownError(
             f"append of run {key} to {topic}: no delivery report within {timeout:.0f}s"
         )
-    for err in reports.errors:
-        if err.code() in _UNKNOWN_OUTCOME or err.retriable():
-            raise AppendOutcomeUnknownError(
-                f"append of run {key} to {topic}[{partition}] has an unknown outcome: {err}"
-            )
-        raise LogError(f"append of run {key} to {topic}[{partition}] failed: {err}")
+    error = _delivery_error(topic, key, partition, reports.errors)
+    if error is not None:
+        raise error
     # One partition, one idempotent producer: the records landed in the order produced,
     # so the i-th smallest offset is the i-th record's.
     return [Position(partition, offset) for offset in sorted(reports.offsets)]
-
-
-def _await_deliveries(
-    producer: Producer, reports: _Deliveries, timeout: float, spin: float
-) -> None:
-    """Serve delivery reports until every one of this append's arrived (or the timeout).
-
-    Other threads' appends may share the producer; each waits for its own reports only.
-    """
-    if not spin:
-        producer.flush(timeout + 5)  # also ends any linger at once
-        return
-    now = time.perf_counter()
-    spin_until = now + spin
-    while reports.waiting > 0 and now < spin_until:
-        producer.poll(0)
-        now = time.perf_counter()
-    deadline = now + timeout + 5
-    while reports.waiting > 0 and now < deadline:
-        producer.poll(min(0.05, deadline - now))
-        now = time.perf_counter()
 
 
 def _watermarks(consumer: Consumer, tp: TopicPartition, timeout: float) -> tuple[int, int]:
@@ -1090,7 +1198,7 @@ class KafkaSnapshotStore(SnapshotStore):
     def put(self, run_id: str, payload: bytes) -> None:
         partition = partition_for(run_id, self.partitions)
         produce_and_wait(
-            self._producer, self.topic, partition, run_id, [(payload, ())], self.timeout, 0.0
+            self._producer, self.topic, partition, run_id, [(payload, ())], self.timeout
         )
 
     def get(self, run_id: str) -> bytes | None:

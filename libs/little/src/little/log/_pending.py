@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Generator, Iterable
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from little.errors import ConfigurationError
+from little.errors import AppendOutcomeUnknownError, ConfigurationError
 
 if TYPE_CHECKING:
     from little.log._port import Position
@@ -46,6 +46,17 @@ class PendingAppend:
         bounded moment when the loop has nothing else to do (``spin_while_idle``)."""
 
     @property
+    def blocking(self) -> bool:
+        """A blocking ``append``'s (waited for by a thread, not awaited on a loop)."""
+        return self._future is None
+
+    def will_wait_awake(self) -> bool:
+        """Whether its waiter will wait on its own thread rather than sleep: a blocking
+        append's always, an awaited one's if its loop has nothing else to do right now."""
+        future = self._future
+        return future is None or loop_is_idle(future.get_loop(), SPIN_BUDGET_SECONDS)
+
+    @property
     def settled(self) -> bool:
         """Whether the outcome is in (it may not have reached the loop yet)."""
         return self._positions is not None or self._error is not None
@@ -62,14 +73,12 @@ class PendingAppend:
         return cls(loop)
 
     @classmethod
-    def done(cls, positions: list[Position], loop: bool) -> PendingAppend:
-        """An append that needs no I/O (no records): already resolved."""
-        pending = cls.on_running_loop() if loop else cls(None)
+    def done(cls, positions: list[Position]) -> PendingAppend:
+        """An awaited append that needs no I/O (no records): already resolved."""
+        pending = cls.on_running_loop()
         pending._positions = positions
-        if pending._future is not None:
-            pending._future.set_result(positions)
-        elif pending._lock is not None:
-            pending._lock.release()
+        assert pending._future is not None
+        pending._future.set_result(positions)
         return pending
 
     def __await__(self) -> Generator[Any, None, list[Position]]:
@@ -81,7 +90,19 @@ class PendingAppend:
                 self.spin(self)
             if self.settled:  # in already: no trip through the loop's wake-up
                 _resolve_on_loop([(self, self._error or self._positions)])  # type: ignore[list-item]
-        return (yield from future.__await__())
+        if future.done():
+            return (yield from future.__await__())
+        # shielded: a cancelled awaiter must not cancel the append's outcome for the others
+        # (the writer's ``settled`` waits for it)
+        return (yield from asyncio.shield(future).__await__())
+
+    def error(self) -> BaseException | None:
+        """The failure, once settled (None if it succeeded or is not in yet); reading it marks
+        the outcome as seen, so a failure nobody awaited is not reported as lost."""
+        future = self._future
+        if future is not None and future.done() and not future.cancelled():
+            future.exception()
+        return self._error
 
     def add_done_callback(self, fn: Callable[[PendingAppend], object]) -> None:
         """Call ``fn(self)`` on the submitting loop once settled (appends awaited on a loop)."""
@@ -96,7 +117,9 @@ class PendingAppend:
         if not self.settled and self.spin is not None:
             self.spin(self)  # this thread waits anyway: a short wait awake beats a wake-up
         if not self._lock.acquire(timeout=-1 if timeout is None else timeout):
-            raise TimeoutError(f"append not settled within {timeout:.0f}s")
+            raise AppendOutcomeUnknownError(
+                f"append not settled within {timeout:.0f}s: it may or may not have landed"
+            )
         self._lock.release()
         if self._error is not None:
             raise self._error
@@ -104,7 +127,8 @@ class PendingAppend:
         return self._positions
 
     def _settle_here(self, outcome: Outcome) -> None:
-        """Record the outcome (any thread); a blocking waiter is released at once."""
+        """Record the outcome (any thread, once: ``InFlight.settle`` guards it); a blocking
+        waiter is released at once."""
         if isinstance(outcome, BaseException):
             self._error = outcome
         else:
@@ -129,7 +153,8 @@ class InFlight:
     def settle(self, batch: Iterable[tuple[PendingAppend, Outcome]]) -> None:
         by_loop: dict[asyncio.AbstractEventLoop, list[tuple[PendingAppend, Outcome]]] = {}
         for pending, outcome in batch:
-            self._items.pop(id(pending), None)
+            if self._items.pop(id(pending), None) is None:
+                continue  # settled already (two threads completed it): the first one wins
             pending._settle_here(outcome)
             future = pending._future
             if future is not None and not future.done():  # done: taken by its awaiter

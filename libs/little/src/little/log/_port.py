@@ -103,7 +103,7 @@ class EventLog(ABC):
         """Start a durable append of records of one run (on an event loop); await the result
         for their positions."""
         if not records:
-            return PendingAppend.done([], loop=True)
+            return PendingAppend.done([])
         pending = PendingAppend.on_running_loop()
         self._start(run_id, records, pending)
         return pending

@@ -27,6 +27,7 @@ from little.runtime._runner import (
     claim,
     default_owner,
     execute,
+    read_json,
     store_json,
 )
 
@@ -75,11 +76,7 @@ def manifest_from_state(
         output = None
         if step is not None and step.status == "completed":
             status = "completed"
-            output = (
-                json.loads(world.artifacts.get(step.output_ref))
-                if step.output_ref is not None
-                else (None if step.output_json is None else json.loads(step.output_json))
-            )
+            output = read_json(world, step.output_json, step.output_ref)
         elif step is not None and step.status == "failed":
             status = "abandoned"
         context_hash = json.loads(reserved.input_json or "{}").get("outer_loop_context_hash", "")

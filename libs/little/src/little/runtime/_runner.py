@@ -82,9 +82,17 @@ async def store_text(world: World, run_id: str, text: str) -> tuple[str | None, 
 
 
 async def load_json(world: World, text: str | None, ref: ArtifactRef | None) -> Any:
-    """The value ``store_json`` stored: inline text or the artifact ``ref`` points to."""
+    """The value ``store_json`` stored: inline text or the artifact ``ref`` points to (read
+    off the event loop)."""
     if ref is not None:
-        return json.loads(await asyncio.to_thread(world.artifacts.get, ref))
+        return await asyncio.to_thread(read_json, world, text, ref)
+    return read_json(world, text, ref)
+
+
+def read_json(world: World, text: str | None, ref: ArtifactRef | None) -> Any:
+    """``load_json``, blocking (tooling, worker threads)."""
+    if ref is not None:
+        return json.loads(world.artifacts.get(ref))
     return None if text is None else json.loads(text)
 
 

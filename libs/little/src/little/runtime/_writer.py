@@ -130,8 +130,8 @@ class RunWriter:
             if control.cancelled and not self._ending:
                 self._pending.append(self._new(RunCancelled, {"reason": control.reason or ""}))
             _, pending = self._submit()
-            if pending is not None:  # awaited by ``settled``, which also forgets it
-                pending.add_done_callback(self._in_flight.discard)
+            if pending is not None:  # awaited by ``settled``
+                pending.add_done_callback(self._forget)
             raise control.stopped(self.run_id)
         return event
 
@@ -148,6 +148,15 @@ class RunWriter:
         does not end while its appends are in flight)."""
         while self._in_flight:
             await asyncio.gather(*self._in_flight, return_exceptions=True)
+            for pending in list(self._in_flight):
+                if pending.settled:
+                    self._forget(pending)
+
+    def _forget(self, pending: PendingAppend) -> None:
+        self._in_flight.discard(pending)
+        error = pending.error()  # seen, not reported as lost
+        if error is not None and self._broken is None:
+            self._broken = error
 
     async def checkpoint(self) -> None:
         """Raise ``ExecutionStopped`` if a stop was requested (recording a cancel first)."""
@@ -172,6 +181,10 @@ class RunWriter:
 
     def _submit(self) -> tuple[list[Event], PendingAppend | None]:
         """Submit the deferred events now, with no await (seq order is submit order)."""
+        if self._broken is None:
+            # a failure settled on the backend's thread before its awaiter heard of it: no
+            # later record of the run may follow it (a parallel branch could submit first)
+            self._broken = next((e for p in self._in_flight if (e := p.error())), None)
         if self._broken is not None:
             raise LogError(
                 f"run {self.run_id}: this writer stopped after a failed append "
@@ -195,12 +208,14 @@ class RunWriter:
             return []
         try:
             positions = await pending
-        except BaseException as exc:
-            if not isinstance(exc, asyncio.CancelledError):
-                self._broken = exc
+        except asyncio.CancelledError:
+            pending.add_done_callback(self._forget)  # still in flight: ``settled`` waits
             raise
-        finally:
+        except BaseException as exc:
             self._in_flight.discard(pending)
+            self._broken = exc
+            raise
+        self._in_flight.discard(pending)
         FAULTS.events_acked(len(batch))
         if isinstance(batch[-1], _TERMINAL):
             self.finished = True

@@ -1,0 +1,79 @@
+"""The Kafka write path under real faults: a full librdkafka queue, a record the producer
+refuses. Each run's records stay in submit order and no later record of a run lands after
+an earlier one failed (the fold would reject the gap)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from little.errors import LogError
+from little.log import OutgoingRecord, Position
+from little.log._kafka import KafkaEventLog
+from tests.conformance.backends import create_kafka_topics
+
+pytestmark = pytest.mark.kafka
+
+
+@pytest.fixture
+def topics(kafka_bootstrap_servers: str, unique: str) -> dict[str, str]:
+    spec = {"bootstrap": kafka_bootstrap_servers, "topic": f"w{unique}.runs"}
+    spec["index_topic"] = f"w{unique}.index"
+    create_kafka_topics(kafka_bootstrap_servers, spec["topic"], spec["index_topic"], 3)
+    return spec
+
+
+def open_log(spec: dict[str, str], **config: Any) -> KafkaEventLog:
+    return KafkaEventLog(
+        spec["bootstrap"], topic=spec["topic"], index_topic=spec["index_topic"], config=config
+    )
+
+
+def test_a_full_producer_queue_parks_appends_in_order(topics: dict[str, str]) -> None:
+    # room for 4 messages: most produces hit BufferError and wait for the pump to retry them
+    log = open_log(topics, **{"queue.buffering.max.messages": 4})
+    runs = [f"q{i}" for i in range(20)]
+
+    async def main() -> list[list[Position]]:
+        pending = [
+            log.submit(r, [OutgoingRecord(f"{r}:{i}".encode())]) for i in range(5) for r in runs
+        ]
+        return await asyncio.gather(*pending)
+
+    try:
+        results = asyncio.run(main())
+        assert len(results) == 100
+        for run in runs:
+            got = [r.payload.decode() for r in log.read_run(run)]
+            assert got == [f"{run}:{i}" for i in range(5)]
+        assert log.in_flight() == (0, 0.0)
+    finally:
+        log.close()
+
+
+def test_after_a_refused_record_a_run_gets_no_later_record(topics: dict[str, str]) -> None:
+    log = open_log(topics, **{"message.max.bytes": 20_000})
+    huge = OutgoingRecord(b"x" * 50_000)  # the producer refuses it (message size too large)
+
+    async def main() -> list[list[Position] | BaseException]:
+        pending = [
+            log.submit("r", [OutgoingRecord(b"first")]),
+            log.submit("r", [huge]),
+            log.submit("r", [OutgoingRecord(b"later")]),
+            log.submit("other", [OutgoingRecord(b"fine")]),
+        ]
+        return await asyncio.gather(*pending, return_exceptions=True)
+
+    try:
+        first, refused, later, other = asyncio.run(main())
+        assert not isinstance(first, BaseException)
+        assert isinstance(refused, LogError)
+        assert isinstance(later, LogError)
+        assert "an earlier append of the run failed" in str(later)
+        assert not isinstance(other, BaseException)
+        assert [r.payload for r in log.read_run("r")] == [b"first"]
+        assert [r.payload for r in log.read_run("other")] == [b"fine"]
+    finally:
+        log.close()
