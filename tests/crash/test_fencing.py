@@ -140,9 +140,9 @@ class RacingWorld:
         self.inner = inner
         self.meanwhile: Callable[[], Awaitable[Any]] | None = meanwhile
 
-    def submit(self, events: list[Event]) -> Any:
+    def submit(self, events: list[Event], *, after: Any = None) -> Any:
         if self.meanwhile is None:
-            return self.inner.submit(events)
+            return self.inner.submit(events, after=after)
         meanwhile, self.meanwhile = self.meanwhile, None
 
         async def after_the_other_writer() -> Any:

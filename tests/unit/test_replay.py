@@ -50,7 +50,7 @@ class WatchedLog(EventLog):
         self.partitions = inner.partitions
         self.runs_read: list[str] = []
 
-    def _start(self, run_id: str, records: Any, pending: Any) -> None:
+    def _start(self, run_id: str, records: Any, pending: Any, after: Any) -> None:
         raise AssertionError(f"replay wrote to the log (run {run_id})")
 
     def read_run(self, run_id: str, *, after: Position | None = None) -> Iterator[Any]:

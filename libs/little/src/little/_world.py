@@ -52,11 +52,14 @@ class World:
     snapshots: SnapshotStore
     description: str = field(default="")
 
-    def submit(self, events: Sequence[Event]) -> PendingAppend:
+    def submit(
+        self, events: Sequence[Event], *, after: PendingAppend | None = None
+    ) -> PendingAppend:
         """Start a durable append of events of one run, in order (on an event loop); await
-        the result for their positions. Submit order is log order for a run."""
+        the result for their positions. Submit order is log order for a run; ``after`` (the
+        writer's previous append) makes a failed predecessor refuse it (``EventLog.submit``)."""
         run_id, records = self._records(events)
-        return self.log.submit(run_id, records)
+        return self.log.submit(run_id, records, after=after)
 
     def append(self, events: Sequence[Event]) -> list[Position]:
         """Durably append events of one run, in order, blocking; returns their positions.

@@ -146,7 +146,11 @@ class EmbeddedEventLog(EventLog):
         return existing
 
     def _start(
-        self, run_id: str, records: Sequence[OutgoingRecord], pending: PendingAppend
+        self,
+        run_id: str,
+        records: Sequence[OutgoingRecord],
+        pending: PendingAppend,
+        after: PendingAppend | None,
     ) -> None:
         if self._closed:
             raise LogError(f"append of run {run_id} to {self._db.path}: the log is closed")
@@ -157,7 +161,8 @@ class EmbeddedEventLog(EventLog):
                 self.partition_for(run_id),
                 records,  # headers are encoded by the committer, off the event loop
                 pending,
-            )
+            ),
+            after,
         )
 
     def in_flight(self) -> tuple[int, float]:
@@ -293,9 +298,12 @@ class _Committer:
         self._thread: threading.Thread | None = None
         self.commits = 0
 
-    def submit(self, batch: _Batch) -> None:
+    def submit(self, batch: _Batch, after: PendingAppend | None = None) -> None:
         self.flight.add(batch.pending)
         with self._wake:
+            if after is not None and after.doomed:  # decided under this lock: never after it
+                self.flight.settle([(batch.pending, self._after_failure(batch))])
+                return
             if self._thread is None:  # started on first use: a read-only log needs none
                 self._thread = threading.Thread(
                     target=self._run, name="little-sqlite-committer", daemon=True
@@ -322,19 +330,17 @@ class _Committer:
                 if len(taken) > 1 and all(isinstance(o, LogError) for _, o in outcomes):
                     # one bad append must not fail the others it shared a transaction with
                     outcomes = self._one_by_one(taken)
-                failed = {
-                    b.run_id
-                    for b, (_, o) in zip(taken, outcomes, strict=True)
-                    if isinstance(o, LogError)
-                }
-                if failed:
-                    outcomes += self._drop_queued(failed)
-                self.flight.settle(outcomes)
             except Exception as exc:  # never leave a waiter hanging
-                self.flight.settle(
+                outcomes = [
                     (b.pending, LogError(f"append of run {b.run_id} to {self._where}: {exc}"))
                     for b in taken
-                )
+                ]
+            failed = [
+                b for b, (_, o) in zip(taken, outcomes, strict=True) if isinstance(o, LogError)
+            ]
+            if failed:
+                outcomes += self._drop_queued(failed)
+            self.flight.settle(outcomes)
 
     def _one_by_one(self, taken: list[_Batch]) -> list[tuple[PendingAppend, Outcome]]:
         """Each append in its own transaction; once one of a run fails, the run's later
@@ -351,13 +357,19 @@ class _Committer:
             outcomes.append(outcome)
         return outcomes
 
-    def _drop_queued(self, failed: set[str]) -> list[tuple[PendingAppend, Outcome]]:
+    def _drop_queued(self, failed: list[_Batch]) -> list[tuple[PendingAppend, Outcome]]:
         """Appends of runs whose earlier append failed, submitted before their writer knew:
-        taken off the queue and failed, never committed."""
+        taken off the queue and failed, never committed. The failed ones are marked under the
+        same lock, so a later submit ``after`` one of them is refused at once."""
+        runs = {b.run_id for b in failed}
         with self._wake:
-            dropped = [b for b in self._queue if b.run_id in failed]
+            for b in failed:
+                b.pending.doomed = True
+            dropped = [b for b in self._queue if b.run_id in runs]
             if dropped:
-                self._queue = deque(b for b in self._queue if b.run_id not in failed)
+                self._queue = deque(b for b in self._queue if b.run_id not in runs)
+                for b in dropped:
+                    b.pending.doomed = True
         return [(b.pending, self._after_failure(b)) for b in dropped]
 
     def _after_failure(self, batch: _Batch) -> LogError:

@@ -353,6 +353,7 @@ class KafkaEventLog(EventLog):
         self._spinning = 0
         self._hold_until = 0.0
         self._pump_may_poll = threading.Event()
+        self._work = threading.Event()
         self._spin_lock = threading.Lock()
         self._producer = Producer(
             {
@@ -375,7 +376,7 @@ class KafkaEventLog(EventLog):
         self._closed = False
         # -- the write path: see _start, _pump and docs/architecture.md ("Awaited appends")
         self._lock = threading.Lock()
-        self._flight = InFlight()
+        self._flight = InFlight(on_settle=self._release_pump)
         self._completed: deque[_Append] = deque()
         self._waiting: dict[str, _Waiting] = {}
         """Runs whose next appends wait in order: for their index entry, or for queue room."""
@@ -397,7 +398,11 @@ class KafkaEventLog(EventLog):
     # -- append ----------------------------------------------------------------------------
 
     def _start(
-        self, run_id: str, records: Sequence[OutgoingRecord], pending: PendingAppend
+        self,
+        run_id: str,
+        records: Sequence[OutgoingRecord],
+        pending: PendingAppend,
+        after: PendingAppend | None,
     ) -> None:
         if self._closed:
             raise LogError(f"append of run {run_id} to {self.topic}: the log is closed")
@@ -406,28 +411,44 @@ class KafkaEventLog(EventLog):
         if pending.blocking:
             # its thread waits for it anyway: it serves the reports itself, and the pump
             # stays out of the way (one thread serving, no GIL tug of war)
-            self._hold_pump(self.timeout)
+            self._hold_pump(pending, self.timeout)
             pending.spin = self._serve_own
         elif self._spin_on_loop and pending.will_wait_awake():
             # Its waiter will poll for the report on its own thread: keep the pump out of the
             # producer's queue from now on, before the report can arrive, or the pump (parked
             # in poll) would take it and both threads would pay a wake-up.
-            self._hold_pump()
+            self._hold_pump(pending)
             pending.spin = self._spin
-        with self._lock:
-            waiting = self._waiting.get(run_id)
-            if waiting is not None:  # earlier appends of the run wait: this one goes after
-                waiting.appends.append(append)
-            elif run_id not in self._indexed:
-                waiting = self._waiting[run_id] = _Waiting(deque([append]), _Waiting.INDEX)
-                self._write_index_entry(run_id, waiting)
-            elif self._busy.get(run_id):
-                # One produce sequence of a run in flight at a time: a later record of the
-                # run never lands after an earlier one failed (a seq gap the fold rejects).
-                # Appends that queue meanwhile go out together when it is acked.
-                self._waiting[run_id] = _Waiting(deque([append]), _Waiting.BUSY)
-            else:
-                self._send(run_id, [append])
+        if not pending.holds_pump:
+            self._work.set()  # the pump serves this one
+        try:
+            with self._lock:
+                self._place(run_id, append, after)
+        except Exception as exc:  # never leave a waiter (or a hold) behind
+            self._flight.settle([(pending, LogError(f"append of run {run_id}: {exc}"))])
+            raise
+
+    def _place(self, run_id: str, append: _Append, after: PendingAppend | None) -> None:
+        """Send the append, or queue it behind the run's index entry or sequence in flight
+        (caller holds the lock)."""
+        if after is not None and after.doomed:
+            # the writer's previous append failed, as decided under this lock: nothing of
+            # the run may follow it
+            self._flight.settle([(append.pending, _after_failure(self.topic, run_id))])
+            return
+        waiting = self._waiting.get(run_id)
+        if waiting is not None:  # earlier appends of the run wait: this one goes after
+            waiting.appends.append(append)
+        elif run_id not in self._indexed:
+            waiting = self._waiting[run_id] = _Waiting(deque([append]), _Waiting.INDEX)
+            self._write_index_entry(run_id, waiting)
+        elif self._busy.get(run_id):
+            # One produce sequence of a run in flight at a time: a later record of the run
+            # never lands after an earlier one failed (a seq gap the fold rejects). Appends
+            # that queue meanwhile go out together when it is acked.
+            self._waiting[run_id] = _Waiting(deque([append]), _Waiting.BUSY)
+        else:
+            self._send(run_id, [append])
 
     def _write_index_entry(self, run_id: str, waiting: _Waiting) -> None:
         """Produce the run's index entry (caller holds the lock); its records follow its ack.
@@ -470,8 +491,13 @@ class KafkaEventLog(EventLog):
                 )
                 return
             self._indexed.add(run_id)
-            waiting = self._waiting.pop(run_id, None)
-            if waiting is not None:
+            waiting = self._waiting.get(run_id)
+            if waiting is None:
+                return
+            if self._busy.get(run_id):  # forgotten as indexed while a sequence was in flight
+                waiting.reason = _Waiting.BUSY
+            else:
+                del self._waiting[run_id]
                 self._send(run_id, list(waiting.appends))
 
     def _send(self, run_id: str, appends: list[_Append]) -> None:
@@ -486,19 +512,30 @@ class KafkaEventLog(EventLog):
                 return
             self._busy[run_id] = self._busy.get(run_id, 0) + 1
             if sent is _FAILED:
-                error = LogError(
-                    f"append of run {run_id} to {self.topic}: not sent, an earlier append of "
-                    "the run failed"
-                )
+                append.pending.doomed = True
+                error = _after_failure(self.topic, run_id)
+                for later in appends[i + 1 :]:
+                    later.pending.doomed = True
                 self._flight.settle([(a.pending, error) for a in appends[i + 1 :]])
                 return
 
     def _fail_waiting(self, run_id: str, error: LogError) -> None:
-        """Fail the run's appends that were never produced (caller holds the lock)."""
+        """Fail the run's waiting appends (caller holds the lock); one parked partly sent has
+        an unknown outcome."""
         waiting = self._waiting.pop(run_id, None)
         self._backlog.discard(run_id)
         if waiting is not None:
-            self._flight.settle([(a.pending, error) for a in waiting.appends])
+            for a in waiting.appends:
+                a.pending.doomed = True
+            self._flight.settle(
+                (
+                    a.pending,
+                    AppendOutcomeUnknownError(f"{error} (after some of its records were sent)")
+                    if a.sent
+                    else error,
+                )
+                for a in waiting.appends
+            )
 
     def _produce(self, append: _Append) -> object:
         """Hand an append's records to librdkafka: ``_SENT``, ``_FULL`` (its queue is full:
@@ -534,50 +571,59 @@ class KafkaEventLog(EventLog):
         return self._flight.stats()
 
     def _spin(self, pending: PendingAppend) -> None:
-        """Wait for an append on its waiter's thread (an idle loop's, or a blocking append's):
-        poll for delivery reports there while the pump is held off (``_hold_pump``)."""
+        """Wait for an append on its waiter's thread (an idle loop's): poll for delivery
+        reports there while the pump is held off (``_hold_pump``)."""
         try:
             spin_while_idle(pending, self._poll_here)
         finally:
-            self._release_pump()
+            self._release_pump(pending)
 
     def _serve_own(self, pending: PendingAppend) -> None:
-        """A blocking append's wait: busy-poll briefly, then block in poll (or flush, which
-        also ends a linger at once), serving every report that comes, until its own are in."""
+        """A blocking append's wait: busy-poll briefly, then poll (or flush, which also ends a
+        linger at once) in short slices, serving every report that comes and retrying what a
+        full queue parked, until its own are in."""
         producer = self._producer
+        wait = producer.flush if self._linger else producer.poll
         try:
-            if self._linger:
-                producer.flush(self.timeout)
-                self._settle_completed()
-                return
             now = time.perf_counter()
             spin_until, deadline = now + SPIN_BUDGET_SECONDS, now + self.timeout + 5
             while not pending.settled and now < deadline:
-                producer.poll(0 if now < spin_until else 0.01)
+                wait(0 if now < spin_until else 0.01)
                 if self._completed:
                     self._settle_completed()
+                if self._backlog:
+                    self._retry_backlog()
                 now = time.perf_counter()
         finally:
-            self._release_pump()
+            self._release_pump(pending)
 
-    def _hold_pump(self, seconds: float = SPIN_BUDGET_SECONDS) -> None:
-        """No pump polls until the holds are released or their time is up (a hold whose
-        append is never awaited lapses by itself)."""
+    def _hold_pump(self, pending: PendingAppend, seconds: float = SPIN_BUDGET_SECONDS) -> None:
+        """No pump polls until the holds are released or their time is up. A hold is released
+        once: by its waiter, or when its append settles (so one never awaited cannot keep the
+        pump off, and one settled before its waiter came does not either)."""
         with self._spin_lock:  # blocking appends of several threads may hold at once
+            pending.holds_pump = True
             self._spinning += 1
             self._hold_until = max(self._hold_until, time.monotonic() + seconds + 0.001)
             self._pump_may_poll.clear()
 
-    def _release_pump(self) -> None:
+    def _release_pump(self, pending: PendingAppend) -> None:
         with self._spin_lock:
-            self._spinning = max(0, self._spinning - 1)
+            if not pending.holds_pump:
+                return
+            pending.holds_pump = False
+            self._spinning -= 1
             if not self._spinning:
                 self._pump_may_poll.set()
+        if not pending.settled:
+            self._work.set()  # its waiter gave up waiting awake: the pump takes over
 
     def _poll_here(self) -> None:
         self._producer.poll(0)
         if self._completed:
             self._settle_completed()
+        if self._backlog:
+            self._retry_backlog()
 
     # -- the delivery pump -----------------------------------------------------------------
 
@@ -594,6 +640,14 @@ class KafkaEventLog(EventLog):
                 held = self._hold_until - time.monotonic()
                 if self._spinning and held > 0:  # a waiter polls for its report itself
                     self._pump_may_poll.wait(held)
+                    continue
+                if not self._flight and not self._backlog:
+                    # Nothing in flight: wait for work outside librdkafka, so that a waiter
+                    # who polls for its own report (and holds the pump off) never finds the
+                    # pump parked in poll, where it would take the report first.
+                    self._work.wait(PUMP_WAIT_SECONDS)
+                    self._work.clear()
+                    poll(0)  # librdkafka's own events (logs, errors) still get served
                     continue
                 poll(PUMP_WAIT_SECONDS)
                 if self._completed:
@@ -642,17 +696,17 @@ class KafkaEventLog(EventLog):
                     self._busy.pop(run_id, None)
                 waiting = self._waiting.get(run_id)
                 if isinstance(outcome, BaseException):
+                    append.pending.doomed = True  # seen by the writer's next submit (``after``)
                     if waiting is not None and waiting.reason != _Waiting.INDEX:
-                        self._fail_waiting(
-                            run_id,
-                            LogError(
-                                f"append of run {run_id} to {self.topic}: not sent, an earlier "
-                                f"append of the run failed ({outcome})"
-                            ),
-                        )
+                        self._fail_waiting(run_id, _after_failure(self.topic, run_id))
                 elif busy <= 0 and waiting is not None and waiting.reason == _Waiting.BUSY:
-                    del self._waiting[run_id]
-                    self._send(run_id, list(waiting.appends))
+                    if self._closed:
+                        self._fail_waiting(
+                            run_id, LogError(f"append of run {run_id}: the log closed first")
+                        )
+                    else:
+                        del self._waiting[run_id]
+                        self._send(run_id, list(waiting.appends))
             if not isinstance(outcome, BaseException) and outcome:
                 last = outcome[-1].offset + 1
                 if last > bounds[append.partition]:
@@ -752,6 +806,8 @@ class KafkaEventLog(EventLog):
             return
         self._closed = True
         self._stopping = True
+        self._pump_may_poll.set()  # a held or idle pump wakes to stop
+        self._work.set()
         self._pump_thread.join()
         self._producer.flush(self.timeout)  # serves the last delivery reports on this thread
         self._settle_completed()
@@ -926,6 +982,12 @@ class _Append:
         # so the i-th smallest offset is the i-th record's.
         offsets.sort()
         return [Position(self.partition, offset) for offset in offsets]
+
+
+def _after_failure(topic: str, run_id: str) -> LogError:
+    return LogError(
+        f"append of run {run_id} to {topic}: not sent, an earlier append of the run failed"
+    )
 
 
 def _delivery_error(

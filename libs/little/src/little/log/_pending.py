@@ -28,7 +28,16 @@ class PendingAppend:
     or ``wait()`` for it from a thread (``append``). It resolves to the records' positions, or
     raises what the log raised (``AppendOutcomeUnknownError``: the writer must stop)."""
 
-    __slots__ = ("_error", "_future", "_lock", "_positions", "spin", "submitted_at")
+    __slots__ = (
+        "_error",
+        "_future",
+        "_lock",
+        "_positions",
+        "doomed",
+        "holds_pump",
+        "spin",
+        "submitted_at",
+    )
 
     def __init__(self, loop: asyncio.AbstractEventLoop | None) -> None:
         self.submitted_at = time.monotonic()
@@ -41,6 +50,10 @@ class PendingAppend:
             self._lock.acquire()  # released once settled
         self._positions: list[Position] | None = None
         self._error: BaseException | None = None
+        self.doomed = False
+        """Set by the backend, under its own lock, the moment it knows this append failed (or
+        will not be sent): a later append of the run submitted ``after`` it is refused."""
+        self.holds_pump = False
         self.spin: Callable[[PendingAppend], None] | None = None
         """Set by a backend that can wait for this append on the loop's own thread for a
         bounded moment when the loop has nothing else to do (``spin_while_idle``)."""
@@ -85,11 +98,11 @@ class PendingAppend:
         future = self._future
         if future is None:
             raise ConfigurationError("a blocking append is waited for with wait(), not awaited")
-        if not future.done():
-            if not self.settled and self.spin is not None:
-                self.spin(self)
-            if self.settled:  # in already: no trip through the loop's wake-up
-                _resolve_on_loop([(self, self._error or self._positions)])  # type: ignore[list-item]
+        spin, self.spin = self.spin, None
+        if spin is not None:
+            spin(self)  # also when settled already: it releases what the backend held for it
+        if not future.done() and self.settled:  # in already: no trip through the loop's wake-up
+            _resolve_on_loop([(self, self._error or self._positions)])  # type: ignore[list-item]
         if future.done():
             return (yield from future.__await__())
         # shielded: a cancelled awaiter must not cancel the append's outcome for the others
@@ -114,8 +127,9 @@ class PendingAppend:
         """Block until settled (blocking appends only); ``TimeoutError`` if it takes longer."""
         if self._lock is None:
             raise ConfigurationError("an append submitted on an event loop must be awaited")
-        if not self.settled and self.spin is not None:
-            self.spin(self)  # this thread waits anyway: a short wait awake beats a wake-up
+        spin, self.spin = self.spin, None
+        if spin is not None:  # this thread waits anyway: a short wait awake beats a wake-up
+            spin(self)  # (called when settled already too: it releases what it holds)
         if not self._lock.acquire(timeout=-1 if timeout is None else timeout):
             raise AppendOutcomeUnknownError(
                 f"append not settled within {timeout:.0f}s: it may or may not have landed"
@@ -144,18 +158,26 @@ class InFlight:
     waiting and for how long the oldest has (a stalled broker shows here first).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, on_settle: Callable[[PendingAppend], object] | None = None) -> None:
         self._items: dict[int, PendingAppend] = {}
+        self._on_settle = on_settle
 
     def add(self, pending: PendingAppend) -> None:
         self._items[id(pending)] = pending
+
+    def __bool__(self) -> bool:
+        return bool(self._items)
 
     def settle(self, batch: Iterable[tuple[PendingAppend, Outcome]]) -> None:
         by_loop: dict[asyncio.AbstractEventLoop, list[tuple[PendingAppend, Outcome]]] = {}
         for pending, outcome in batch:
             if self._items.pop(id(pending), None) is None:
                 continue  # settled already (two threads completed it): the first one wins
+            if isinstance(outcome, BaseException):
+                pending.doomed = True
             pending._settle_here(outcome)
+            if self._on_settle is not None:
+                self._on_settle(pending)
             future = pending._future
             if future is not None and not future.done():  # done: taken by its awaiter
                 by_loop.setdefault(future.get_loop(), []).append((pending, outcome))

@@ -99,13 +99,20 @@ class EventLog(ABC):
     topic: str
     partitions: int
 
-    def submit(self, run_id: str, records: Sequence[OutgoingRecord]) -> PendingAppend:
+    def submit(
+        self,
+        run_id: str,
+        records: Sequence[OutgoingRecord],
+        *,
+        after: PendingAppend | None = None,
+    ) -> PendingAppend:
         """Start a durable append of records of one run (on an event loop); await the result
-        for their positions."""
+        for their positions. ``after``: the writer's previous append of the run; if it failed
+        (as the backend knows, before its awaiter may), this one is refused unsent."""
         if not records:
             return PendingAppend.done([])
         pending = PendingAppend.on_running_loop()
-        self._start(run_id, records, pending)
+        self._start(run_id, records, pending, after)
         return pending
 
     def append(self, run_id: str, records: Sequence[OutgoingRecord]) -> list[Position]:
@@ -113,7 +120,7 @@ class EventLog(ABC):
         if not records:
             return []
         pending = PendingAppend(None)
-        self._start(run_id, records, pending)
+        self._start(run_id, records, pending, None)
         return pending.wait(self.append_timeout)
 
     append_timeout: float | None = None
@@ -121,10 +128,16 @@ class EventLog(ABC):
 
     @abstractmethod
     def _start(
-        self, run_id: str, records: Sequence[OutgoingRecord], pending: PendingAppend
+        self,
+        run_id: str,
+        records: Sequence[OutgoingRecord],
+        pending: PendingAppend,
+        after: PendingAppend | None,
     ) -> None:
         """Hand the records over for appending, in call order, without waiting; settle
-        ``pending`` (through the backend's ``InFlight``) once they are durable or failed."""
+        ``pending`` (through the backend's ``InFlight``) once they are durable or failed. If
+        ``after`` is ``doomed`` (decided under the backend's lock), fail it unsent; a run
+        never gets a record after one of its records that did not land."""
 
     @abstractmethod
     def read_run(self, run_id: str, *, after: Position | None = None) -> Iterator[StoredRecord]:

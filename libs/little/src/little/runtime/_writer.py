@@ -93,6 +93,8 @@ class RunWriter:
         """True once this writer submitted the run's terminal event."""
         self._pending: list[Event] = []
         self._in_flight: set[PendingAppend] = set()
+        self._last: PendingAppend | None = None
+        """The last append submitted: the next one is refused if it failed (``after``)."""
         self._broken: BaseException | None = None
 
     async def emit(self, cls: type[E], **fields: Any) -> tuple[E, Position]:
@@ -194,10 +196,11 @@ class RunWriter:
             return [], None
         batch, self._pending = self._pending, []
         try:
-            pending = self.world.submit(batch)
+            pending = self.world.submit(batch, after=self._last)
         except BaseException as exc:
             self._broken = exc
             raise
+        self._last = pending
         self._in_flight.add(pending)
         return batch, pending
 
