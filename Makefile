@@ -66,7 +66,11 @@ kafka-stop: ## Stop the local Kafka broker
 .PHONY: bench
 bench: setup system-deps ## Run the benchmarks (local broker) and print their tables
 	$(KAFKA) start
-	$(PY) bench/log_append.py; status=$$?; $(KAFKA) stop; exit $$status
+	@status=0; \
+	$(PY) bench/log_append.py || status=$$?; \
+	$(PY) bench/concurrent_runs.py || status=$$?; \
+	$(PY) bench/durable_call.py || status=$$?; \
+	$(KAFKA) stop; exit $$status
 
 .PHONY: clean
 clean: ## Remove the venv, tools and local data (not the broker jar cache)
