@@ -44,7 +44,7 @@ from bench.concurrent_runs import raw_kafka
 from little.commands import CommandPublisher, StartRun
 from little.events import RunCompleted
 from little.log import RUNS_TOPIC, load_topic_specs, partition_for
-from little.log._provision import apply_topics
+from little.log.kafka import apply_topics
 from tests.integration.coordinator_support import (
     RunsWatcher,
     claims,

@@ -24,8 +24,7 @@ from confluent_kafka import Producer
 
 from bench._common import bootstrap, busy, machine, percentiles, stamp, table, timed
 from little.log import EmbeddedEventLog, OutgoingRecord, load_topic_specs, partition_for
-from little.log._kafka import PRODUCER_PROFILES, KafkaEventLog
-from little.log._provision import apply_topics
+from little.log.kafka import PRODUCER_PROFILES, KafkaEventLog, apply_topics
 
 PAYLOAD = bytes(range(100))
 PARTITIONS = 6

@@ -132,7 +132,7 @@ def fresh_topics(bootstrap: str, tag: str, *, partitions: int = 6) -> dict[str, 
         SNAPSHOTS_TOPIC,
         load_topic_specs,
     )
-    from little.log._provision import apply_topics
+    from little.log.kafka import apply_topics
 
     specs = load_topic_specs()
     names = {

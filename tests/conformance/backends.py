@@ -12,7 +12,7 @@ from little.log._port import CursorStore
 def open_log(spec: dict[str, Any]) -> EventLog:
     if spec["kind"] == "embedded":
         return EmbeddedEventLog(spec["path"], topic=spec["topic"], partitions=spec["partitions"])
-    from little.log._kafka import KafkaEventLog
+    from little.log.kafka import KafkaEventLog
 
     return KafkaEventLog(
         spec["bootstrap"],
@@ -26,7 +26,7 @@ def open_cursors(spec: dict[str, Any], log: EventLog) -> CursorStore:
     if spec["kind"] == "embedded":
         assert isinstance(log, EmbeddedEventLog)
         return EmbeddedCursorStore(log)
-    from little.log._kafka import KafkaCursorStore
+    from little.log.kafka import KafkaCursorStore
 
     return KafkaCursorStore(spec["bootstrap"], topic=spec["topic"])
 
@@ -35,7 +35,7 @@ def create_kafka_topics(bootstrap: str, topic: str, index_topic: str, partitions
     """Fresh topics for one test, with the configs of deploy/topics.yaml."""
     from dataclasses import replace
 
-    from little.log._provision import apply_topics
+    from little.log.kafka import apply_topics
 
     specs = load_topic_specs()
     runs = replace(specs["little.runs.v1"], name=topic, partitions=partitions)

@@ -42,8 +42,7 @@ from little.events import (
 from little.harness import ModelResponse, ScriptedModel, ToolCallRequest, ToolContext, tool
 from little.harness._model import count_invocations
 from little.log import load_topic_specs
-from little.log._kafka import KafkaCursorStore, KafkaEventLog, KafkaSnapshotStore
-from little.log._provision import apply_topics
+from little.log.kafka import KafkaCursorStore, KafkaEventLog, KafkaSnapshotStore, apply_topics
 from little.replay import MaterializedRunState, materialize_run_state_from_events
 from little.runtime import StepContext, WorkflowContext, workflow
 

@@ -28,7 +28,7 @@ from little.events import (
     StepStarted,
 )
 from little.log import partition_for
-from little.log._kafka import KafkaCursorStore
+from little.log.kafka import KafkaCursorStore
 from tests.cli import little_cli
 from tests.integration.coordinator_support import (
     OUTSIDE_WRITER,

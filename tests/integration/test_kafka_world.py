@@ -11,7 +11,7 @@ import pytest
 import little
 from little.events import RunClaimed
 from little.log import RUNS_TOPIC, SNAPSHOTS_TOPIC, load_topic_specs
-from little.log._provision import apply_topics
+from little.log.kafka import apply_topics
 from little.replay import Snapshot, encode_snapshot, replay_run
 from tests.cli import little_cli
 from tests.sample_runs import first_writer, second_writer

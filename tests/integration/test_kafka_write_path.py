@@ -11,7 +11,7 @@ import pytest
 
 from little.errors import LogError
 from little.log import OutgoingRecord, Position
-from little.log._kafka import KafkaEventLog
+from little.log.kafka import KafkaEventLog
 from tests.conformance.backends import create_kafka_topics
 
 pytestmark = pytest.mark.kafka

@@ -25,7 +25,7 @@ from confluent_kafka import Producer
 
 import little
 from little.log import OutgoingRecord, ResetTo
-from little.log._kafka import KafkaCursorStore
+from little.log.kafka import KafkaCursorStore
 from little.projection import (
     DLQ_MESSAGE,
     DLQ_OFFSET,

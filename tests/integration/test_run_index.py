@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from little.log import OutgoingRecord
-from little.log._kafka import KafkaEventLog
+from little.log.kafka import KafkaEventLog
 from tests.conformance.backends import create_kafka_topics
 
 pytestmark = pytest.mark.kafka

@@ -77,3 +77,36 @@ def test_the_harness_does_not_import_the_runtime() -> None:
         for module, names in _imports(harness_dir).items()
     }
     assert {m: n for m, n in back.items() if n} == {}
+
+
+def _private_imports_across_packages(root: Path) -> list[str]:
+    """``from a.b._c import d`` / ``from a.b import _d`` where the importer lives outside the
+    package that owns the private name (``a.b``)."""
+    found = []
+    for path in root.rglob("*.py"):
+        parts = path.relative_to(root).with_suffix("").parts
+        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.ImportFrom) and node.module and node.level == 0):
+                continue
+            if not node.module.startswith(("little", "little_services")):
+                continue
+            for alias in node.names:
+                segments = f"{node.module}.{alias.name}".split(".")
+                for i, segment in enumerate(segments):
+                    if segment.startswith("_") and not segment.startswith("__"):
+                        owner = ".".join(segments[:i])
+                        if package != owner and not package.startswith(owner + "."):
+                            found.append(f"{path}: {node.module} import {alias.name}")
+                        break
+    return found
+
+
+def test_no_package_imports_another_packages_private_names() -> None:
+    """The library and the services use each other's public names only (a private module
+    or name belongs to its package: ``little.log.kafka._log`` to ``little.log.kafka``)."""
+    repo = Path(__file__).resolve().parents[2]
+    found = _private_imports_across_packages(repo / "libs" / "little" / "src")
+    found += _private_imports_across_packages(repo / "services")
+    assert found == []

@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from pydantic import BaseModel
 
-from little._world import RecordDecodeError, World
+from little import RecordDecodeError, World
 from little.errors import ConfigurationError, LittleError, RuntimeIntegrityError
 from little.events import ArtifactRef
 from little.log import Position

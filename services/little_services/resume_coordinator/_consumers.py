@@ -28,7 +28,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from little.log._kafka import _client_config
+from little.log.kafka.client import client_config
 
 log = structlog.get_logger("little.coordinator")
 
@@ -62,7 +62,7 @@ class CommandConsumer:
         self._callback_timeout = callback_timeout
         self._consumer = Consumer(
             {
-                **_client_config(bootstrap, None),
+                **client_config(bootstrap, None),
                 "group.id": group,
                 "client.id": client_id,
                 "enable.auto.commit": False,
@@ -189,7 +189,7 @@ class RunsTail:
         self._on_events = on_events
         self._consumer = Consumer(
             {
-                **_client_config(bootstrap, None),
+                **client_config(bootstrap, None),
                 "group.id": f"little-coordinator-tail-{uuid.uuid4()}",
                 "enable.auto.commit": False,
                 "isolation.level": "read_committed",

@@ -20,7 +20,7 @@ from typing import Any
 
 import structlog
 
-from little._world import World
+from little import World
 from little.commands import CancelRun, CommandDecodeError, ResumeRun, StartRun, decode_command
 from little.errors import LogError, RuntimeIntegrityError
 from little.events import RunFailed

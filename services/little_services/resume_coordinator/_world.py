@@ -13,15 +13,10 @@ from dataclasses import replace
 
 import structlog
 
-from little._world import World
+from little import World
 from little.errors import ConfigurationError
 from little.log import load_topic_specs, partition_for
-from little.log._kafka import (
-    KafkaSnapshotStore,
-    connect_admin,
-    topic_partitions,
-)
-from little.log._provision import apply_topics
+from little.log.kafka import KafkaSnapshotStore, apply_topics, connect_admin, topic_partitions
 from little.snapshots import SnapshotStore
 from little_services.resume_coordinator._settings import CoordinatorSettings
 

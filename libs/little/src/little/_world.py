@@ -146,13 +146,13 @@ def kafka_world(
     ``topics`` names the topics (default: the names in ``topics.yaml``); ``topic_prefix``
     prepends to every name (several worlds on one cluster).
     """
-    from little.log._kafka import KafkaCursorStore, KafkaEventLog, KafkaSnapshotStore
-    from little.log._topics import load_topic_specs
+    from little.log import load_topic_specs
+    from little.log.kafka import KafkaCursorStore, KafkaEventLog, KafkaSnapshotStore
 
     config = {key.replace("_", "."): value for key, value in librdkafka_config.items()}
     names = (topics or TopicNames()).prefixed(topic_prefix)
     if provision:
-        from little.log._provision import apply_topics
+        from little.log.kafka import apply_topics
 
         apply_topics(bootstrap_servers, names.specs(load_topic_specs()), config=config)
     runs = names.runs

@@ -24,9 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from little._canonical import canonical_json
 from little.errors import ConfigurationError, LittleError
-from little.events._catalog import SINGLE_OBJECT_MAGIC, SchemaCatalog, load_catalog
-from little.log._port import Position
-from little.log._topics import COMMANDS_TOPIC
+from little.events import SINGLE_OBJECT_MAGIC, SchemaCatalog, load_catalog
+from little.log import COMMANDS_TOPIC, Position
 
 __all__ = [
     "Budgets",
@@ -213,14 +212,14 @@ class CommandPublisher:
     ) -> None:
         from confluent_kafka import Producer
 
-        from little.log._kafka import _client_config, connect_admin, topic_partitions
+        from little.log.kafka.client import client_config, connect_admin, topic_partitions
 
         self.topic = topic
         self.timeout = timeout
         self.partitions = topic_partitions(connect_admin(bootstrap_servers, config), topic)
         self._producer = Producer(
             {
-                **_client_config(bootstrap_servers, config),
+                **client_config(bootstrap_servers, config),
                 "enable.idempotence": True,
                 "acks": "all",
                 "linger.ms": 5,
@@ -233,8 +232,8 @@ class CommandPublisher:
 
         A run's commands are sent together, in order; runs one after another.
         """
-        from little.log._kafka import produce_and_wait
-        from little.log._partitioner import partition_for
+        from little.log import partition_for
+        from little.log.kafka.client import produce_and_wait
 
         by_run: dict[str, list[int]] = {}
         for i, command in enumerate(commands):

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from little.log._topics import (
+from little.log import (
     COMMANDS_TOPIC,
     DLQ_TOPIC,
     RUN_INDEX_TOPIC,

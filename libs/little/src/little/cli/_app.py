@@ -209,8 +209,8 @@ def topics_apply(
 ) -> None:
     """Create missing topics and report drift of existing ones (under the names
     ``LITTLE_RUNS_TOPIC`` and the other topic variables give, as the services use them)."""
-    from little.log._provision import apply_topics
-    from little.log._topics import load_topic_specs
+    from little.log import load_topic_specs
+    from little.log.kafka import apply_topics
 
     settings = LittleSettings()
     bootstrap = bootstrap_servers or settings.kafka_bootstrap

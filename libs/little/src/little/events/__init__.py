@@ -1,6 +1,13 @@
 """Event types, the envelope, the Avro codec and the schema catalog."""
 
-from little.events._catalog import SchemaCatalog, SchemaVersion, default_catalog, load_catalog
+from little.events._catalog import (
+    SINGLE_OBJECT_MAGIC,
+    SchemaCatalog,
+    SchemaVersion,
+    default_catalog,
+    load_catalog,
+    load_schema_version,
+)
 from little.events._codec import EventCodec, event_headers
 from little.events._models import (
     EVENT_TYPES,
@@ -35,6 +42,7 @@ from little.events._models import (
 
 __all__ = [
     "EVENT_TYPES",
+    "SINGLE_OBJECT_MAGIC",
     "AgentCallAdmitted",
     "AgentCallSettled",
     "ArtifactCommitted",
@@ -68,4 +76,5 @@ __all__ = [
     "default_catalog",
     "event_headers",
     "load_catalog",
+    "load_schema_version",
 ]

@@ -26,15 +26,9 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 
 from little._world import World
 from little.errors import LogError
-from little.log import StoredRecord
-from little.log._kafka import (
-    _client_config,
-    _stored,
-    _watermarks,
-    connect_admin,
-    topic_partitions,
-)
-from little.log._partitioner import partition_for
+from little.log import StoredRecord, partition_for
+from little.log.kafka import client as kafka_client
+from little.log.kafka.client import connect_admin, stored_record, topic_partitions, watermarks
 from little.projection._core import PartitionBatch, ProjectionConfig, ProjectionCore
 from little.projection._driver import (
     Projector,
@@ -86,7 +80,7 @@ class KafkaProjector(Projector):
         super().__init__(ProjectionCore(world, store, config), listener)
         self.config = config
         self.timeout = timeout
-        self._client = _client_config(bootstrap_servers, client_config)
+        self._client = kafka_client.client_config(bootstrap_servers, client_config)
         admin = connect_admin(bootstrap_servers, client_config)
         topic_partitions(admin, config.topic)
         self._snapshot_partitions = topic_partitions(admin, config.snapshots_topic)
@@ -139,7 +133,7 @@ class KafkaProjector(Projector):
         )
         starts: list[TopicPartition] = []
         for tp in committed:
-            low, high = _watermarks(
+            low, high = watermarks(
                 consumer, TopicPartition(self.config.topic, tp.partition), self.timeout
             )
             offset = tp.offset if tp.offset is not None and tp.offset >= 0 else None
@@ -428,4 +422,4 @@ class _HeadersOf:
                 if m.error() is None
             }
         msg = self._index.get((rec.partition, rec.offset))
-        return () if msg is None else _stored(msg).headers
+        return () if msg is None else stored_record(msg).headers

@@ -16,7 +16,7 @@ from typing import Any
 
 from fastavro import schemaless_reader, schemaless_writer
 
-from little.events._catalog import SINGLE_OBJECT_MAGIC, SchemaVersion, load_schema_version
+from little.events import SINGLE_OBJECT_MAGIC, SchemaVersion, load_schema_version
 from little.replay._state import STATE_VERSION, LogPosition, MaterializedRunState
 
 

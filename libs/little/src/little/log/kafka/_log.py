@@ -1,36 +1,26 @@
-"""The Kafka backend of the EventLog port, on confluent-kafka (librdkafka).
+"""The Kafka ``EventLog``: awaited appends through one delivery pump, bounded reads.
 
-Appends go through an idempotent producer with acks=all and return only after delivery
-reports. Each run lives in the partition Kafka's default partitioner gives its key. Reading
-one run starts at a lower bound of its first offset kept in ``little.runs.index.v1``, so it
-never scans a shared partition from offset 0 (see docs/architecture.md, "Run index").
+Appends go through an idempotent producer with acks=all and settle on delivery reports. Each
+run lives in the partition Kafka's default partitioner gives its key, and has one produce
+sequence in flight at a time. Reading one run starts at a lower bound of its first offset kept
+in ``little.runs.index.v1``, so it never scans a shared partition from offset 0 (see
+docs/architecture.md, "The EventLog port" and "Run index").
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
-import logging
-import queue
 import threading
 import time
-import uuid
 from collections import OrderedDict, deque
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import structlog
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
-from rbloom import Bloom
+from confluent_kafka import KafkaError, KafkaException, Message, Producer, TopicPartition
 
-from little.errors import (
-    AppendOutcomeUnknownError,
-    BrokerUnavailableError,
-    ConfigurationError,
-    LogError,
-)
+from little.errors import AppendOutcomeUnknownError, ConfigurationError, LogError
 from little.log._partitioner import partition_for
 from little.log._pending import (
     SPIN_BUDGET_SECONDS,
@@ -39,20 +29,23 @@ from little.log._pending import (
     PendingAppend,
     spin_while_idle,
 )
-from little.log._port import (
-    CursorStore,
-    EventLog,
-    OutgoingRecord,
-    Position,
-    ResetTo,
-    StoredRecord,
+from little.log._port import EventLog, OutgoingRecord, Position, StoredRecord
+from little.log._topics import RUN_INDEX_TOPIC, RUNS_TOPIC
+from little.log.kafka._index import RunIndex
+from little.log.kafka.client import (
+    SPEC,
+    Readers,
+    client_config,
+    connect_admin,
+    consume_until,
+    delivery_error,
+    list_offsets,
+    stored_record,
+    topic_partitions,
+    watermarks,
 )
-from little.log._topics import RUN_INDEX_TOPIC, RUNS_TOPIC, SNAPSHOTS_TOPIC
-from little.snapshots import SnapshotStore
 
 log = structlog.get_logger("little.log.kafka")
-
-_Spec: Any = OffsetSpec  # its factory methods are untyped
 
 PRODUCER_PROFILES: dict[str, dict[str, Any]] = {
     # Write-ahead appends wait for their ack before a model or tool runs: send at once.
@@ -65,263 +58,11 @@ PUMP_WAIT_SECONDS = 0.05
 """How long the pump blocks in one poll (it also retries full queues and refreshes bounds)."""
 BOUNDS_REFRESH_SECONDS = 10.0
 """How often the pump asks for the runs partitions' watermarks (index entry bounds)."""
+READERS = 4
+"""Consumers a log reads with at once (each one connection to the brokers it reads from)."""
 ENTRIES_WRITTEN_KEPT = 100_000
 """Runs remembered as having an index entry from this process; a forgotten one gets another
 entry on its next first append (one small record; readers take the minimum)."""
-READERS = 4
-"""Consumers a log reads with at once (each one connection to the brokers it reads from)."""
-INDEX_RUNS_KEPT = 100_000
-"""Runs whose first-offset bound a reader keeps in memory (the most recently used)."""
-INDEX_RUNS_EXPECTED = 10_000_000
-"""Runs the reader's Bloom filter is sized for at a 1% false-positive rate (12 MB); beyond,
-its false positives rise and cost rescans, never wrong answers."""
-
-# Delivery errors after which the record may or may not be in the log.
-_UNKNOWN_OUTCOME = {
-    KafkaError._MSG_TIMED_OUT,
-    KafkaError._TIMED_OUT,
-    KafkaError.REQUEST_TIMED_OUT,
-    KafkaError._TRANSPORT,
-    KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-    KafkaError._PURGE_INFLIGHT,
-    KafkaError._FATAL,
-}
-
-
-# librdkafka's own log lines (connection refused, retries) go to this stdlib logger, which
-# stays silent unless the application configures logging; errors reach callers as exceptions.
-_librdkafka_log = logging.getLogger("little.librdkafka")
-_librdkafka_log.addHandler(logging.NullHandler())
-_librdkafka_log.propagate = False
-
-
-def _client_config(bootstrap_servers: str, extra: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Connection settings shared by every client; SASL/SSL keys pass through unchanged."""
-    return {"bootstrap.servers": bootstrap_servers, "logger": _librdkafka_log, **(extra or {})}
-
-
-def connect_admin(
-    bootstrap_servers: str, config: Mapping[str, Any] | None = None, *, timeout: float = 10.0
-) -> AdminClient:
-    """An AdminClient that has answered a metadata request, or ``BrokerUnavailableError``."""
-    admin = AdminClient(_client_config(bootstrap_servers, config))
-    try:
-        admin.list_topics(timeout=timeout)
-    except KafkaException as exc:
-        raise BrokerUnavailableError(
-            f"no Kafka broker answered at {bootstrap_servers} within {timeout:.0f}s ({exc}). "
-            "Start one with `deploy/local-kafka/kafka.sh start` or `docker compose up redpanda`."
-        ) from exc
-    return admin
-
-
-def topic_partitions(admin: AdminClient, topic: str, *, timeout: float = 10.0) -> int:
-    meta = admin.list_topics(topic=topic, timeout=timeout).topics.get(topic)
-    if meta is None or meta.error is not None or not meta.partitions:
-        raise ConfigurationError(
-            f"topic {topic} does not exist: create it with `little topics apply` "
-            "(or kafka_world(..., provision=True))"
-        )
-    return len(meta.partitions)
-
-
-class _RunIndex:
-    """Lower bounds of each run's first offset, read from the index topic, in bounded memory.
-
-    Every process writes one entry for a run before its first record of that run (the bound:
-    an offset it saw taken in the run's partition); entries are never compacted away and a
-    reader takes the minimum over all entries of a run, so concurrent first writers cannot
-    hide each other's records. A lookup catches its index partition up from where this
-    process last read it (the first lookup of a partition reads it whole, once); lookups of
-    different partitions read side by side, and lookups of one partition that queued behind a
-    catch-up which began after them read nothing.
-
-    Memory stays bounded however many runs the process sees: the bounds of the most recently
-    used ``capacity`` runs are kept, and a Bloom filter remembers every run ever seen. A run
-    the filter has never seen has no entry (an exact "no": the common lookup of a new run
-    stays cheap); a run that was forgotten (or a false positive of the filter) is looked up by
-    rescanning its index partition for that run alone.
-    """
-
-    def __init__(
-        self,
-        readers: _Readers,
-        topic: str,
-        partitions: int,
-        *,
-        capacity: int = INDEX_RUNS_KEPT,
-        expected_runs: int = INDEX_RUNS_EXPECTED,
-    ) -> None:
-        self.topic = topic
-        self.partitions = partitions
-        self.capacity = capacity
-        self._readers = readers
-        self._read_to: dict[int, int] = {}
-        self._caught_at: dict[int, float] = {}
-        """Per partition, when its last catch-up began (before it asked for the watermark)."""
-        self._first: OrderedDict[str, tuple[int, bool]] = OrderedDict()
-        """run -> (lowest bound seen, whether every entry of the run was seen since)."""
-        self._expected_runs = expected_runs
-        self._seen_filter: Bloom | None = None  # 12 MB: made on first use, not per CLI call
-        self._forgotten = 0
-        self.records_read = 0
-        """Index records read so far (catch-ups and rescans): what lookups have cost."""
-        self.rescans = 0
-        self._notes: deque[tuple[str, int]] = deque()
-        self._partition_locks = [threading.Lock() for _ in range(partitions)]
-        self._state = threading.Lock()
-        """Guards the bounds, the filter and the counters (held briefly, never over a read)."""
-
-    def lookup(self, run_id: str, timeout: float) -> int | None:
-        partition = partition_for(run_id, self.partitions)
-        asked = time.monotonic()
-        with self._partition_locks[partition]:
-            # A catch-up that began after this lookup did covers every entry written before
-            # it: lookups that queued behind it (a burst of runs starting) need no read.
-            if self._caught_at.get(partition, -1.0) < asked:
-                self._catch_up(partition, timeout)
-            with self._state:
-                self._apply_notes()
-                known = self._first.get(run_id)
-                if known is not None:
-                    self._first.move_to_end(run_id)
-                    if known[1]:
-                        return known[0]
-                elif not self._forgotten or run_id not in self._seen:
-                    return None  # never seen by this process, and it has read every entry
-            return self._rescan(run_id, partition, timeout)
-
-    def note(self, run_id: str, offset: int) -> None:
-        """This process's own entry for a run (taken without waiting: the writer calls it on
-        the event loop)."""
-        self._notes.append((run_id, offset))
-        if len(self._notes) > 1024 and self._state.acquire(blocking=False):
-            try:  # a process that writes and never reads keeps its notes bounded too
-                self._apply_notes()
-            finally:
-                self._state.release()
-
-    def _apply_notes(self) -> None:
-        notes = self._notes
-        while notes:
-            self._record(*notes.popleft())
-
-    @property
-    def _seen(self) -> Bloom:
-        if self._seen_filter is None:
-            self._seen_filter = Bloom(self._expected_runs, 0.01)
-        return self._seen_filter
-
-    def _record(self, run: str, offset: int) -> None:
-        known = self._first.get(run)
-        if known is not None:
-            self._first[run] = (min(known[0], offset), known[1])
-            self._first.move_to_end(run)
-            return
-        # not held: exact if this process never saw the run before, else its older entries
-        # may have been forgotten
-        exact = run not in self._seen
-        self._seen.add(run)
-        self._hold(run, offset, exact)
-
-    def _hold(self, run: str, offset: int, exact: bool) -> None:
-        self._first[run] = (offset, exact)
-        self._first.move_to_end(run)
-        if len(self._first) > self.capacity:
-            self._first.popitem(last=False)
-            self._forgotten += 1
-
-    def _rescan(self, run_id: str, partition: int, timeout: float) -> int | None:
-        """Read the run's index partition up to where it was caught up, for this run alone."""
-        high = self._read_to.get(partition, 0)
-        lowest: int | None = None
-        for _key, offset in self._read(partition, 0, high, timeout, only=run_id.encode()):
-            lowest = offset if lowest is None else min(lowest, offset)
-        with self._state:
-            self.rescans += 1
-            self._apply_notes()
-            known = self._first.get(run_id)
-            if known is not None:  # noted by this process (its own entry, maybe not yet read)
-                lowest = known[0] if lowest is None else min(lowest, known[0])
-            if lowest is None:
-                return None
-            self._hold(run_id, lowest, True)
-            return lowest
-
-    def _catch_up(self, partition: int, timeout: float) -> None:
-        """(The partition's lock is held.)"""
-        tp = TopicPartition(self.topic, partition)
-        began = time.monotonic()
-        with self._readers.one() as consumer:
-            _low, high = _watermarks(consumer, tp, timeout)
-        start = self._read_to.get(partition, 0)
-        if start < high:
-            entries = self._read(partition, start, high, timeout)
-            with self._state:
-                for key, offset in entries:
-                    self._record(key.decode(), offset)
-            self._read_to[partition] = high
-        self._caught_at[partition] = began
-
-    def _read(
-        self, partition: int, start: int, high: int, timeout: float, only: bytes | None = None
-    ) -> list[tuple[bytes, int]]:
-        """The (key, bound) of the index entries in ``[start, high)`` of a partition (of the
-        run keyed ``only``, if given: a rescan holds one run's entries, not the partition's)."""
-        if start >= high:
-            return []
-        out: list[tuple[bytes, int]] = []
-        with self._readers.one() as consumer:
-            consumer.assign([TopicPartition(self.topic, partition, start)])
-            try:
-                for msg in _consume_until(consumer, start, high, timeout):
-                    key, value = msg.key(), msg.value()
-                    if key is not None and value is not None and (only is None or key == only):
-                        out.append((key, int(json.loads(value)["offset"])))
-            finally:
-                # A consumer left assigned keeps a long-poll fetch in flight, and the next
-                # request queues behind it on the connection (measured: ~10 ms per lookup).
-                consumer.unassign()
-        with self._state:
-            self.records_read += high - start
-        return out
-
-    def held(self) -> int:
-        """Runs whose bound is held in memory (at most ``capacity``)."""
-        return len(self._first)
-
-
-def _consume_until(consumer: Consumer, start: int, high: int, timeout: float) -> Iterator[Message]:
-    """Messages of the one assigned partition from ``start`` to below offset ``high``.
-
-    Asks for exactly the records left so ``consume`` returns as soon as they are here, and
-    ends on the consumer's position, not on seeing offset ``high - 1``: that offset may be a
-    transaction marker, which is never delivered.
-    """
-    next_offset = start
-    idle = 0.0
-    while next_offset < high:
-        batch = consumer.consume(num_messages=min(1000, high - next_offset), timeout=0.5)
-        if not batch:
-            (tp,) = consumer.position(consumer.assignment())
-            if tp.offset >= high:
-                return
-            idle += 0.5
-            if idle > timeout:
-                raise LogError(f"timed out reading up to offset {high} ({timeout:.0f}s idle)")
-            continue
-        idle = 0.0
-        for msg in batch:
-            err = msg.error()
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
-                    continue
-                raise LogError(f"read failed: {err}")
-            offset = _int(msg.offset())
-            if offset >= high:
-                return
-            yield msg
-            next_offset = offset + 1
 
 
 class KafkaEventLog(EventLog):
@@ -343,7 +84,7 @@ class KafkaEventLog(EventLog):
             )
         self.topic = topic
         self.timeout = timeout
-        self._config = _client_config(bootstrap_servers, config)
+        self._config = client_config(bootstrap_servers, config)
         admin = connect_admin(bootstrap_servers, config)
         self.partitions = topic_partitions(admin, topic)
         self._admin = admin
@@ -369,8 +110,8 @@ class KafkaEventLog(EventLog):
                 },
             }
         )
-        self._readers = _Readers(self._config, READERS)
-        self._index = _RunIndex(self._readers, index_topic, topic_partitions(admin, index_topic))
+        self._readers = Readers(self._config, READERS)
+        self._index = RunIndex(self._readers, index_topic, topic_partitions(admin, index_topic))
         self._index_topic = index_topic
         self.append_timeout = timeout + 10
         self._closed = False
@@ -385,7 +126,7 @@ class KafkaEventLog(EventLog):
         """Per run, its appends produced and not settled yet (one sequence at a time)."""
         self._indexed = _Recent(ENTRIES_WRITTEN_KEPT)
         """Runs this process wrote an index entry for (recent ones: one more entry is harmless)."""
-        ends = _list_offsets(admin, topic, self.partitions, _Spec.latest(), timeout)
+        ends = list_offsets(admin, topic, self.partitions, SPEC.latest(), timeout)
         self._bounds = [ends[p] for p in range(self.partitions)]
         """Per partition, an offset at or below the next record's: watermarks and acks seen."""
         self._refreshing = False
@@ -720,7 +461,7 @@ class KafkaEventLog(EventLog):
         if self._refreshing:
             return
         self._refreshing = True
-        request = {TopicPartition(self.topic, p): _Spec.latest() for p in range(self.partitions)}
+        request = {TopicPartition(self.topic, p): SPEC.latest() for p in range(self.partitions)}
         try:
             futures = self._admin.list_offsets(request, request_timeout=self.timeout)
         except KafkaException:
@@ -756,15 +497,15 @@ class KafkaEventLog(EventLog):
     def _read_range(self, partition: int, start: int, run_id: str | None) -> list[StoredRecord]:
         tp = TopicPartition(self.topic, partition)
         with self._readers.one() as reader:
-            _low, high = _watermarks(reader, tp, self.timeout)
+            _low, high = watermarks(reader, tp, self.timeout)
             if start >= high:
                 return []
             reader.assign([TopicPartition(self.topic, partition, start)])
             try:
                 key = None if run_id is None else run_id.encode()
                 return [
-                    _stored(msg)
-                    for msg in _consume_until(reader, start, high, self.timeout)
+                    stored_record(msg)
+                    for msg in consume_until(reader, start, high, self.timeout)
                     if key is None or msg.key() == key
                 ]
             finally:
@@ -785,7 +526,7 @@ class KafkaEventLog(EventLog):
         deadline = time.monotonic() + timeout
         with self._readers.one() as reader:
             while True:
-                _low, high = _watermarks(reader, tp, self.timeout)
+                _low, high = watermarks(reader, tp, self.timeout)
                 if offset < high or time.monotonic() >= deadline:
                     break
                 time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
@@ -794,12 +535,12 @@ class KafkaEventLog(EventLog):
             reader.assign([TopicPartition(self.topic, partition, offset)])
             try:
                 end = min(high, offset + limit)
-                return [_stored(m) for m in _consume_until(reader, offset, end, self.timeout)]
+                return [stored_record(m) for m in consume_until(reader, offset, end, self.timeout)]
             finally:
                 reader.unassign()
 
     def end_offsets(self) -> dict[int, int]:
-        return _list_offsets(self._admin, self.topic, self.partitions, _Spec.latest(), self.timeout)
+        return list_offsets(self._admin, self.topic, self.partitions, SPEC.latest(), self.timeout)
 
     def close(self) -> None:
         if self._closed:
@@ -832,58 +573,6 @@ class KafkaEventLog(EventLog):
                 for p in left
             )
         self._readers.close()
-
-
-class _Readers:
-    """Consumers for bounded reads (a run, a slice of a partition), lent one per read.
-
-    Reads are mostly waits for fetches, so many runs starting at once (a coordinator taking a
-    burst of StartRuns, each read before and after its claim) read side by side instead of
-    queueing behind one consumer. Made on first need, at most ``size``.
-    """
-
-    def __init__(self, config: dict[str, Any], size: int) -> None:
-        self._config = config
-        self._size = size
-        self._made: list[Consumer] = []
-        self._free: queue.SimpleQueue[Consumer] = queue.SimpleQueue()
-        self._lock = threading.Lock()
-
-    @contextlib.contextmanager
-    def one(self) -> Iterator[Consumer]:
-        try:
-            consumer = self._free.get_nowait()
-        except queue.Empty:
-            with self._lock:
-                make = len(self._made) < self._size
-                if make:
-                    consumer = self._new()
-                    self._made.append(consumer)
-            if not make:
-                consumer = self._free.get()
-        try:
-            yield consumer
-        finally:
-            self._free.put(consumer)
-
-    def _new(self) -> Consumer:
-        return Consumer(
-            {
-                **self._config,
-                "group.id": f"little-reader-{uuid.uuid4()}",
-                "enable.auto.commit": False,
-                "isolation.level": "read_committed",
-                # bounded reads, not tailing: a long-poll fetch in flight would delay the
-                # next assign by up to its wait
-                "fetch.wait.max.ms": 1,
-            }
-        )
-
-    def close(self) -> None:
-        with self._lock:
-            for consumer in self._made:
-                consumer.close()
-            self._made.clear()
 
 
 _SENT, _FULL, _FAILED = object(), object(), object()
@@ -968,7 +657,7 @@ class _Append:
     def outcome(self) -> Outcome:
         offsets = [o for o in self.offsets if o is not None]
         missing = len(offsets) < len(self.offsets)
-        error = _delivery_error(self.log.topic, self.run_id, self.partition, self.errors)
+        error = delivery_error(self.log.topic, self.run_id, self.partition, self.errors)
         if error is not None and self.partial and not isinstance(error, AppendOutcomeUnknownError):
             error = AppendOutcomeUnknownError(f"{error} (after some of its records were sent)")
         if error is None and missing:
@@ -988,21 +677,6 @@ def _after_failure(topic: str, run_id: str) -> LogError:
     return LogError(
         f"append of run {run_id} to {topic}: not sent, an earlier append of the run failed"
     )
-
-
-def _delivery_error(
-    topic: str, key: str, partition: int, errors: Sequence[KafkaError]
-) -> LogError | None:
-    """What the delivery errors of one append mean: an unknown outcome when a record may have
-    landed (timeouts, retriable errors), a failure when none did."""
-    for err in errors:
-        if err.code() in _UNKNOWN_OUTCOME or err.retriable():
-            return AppendOutcomeUnknownError(
-                f"append of run {key} to {topic}[{partition}] has an unknown outcome: {err}"
-            )
-    if errors:
-        return LogError(f"append of run {key} to {topic}[{partition}] failed: {errors[0]}")
-    return None
 
 
 class _IndexEntry:
@@ -1032,264 +706,3 @@ class _Recent:
         items.move_to_end(key)
         if len(items) > self.capacity:
             items.popitem(last=False)
-
-
-def produce_and_wait(
-    producer: Producer,
-    topic: str,
-    partition: int,
-    key: str,
-    items: Sequence[tuple[bytes, Sequence[tuple[str, bytes]]]],
-    timeout: float,
-) -> list[Position]:
-    """Produce ``(payload, headers)`` records to one partition under one key, flush, and
-    return their positions in order (blocking: snapshots and commands, written off the loop).
-
-    Raises ``AppendOutcomeUnknownError`` when a record may or may not have landed (no report
-    within ``timeout``, or a retriable error), ``LogError`` when it did not.
-    """
-    reports = _Deliveries(len(items))
-    report = reports.report
-    produce = producer.produce
-    for payload, headers in items:
-        while True:
-            try:  # positional arguments, headers only when present: keyword arguments
-                # cost more than the rest of the call (measured in bench/log_append.py)
-                if headers:
-                    produce(topic, payload, key, partition, report, headers=list(headers))
-                else:
-                    produce(topic, payload, key, partition, report)
-                break
-            except BufferError:
-                producer.poll(0.1)
-    producer.flush(timeout + 5)  # also ends any linger at once
-    if reports.waiting:
-        raise AppendOutcomeUnknownError(
-            f"append of run {key} to {topic}: no delivery report within {timeout:.0f}s"
-        )
-    error = _delivery_error(topic, key, partition, reports.errors)
-    if error is not None:
-        raise error
-    # One partition, one idempotent producer: the records landed in the order produced,
-    # so the i-th smallest offset is the i-th record's.
-    return [Position(partition, offset) for offset in sorted(reports.offsets)]
-
-
-def _watermarks(consumer: Consumer, tp: TopicPartition, timeout: float) -> tuple[int, int]:
-    """(low, high) offsets of a partition, asked of the broker (never a cached value)."""
-    try:
-        low, high = consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)
-    except KafkaException as exc:
-        raise LogError(f"cannot read the offsets of {tp.topic}[{tp.partition}]: {exc}") from exc
-    return int(low), int(high)
-
-
-class _Deliveries:
-    """The delivery reports of one append: ``report`` is its callback (a plain function: it
-    runs once per record), ``offsets`` and ``errors`` what came back."""
-
-    __slots__ = ("errors", "expected", "offsets", "report")
-
-    def __init__(self, expected: int) -> None:
-        self.expected = expected
-        offsets: list[int] = []
-        errors: list[KafkaError] = []
-        self.offsets = offsets
-        self.errors = errors
-
-        def report(err: KafkaError | None, msg: Message) -> None:
-            if err is None:
-                offsets.append(_int(msg.offset()))
-            else:
-                errors.append(err)
-
-        self.report = report
-
-    @property
-    def waiting(self) -> int:
-        return self.expected - len(self.offsets) - len(self.errors)
-
-
-def _int(value: int | None) -> int:
-    if value is None:
-        raise LogError("the broker returned a record without partition or offset")
-    return value
-
-
-def _stored(msg: Message) -> StoredRecord:
-    key = msg.key()
-    _ts_type, ts = msg.timestamp()
-    headers = msg.headers() or []
-    return StoredRecord(
-        run_id=key.decode() if isinstance(key, bytes) else (key or ""),
-        partition=_int(msg.partition()),
-        offset=_int(msg.offset()),
-        timestamp_ms=ts,
-        payload=msg.value() or b"",
-        headers=tuple(
-            (k, v if isinstance(v, bytes) else (v or "").encode())
-            for k, v in (headers.items() if isinstance(headers, dict) else headers)
-        ),
-    )
-
-
-def _list_offsets(
-    admin: AdminClient, topic: str, partitions: int, spec: OffsetSpec, timeout: float
-) -> dict[int, int]:
-    request = {TopicPartition(topic, p): spec for p in range(partitions)}
-    futures = admin.list_offsets(request, request_timeout=timeout)
-    return {tp.partition: int(f.result().offset) for tp, f in futures.items()}
-
-
-class KafkaCursorStore(CursorStore):
-    """Consumer-group offsets of one topic, through the Kafka admin API.
-
-    ``commit`` and ``reset`` use ``alter_consumer_group_offsets``, which Kafka refuses while the
-    group has live members (as ``kafka-consumer-groups --reset-offsets`` does): stop the group's
-    consumers first. Live consumers commit through their own consumer.
-    """
-
-    def __init__(
-        self,
-        bootstrap_servers: str,
-        *,
-        topic: str = RUNS_TOPIC,
-        config: Mapping[str, Any] | None = None,
-        timeout: float = 30.0,
-    ) -> None:
-        self.topic = topic
-        self.timeout = timeout
-        self._admin = connect_admin(bootstrap_servers, config)
-        self.partitions = topic_partitions(self._admin, topic)
-
-    def commit(self, group: str, offsets: Mapping[int, int]) -> None:
-        from confluent_kafka import ConsumerGroupTopicPartitions
-
-        for p, o in offsets.items():
-            if not 0 <= p < self.partitions:
-                raise ConfigurationError(f"partition {p} does not exist in {self.topic}")
-            if o < 0:
-                raise ConfigurationError(f"cannot commit negative offset {o} for partition {p}")
-        request = [
-            ConsumerGroupTopicPartitions(
-                group, [TopicPartition(self.topic, p, o) for p, o in offsets.items()]
-            )
-        ]
-        try:
-            for f in self._admin.alter_consumer_group_offsets(
-                request, request_timeout=self.timeout
-            ).values():
-                f.result()
-        except KafkaException as exc:
-            raise LogError(f"cannot move offsets of group {group} on {self.topic}: {exc}") from exc
-
-    def committed(self, group: str) -> dict[int, int]:
-        from confluent_kafka import ConsumerGroupTopicPartitions
-
-        request = [
-            ConsumerGroupTopicPartitions(
-                group, [TopicPartition(self.topic, p) for p in range(self.partitions)]
-            )
-        ]
-        result = self._admin.list_consumer_group_offsets(request, request_timeout=self.timeout)
-        out: dict[int, int] = {}
-        for f in result.values():
-            for tp in f.result().topic_partitions:
-                if tp.topic == self.topic and tp.offset >= 0:
-                    out[tp.partition] = int(tp.offset)
-        return out
-
-    def reset(self, group: str, to: ResetTo) -> dict[int, int]:
-        if to.offsets is not None:
-            target = dict(to.offsets)
-        else:
-            if to.earliest:
-                spec = _Spec.earliest()
-            elif to.latest:
-                spec = _Spec.latest()
-            else:
-                assert to.timestamp is not None
-                spec = _Spec.for_timestamp(int(to.timestamp.timestamp() * 1000))
-            target = _list_offsets(self._admin, self.topic, self.partitions, spec, self.timeout)
-            if to.timestamp is not None:  # no record at or after the time: the end
-                ends = _list_offsets(
-                    self._admin, self.topic, self.partitions, _Spec.latest(), self.timeout
-                )
-                target = {p: (o if o >= 0 else ends[p]) for p, o in target.items()}
-        self.commit(group, target)
-        return target
-
-    def close(self) -> None:
-        pass
-
-
-class KafkaSnapshotStore(SnapshotStore):
-    """Snapshots on the compacted ``little.snapshots.v1`` topic, keyed by run id.
-
-    ``get`` scans the key's partition to its end and keeps the newest value: compaction bounds
-    that to about one record per run of the partition.
-    """
-
-    def __init__(
-        self,
-        bootstrap_servers: str,
-        *,
-        topic: str = SNAPSHOTS_TOPIC,
-        config: Mapping[str, Any] | None = None,
-        timeout: float = 30.0,
-    ) -> None:
-        self.topic = topic
-        self.timeout = timeout
-        cfg = _client_config(bootstrap_servers, config)
-        admin = connect_admin(bootstrap_servers, config)
-        self.partitions = topic_partitions(admin, topic)
-        self._producer = Producer(
-            {**cfg, "enable.idempotence": True, "acks": "all", "linger.ms": 5}
-        )
-        self._consumer = Consumer(
-            {
-                **cfg,
-                "group.id": f"little-snapshots-{uuid.uuid4()}",
-                "enable.auto.commit": False,
-                "isolation.level": "read_committed",
-                "fetch.wait.max.ms": 1,
-            }
-        )
-        self._lock = threading.Lock()
-
-    def put(self, run_id: str, payload: bytes) -> None:
-        partition = partition_for(run_id, self.partitions)
-        produce_and_wait(
-            self._producer, self.topic, partition, run_id, [(payload, ())], self.timeout
-        )
-
-    def get(self, run_id: str) -> bytes | None:
-        return self.scan(partition_for(run_id, self.partitions)).get(run_id)
-
-    def scan(self, partition: int) -> dict[str, bytes]:
-        """The newest snapshot bytes of every run in ``partition``, read to its end once (an
-        empty value is a tombstone: the run has none)."""
-        tp = TopicPartition(self.topic, partition)
-        newest: dict[str, bytes] = {}
-        with self._lock:
-            low, high = _watermarks(self._consumer, tp, self.timeout)
-            if high <= low:
-                return newest
-            self._consumer.assign([TopicPartition(self.topic, partition, low)])
-            try:
-                for msg in _consume_until(self._consumer, low, high, self.timeout):
-                    key, value = msg.key(), msg.value()
-                    if key is None:
-                        continue
-                    run_id = key.decode() if isinstance(key, bytes) else str(key)
-                    if value:
-                        newest[run_id] = value
-                    else:
-                        newest.pop(run_id, None)
-            finally:
-                self._consumer.unassign()
-        return newest
-
-    def close(self) -> None:
-        self._producer.flush(self.timeout)
-        self._consumer.close()

@@ -13,8 +13,8 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import ConfigResource, NewTopic
 
 from little.errors import ConfigurationError, LogError
-from little.log._kafka import _client_config, connect_admin
 from little.log._topics import TopicSpec
+from little.log.kafka.client import client_config, connect_admin
 
 log = structlog.get_logger("little.log.provision")
 
@@ -83,7 +83,7 @@ def apply_topics(
             admin,
             [t.topic for t in to_create],
             timeout,
-            _client_config(bootstrap_servers, config),
+            client_config(bootstrap_servers, config),
         )
     return sorted(reports, key=lambda r: r.name)
 

@@ -1,0 +1,298 @@
+"""The client kit of the Kafka backend: connections, bounded reads, produce-and-wait, the
+delivery-error rules. The one module of ``little.log.kafka`` other packages of little use
+(the projector, the coordinator, commands); everything here is blocking and runs off the loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import threading
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from little.errors import (
+    AppendOutcomeUnknownError,
+    BrokerUnavailableError,
+    ConfigurationError,
+    LogError,
+)
+from little.log._port import Position, StoredRecord
+
+__all__ = [
+    "LIBRDKAFKA_LOG",
+    "SPEC",
+    "UNKNOWN_OUTCOME",
+    "Readers",
+    "client_config",
+    "connect_admin",
+    "consume_until",
+    "delivery_error",
+    "list_offsets",
+    "produce_and_wait",
+    "stored_record",
+    "topic_partitions",
+    "watermarks",
+]
+
+SPEC: Any = OffsetSpec  # its factory methods are untyped
+
+# Delivery errors after which the record may or may not be in the log.
+UNKNOWN_OUTCOME = {
+    KafkaError._MSG_TIMED_OUT,
+    KafkaError._TIMED_OUT,
+    KafkaError.REQUEST_TIMED_OUT,
+    KafkaError._TRANSPORT,
+    KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    KafkaError._PURGE_INFLIGHT,
+    KafkaError._FATAL,
+}
+
+
+# librdkafka's own log lines (connection refused, retries) go to this stdlib logger, which
+# stays silent unless the application configures logging; errors reach callers as exceptions.
+LIBRDKAFKA_LOG = logging.getLogger("little.librdkafka")
+LIBRDKAFKA_LOG.addHandler(logging.NullHandler())
+LIBRDKAFKA_LOG.propagate = False
+
+
+def client_config(bootstrap_servers: str, extra: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Connection settings shared by every client; SASL/SSL keys pass through unchanged."""
+    return {"bootstrap.servers": bootstrap_servers, "logger": LIBRDKAFKA_LOG, **(extra or {})}
+
+
+def connect_admin(
+    bootstrap_servers: str, config: Mapping[str, Any] | None = None, *, timeout: float = 10.0
+) -> AdminClient:
+    """An AdminClient that has answered a metadata request, or ``BrokerUnavailableError``."""
+    admin = AdminClient(client_config(bootstrap_servers, config))
+    try:
+        admin.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise BrokerUnavailableError(
+            f"no Kafka broker answered at {bootstrap_servers} within {timeout:.0f}s ({exc}). "
+            "Start one with `deploy/local-kafka/kafka.sh start` or `docker compose up redpanda`."
+        ) from exc
+    return admin
+
+
+def topic_partitions(admin: AdminClient, topic: str, *, timeout: float = 10.0) -> int:
+    meta = admin.list_topics(topic=topic, timeout=timeout).topics.get(topic)
+    if meta is None or meta.error is not None or not meta.partitions:
+        raise ConfigurationError(
+            f"topic {topic} does not exist: create it with `little topics apply` "
+            "(or kafka_world(..., provision=True))"
+        )
+    return len(meta.partitions)
+
+
+def consume_until(consumer: Consumer, start: int, high: int, timeout: float) -> Iterator[Message]:
+    """Messages of the one assigned partition from ``start`` to below offset ``high``.
+
+    Asks for exactly the records left so ``consume`` returns as soon as they are here, and
+    ends on the consumer's position, not on seeing offset ``high - 1``: that offset may be a
+    transaction marker, which is never delivered.
+    """
+    next_offset = start
+    idle = 0.0
+    while next_offset < high:
+        batch = consumer.consume(num_messages=min(1000, high - next_offset), timeout=0.5)
+        if not batch:
+            (tp,) = consumer.position(consumer.assignment())
+            if tp.offset >= high:
+                return
+            idle += 0.5
+            if idle > timeout:
+                raise LogError(f"timed out reading up to offset {high} ({timeout:.0f}s idle)")
+            continue
+        idle = 0.0
+        for msg in batch:
+            err = msg.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    continue
+                raise LogError(f"read failed: {err}")
+            offset = _int(msg.offset())
+            if offset >= high:
+                return
+            yield msg
+            next_offset = offset + 1
+
+
+class Readers:
+    """Consumers for bounded reads (a run, a slice of a partition), lent one per read.
+
+    Reads are mostly waits for fetches, so many runs starting at once (a coordinator taking a
+    burst of StartRuns, each read before and after its claim) read side by side instead of
+    queueing behind one consumer. Made on first need, at most ``size``.
+    """
+
+    def __init__(self, config: dict[str, Any], size: int) -> None:
+        self._config = config
+        self._size = size
+        self._made: list[Consumer] = []
+        self._free: queue.SimpleQueue[Consumer] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def one(self) -> Iterator[Consumer]:
+        try:
+            consumer = self._free.get_nowait()
+        except queue.Empty:
+            with self._lock:
+                make = len(self._made) < self._size
+                if make:
+                    consumer = self._new()
+                    self._made.append(consumer)
+            if not make:
+                consumer = self._free.get()
+        try:
+            yield consumer
+        finally:
+            self._free.put(consumer)
+
+    def _new(self) -> Consumer:
+        return Consumer(
+            {
+                **self._config,
+                "group.id": f"little-reader-{uuid.uuid4()}",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                # bounded reads, not tailing: a long-poll fetch in flight would delay the
+                # next assign by up to its wait
+                "fetch.wait.max.ms": 1,
+            }
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            for consumer in self._made:
+                consumer.close()
+            self._made.clear()
+
+
+def delivery_error(
+    topic: str, key: str, partition: int, errors: Sequence[KafkaError]
+) -> LogError | None:
+    """What the delivery errors of one append mean: an unknown outcome when a record may have
+    landed (timeouts, retriable errors), a failure when none did."""
+    for err in errors:
+        if err.code() in UNKNOWN_OUTCOME or err.retriable():
+            return AppendOutcomeUnknownError(
+                f"append of run {key} to {topic}[{partition}] has an unknown outcome: {err}"
+            )
+    if errors:
+        return LogError(f"append of run {key} to {topic}[{partition}] failed: {errors[0]}")
+    return None
+
+
+def produce_and_wait(
+    producer: Producer,
+    topic: str,
+    partition: int,
+    key: str,
+    items: Sequence[tuple[bytes, Sequence[tuple[str, bytes]]]],
+    timeout: float,
+) -> list[Position]:
+    """Produce ``(payload, headers)`` records to one partition under one key, flush, and
+    return their positions in order (blocking: snapshots and commands, written off the loop).
+
+    Raises ``AppendOutcomeUnknownError`` when a record may or may not have landed (no report
+    within ``timeout``, or a retriable error), ``LogError`` when it did not.
+    """
+    reports = _Deliveries(len(items))
+    report = reports.report
+    produce = producer.produce
+    for payload, headers in items:
+        while True:
+            try:  # positional arguments, headers only when present: keyword arguments
+                # cost more than the rest of the call (measured in bench/log_append.py)
+                if headers:
+                    produce(topic, payload, key, partition, report, headers=list(headers))
+                else:
+                    produce(topic, payload, key, partition, report)
+                break
+            except BufferError:
+                producer.poll(0.1)
+    producer.flush(timeout + 5)  # also ends any linger at once
+    if reports.waiting:
+        raise AppendOutcomeUnknownError(
+            f"append of run {key} to {topic}: no delivery report within {timeout:.0f}s"
+        )
+    error = delivery_error(topic, key, partition, reports.errors)
+    if error is not None:
+        raise error
+    # One partition, one idempotent producer: the records landed in the order produced,
+    # so the i-th smallest offset is the i-th record's.
+    return [Position(partition, offset) for offset in sorted(reports.offsets)]
+
+
+def watermarks(consumer: Consumer, tp: TopicPartition, timeout: float) -> tuple[int, int]:
+    """(low, high) offsets of a partition, asked of the broker (never a cached value)."""
+    try:
+        low, high = consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)
+    except KafkaException as exc:
+        raise LogError(f"cannot read the offsets of {tp.topic}[{tp.partition}]: {exc}") from exc
+    return int(low), int(high)
+
+
+class _Deliveries:
+    """The delivery reports of one append: ``report`` is its callback (a plain function: it
+    runs once per record), ``offsets`` and ``errors`` what came back."""
+
+    __slots__ = ("errors", "expected", "offsets", "report")
+
+    def __init__(self, expected: int) -> None:
+        self.expected = expected
+        offsets: list[int] = []
+        errors: list[KafkaError] = []
+        self.offsets = offsets
+        self.errors = errors
+
+        def report(err: KafkaError | None, msg: Message) -> None:
+            if err is None:
+                offsets.append(_int(msg.offset()))
+            else:
+                errors.append(err)
+
+        self.report = report
+
+    @property
+    def waiting(self) -> int:
+        return self.expected - len(self.offsets) - len(self.errors)
+
+
+def _int(value: int | None) -> int:
+    if value is None:
+        raise LogError("the broker returned a record without partition or offset")
+    return value
+
+
+def stored_record(msg: Message) -> StoredRecord:
+    key = msg.key()
+    _ts_type, ts = msg.timestamp()
+    headers = msg.headers() or []
+    return StoredRecord(
+        run_id=key.decode() if isinstance(key, bytes) else (key or ""),
+        partition=_int(msg.partition()),
+        offset=_int(msg.offset()),
+        timestamp_ms=ts,
+        payload=msg.value() or b"",
+        headers=tuple(
+            (k, v if isinstance(v, bytes) else (v or "").encode())
+            for k, v in (headers.items() if isinstance(headers, dict) else headers)
+        ),
+    )
+
+
+def list_offsets(
+    admin: AdminClient, topic: str, partitions: int, spec: OffsetSpec, timeout: float
+) -> dict[int, int]:
+    request = {TopicPartition(topic, p): spec for p in range(partitions)}
+    futures = admin.list_offsets(request, request_timeout=timeout)
+    return {tp.partition: int(f.result().offset) for tp, f in futures.items()}
