@@ -77,3 +77,32 @@ def test_after_a_refused_record_a_run_gets_no_later_record(topics: dict[str, str
         assert [r.payload for r in log.read_run("other")] == [b"fine"]
     finally:
         log.close()
+
+
+def test_an_append_after_a_failed_one_of_its_writer_is_refused(topics: dict[str, str]) -> None:
+    """``submit(..., after=)``: once the writer's previous append failed, the next is refused
+    unsent, even with nothing of the run in flight any more."""
+    log = open_log(topics, **{"message.max.bytes": 20_000})
+
+    async def main() -> tuple[BaseException | None, BaseException | None]:
+        failed = log.submit("a", [OutgoingRecord(b"x" * 50_000)])
+        try:
+            await failed
+        except LogError as exc:
+            first: BaseException | None = exc
+        else:
+            first = None
+        try:
+            await log.submit("a", [OutgoingRecord(b"next")], after=failed)
+        except LogError as exc:
+            return first, exc
+        return first, None
+
+    try:
+        first, refused = asyncio.run(main())
+        assert isinstance(first, LogError)
+        assert isinstance(refused, LogError)
+        assert "an earlier append of the run failed" in str(refused)
+        assert list(log.read_run("a")) == []
+    finally:
+        log.close()

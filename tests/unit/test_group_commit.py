@@ -141,3 +141,30 @@ def test_after_a_failed_append_a_run_gets_no_later_record(tmp_path: Path) -> Non
         assert log.commits > before  # committed, the others, around the failure
     finally:
         log.close()
+
+
+def test_an_append_after_a_failed_one_of_its_writer_is_refused(tmp_path: Path) -> None:
+    log = EmbeddedEventLog(tmp_path / "log.sqlite3")
+    log.append("warm", [rec("x")])
+    log._db.conn.execute(
+        "CREATE TRIGGER poison BEFORE INSERT ON records WHEN NEW.payload = X'626164' "
+        "BEGIN SELECT RAISE(ABORT, 'injected fault'); END"
+    )
+
+    async def main() -> BaseException | None:
+        failed = log.submit("r", [rec("bad")])
+        with pytest.raises(LogError):
+            await failed
+        try:
+            await log.submit("r", [rec("good")], after=failed)
+        except LogError as exc:
+            return exc
+        return None
+
+    try:
+        refused = asyncio.run(main())
+        assert isinstance(refused, LogError)
+        assert "an earlier append of the run failed" in str(refused)
+        assert list(log.read_run("r")) == []
+    finally:
+        log.close()

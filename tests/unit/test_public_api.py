@@ -15,6 +15,7 @@ PACKAGES = [
     "little.errors",
     "little.harness",
     "little.runtime",
+    "little.log.kafka",
 ]
 
 
@@ -88,17 +89,22 @@ def _private_imports_across_packages(root: Path) -> list[str]:
         module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
         for node in ast.walk(ast.parse(path.read_text())):
-            if not (isinstance(node, ast.ImportFrom) and node.module and node.level == 0):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                assert node.level == 0, f"{path}: relative import of {node.module}"
+                names = [f"{node.module}.{alias.name}" for alias in node.names]
+            else:
                 continue
-            if not node.module.startswith(("little", "little_services")):
-                continue
-            for alias in node.names:
-                segments = f"{node.module}.{alias.name}".split(".")
+            for name in names:
+                if not name.startswith(("little.", "little_services.")):
+                    continue
+                segments = name.split(".")
                 for i, segment in enumerate(segments):
                     if segment.startswith("_") and not segment.startswith("__"):
                         owner = ".".join(segments[:i])
                         if package != owner and not package.startswith(owner + "."):
-                            found.append(f"{path}: {node.module} import {alias.name}")
+                            found.append(f"{path}: {name}")
                         break
     return found
 

@@ -172,6 +172,11 @@ class KafkaEventLog(EventLog):
     def _place(self, run_id: str, append: _Append, after: PendingAppend | None) -> None:
         """Send the append, or queue it behind the run's index entry or sequence in flight
         (caller holds the lock)."""
+        if self._closed:  # closed while this append was on its way in
+            self._flight.settle(
+                [(append.pending, LogError(f"append of run {run_id}: the log is closed"))]
+            )
+            return
         if after is not None and after.doomed:
             # the writer's previous append failed, as decided under this lock: nothing of
             # the run may follow it
@@ -222,6 +227,9 @@ class KafkaEventLog(EventLog):
     def _indexed_ack(self, run_id: str, err: KafkaError | None) -> None:
         """The index entry's delivery report: release the run's appends."""
         with self._lock:
+            if self._closed:
+                self._fail_waiting(run_id, LogError(f"append of run {run_id}: the log closed"))
+                return
             if err is not None:
                 self._fail_waiting(
                     run_id,
@@ -347,6 +355,9 @@ class KafkaEventLog(EventLog):
             self._spinning += 1
             self._hold_until = max(self._hold_until, time.monotonic() + seconds + 0.001)
             self._pump_may_poll.clear()
+        # (An idle pump is not woken: waking it cost a lone run ~0.1 ms per append. If this
+        # waiter comes late, the append waits for it or for the pump's next idle check, 50 ms
+        # at most; an awaiter that gives up waiting awake hands it to the pump at once.)
 
     def _release_pump(self, pending: PendingAppend) -> None:
         with self._spin_lock:
@@ -355,6 +366,7 @@ class KafkaEventLog(EventLog):
             pending.holds_pump = False
             self._spinning -= 1
             if not self._spinning:
+                self._hold_until = 0.0  # no hold outlives the last holder
                 self._pump_may_poll.set()
         if not pending.settled:
             self._work.set()  # its waiter gave up waiting awake: the pump takes over
@@ -389,18 +401,24 @@ class KafkaEventLog(EventLog):
                     self._work.wait(PUMP_WAIT_SECONDS)
                     self._work.clear()
                     poll(0)  # librdkafka's own events (logs, errors) still get served
+                    refresh_at = self._maybe_refresh(refresh_at)
                     continue
                 poll(PUMP_WAIT_SECONDS)
                 if self._completed:
                     self._settle_completed()
                 if self._backlog:
                     self._retry_backlog()
-                now = time.monotonic()
-                if now >= refresh_at:
-                    refresh_at = now + BOUNDS_REFRESH_SECONDS
-                    self._refresh_bounds()
+                refresh_at = self._maybe_refresh(refresh_at)
             except Exception as exc:  # a bug here must not leave every writer hanging
                 log.error("delivery_pump_error", error=f"{type(exc).__name__}: {exc}")
+
+    def _maybe_refresh(self, refresh_at: float) -> float:
+        """Refresh the partitions' bounds when due (busy or idle); the next due time."""
+        now = time.monotonic()
+        if now < refresh_at:
+            return refresh_at
+        self._refresh_bounds()
+        return now + BOUNDS_REFRESH_SECONDS
 
     def _retry_backlog(self) -> None:
         with self._lock:
@@ -438,7 +456,7 @@ class KafkaEventLog(EventLog):
                 waiting = self._waiting.get(run_id)
                 if isinstance(outcome, BaseException):
                     append.pending.doomed = True  # seen by the writer's next submit (``after``)
-                    if waiting is not None and waiting.reason != _Waiting.INDEX:
+                    if waiting is not None:  # whatever they wait for: none may follow it
                         self._fail_waiting(run_id, _after_failure(self.topic, run_id))
                 elif busy <= 0 and waiting is not None and waiting.reason == _Waiting.BUSY:
                     if self._closed:

@@ -1,6 +1,7 @@
 """The client kit of the Kafka backend: connections, bounded reads, produce-and-wait, the
-delivery-error rules. The one module of ``little.log.kafka`` other packages of little use
-(the projector, the coordinator, commands); everything here is blocking and runs off the loop.
+delivery-error rules. What little's own Kafka clients outside the backend are built on (the
+projector, the coordinator, commands; besides the backend's public classes in
+``little.log.kafka``); everything here is blocking and runs off the loop.
 """
 
 from __future__ import annotations
