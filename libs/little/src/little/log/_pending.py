@@ -124,7 +124,8 @@ class PendingAppend:
         self._future.add_done_callback(lambda _f: fn(self))
 
     def wait(self, timeout: float | None = None) -> list[Position]:
-        """Block until settled (blocking appends only); ``TimeoutError`` if it takes longer."""
+        """Block until settled (blocking appends only); ``AppendOutcomeUnknownError`` if it
+        takes longer than ``timeout``."""
         if self._lock is None:
             raise ConfigurationError("an append submitted on an event loop must be awaited")
         spin, self.spin = self.spin, None

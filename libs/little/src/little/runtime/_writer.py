@@ -183,10 +183,8 @@ class RunWriter:
 
     def _submit(self) -> tuple[list[Event], PendingAppend | None]:
         """Submit the deferred events now, with no await (seq order is submit order)."""
-        if self._broken is None:
-            # a failure settled on the backend's thread before its awaiter heard of it: no
-            # later record of the run may follow it (a parallel branch could submit first)
-            self._broken = next((e for p in self._in_flight if (e := p.error())), None)
+        # (A failure settled on the backend's thread before its awaiter heard of it is caught
+        # by the backend itself, under its lock: ``after`` the previous append, refused.)
         if self._broken is not None:
             raise LogError(
                 f"run {self.run_id}: this writer stopped after a failed append "
