@@ -22,7 +22,7 @@ $(UV):
 	python3 -m venv $(TOOLS)
 	$(TOOLS)/bin/pip install --quiet uv==$(UV_VERSION)
 
-$(VENV)/.synced: $(UV) uv.lock pyproject.toml libs/little/pyproject.toml
+$(VENV)/.synced: $(UV) uv.lock pyproject.toml libs/little/pyproject.toml services/pyproject.toml
 	$(UV) sync --frozen --all-groups
 	@touch $@
 
@@ -47,8 +47,8 @@ lint: setup ## ruff format --check and ruff check
 	$(VENV)/bin/ruff check libs services tests bench
 
 .PHONY: typecheck
-typecheck: setup ## mypy --strict on the library
-	$(VENV)/bin/mypy libs/little/src/little
+typecheck: setup ## mypy --strict on the library and the services
+	$(VENV)/bin/mypy libs/little/src/little services/little_services
 
 .PHONY: test
 test: setup system-deps lint typecheck ## Lint, types and the whole suite against a real broker

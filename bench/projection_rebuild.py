@@ -7,7 +7,7 @@ Then, on the same topic:
 
 * raw confluent-kafka consumer, no decoding (the engine's limit);
 * decode-only: the same consumer plus ``EventCodec.decode`` of every record;
-* ``little.projection.rebuild``: reset the group to the earliest offsets, clear the sqlite
+* ``little_services.projection.rebuild``: reset the group to the earliest offsets, clear the sqlite
   store, refold until caught up (fold, durable store writes, per-partition transactions with
   snapshots and offsets), as ``little projections rebuild`` does: once in-process
   (``workers=1``) and once per ``--workers`` count with that many worker processes, each a
@@ -41,7 +41,7 @@ from little.log import (
     ResetTo,
     partition_for,
 )
-from little.projection import (
+from little_services.projection import (
     MemoryProjectionStore,
     ProjectionStore,
     SqliteProjectionStore,

@@ -194,7 +194,7 @@ def clean_fold(world: object, only: object = None) -> dict[str, object]:
 
 def settings_of(env: dict[str, str]) -> object:
     """ProjectionSettings from ``LITTLE_*`` names (what the service would read)."""
-    from little.projection import ProjectionSettings
+    from little_services.projection import ProjectionSettings
 
     fields = {
         k.removeprefix("LITTLE_").lower(): v for k, v in env.items() if k.startswith("LITTLE_")

@@ -24,8 +24,8 @@ import pytest
 
 from little.events import EventCodec, event_headers
 from little.log import OutgoingRecord
-from little.projection import SqliteProjectionStore, open_world
 from little.replay import decode_snapshot
+from little_services.projection import SqliteProjectionStore, open_world
 from tests.projection_runs import clean_fold, fresh_topics, read_committed, run_events, settings_of
 
 pytestmark = pytest.mark.kafka

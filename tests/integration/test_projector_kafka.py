@@ -26,7 +26,8 @@ from confluent_kafka import Producer
 import little
 from little.log import OutgoingRecord, ResetTo
 from little.log.kafka import KafkaCursorStore
-from little.projection import (
+from little.replay import decode_snapshot, replay_run
+from little_services.projection import (
     DLQ_MESSAGE,
     DLQ_OFFSET,
     DLQ_PARTITION,
@@ -42,8 +43,7 @@ from little.projection import (
     open_world,
     rebuild,
 )
-from little.projection._kafka import transactional_id
-from little.replay import decode_snapshot, replay_run
+from little_services.projection._kafka import transactional_id
 from tests.cli import little_cli
 from tests.kafka_broker import KAFKA_SH
 from tests.projection_runs import (

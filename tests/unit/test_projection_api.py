@@ -12,14 +12,14 @@ from prometheus_client import CollectorRegistry
 
 import little
 from little.log import OutgoingRecord
-from little.projection import (
+from little.replay import replay_run
+from little.report import report_data
+from little_services.projection import (
     ProjectionConfig,
     ProjectorStatus,
     SqliteProjectionStore,
     create_projector,
 )
-from little.replay import replay_run
-from little.report import report_data
 from little_services.projector import ProjectorMetrics, create_app
 from tests.projection_runs import run_events
 from tests.sample_runs import first_writer

@@ -16,7 +16,13 @@ import pytest
 import little
 from little.events import Event, EventCodec, event_headers
 from little.log import DLQ_TOPIC, EmbeddedEventLog, OutgoingRecord, ResetTo
-from little.projection import (
+from little.replay import (
+    MaterializedRunState,
+    decode_snapshot,
+    materialize_run_state_from_events,
+    replay_run,
+)
+from little_services.projection import (
     DLQ_OFFSET,
     DLQ_PARTITION,
     DLQ_REASON,
@@ -30,12 +36,6 @@ from little.projection import (
     create_projector,
     rebuild,
     replay_from_state,
-)
-from little.replay import (
-    MaterializedRunState,
-    decode_snapshot,
-    materialize_run_state_from_events,
-    replay_run,
 )
 from tests.projection_runs import clean_fold, run_events, write_interleaved
 from tests.sample_runs import first_writer, second_writer

@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 import little
-from little.projection import SqliteProjectionStore
+from little_services.projection import SqliteProjectionStore
 from tests.cli import little_cli
 from tests.projection_runs import clean_fold, run_events
 
@@ -137,7 +137,7 @@ def test_cli_rebuild_argument_errors_are_one_line(
     assert out.stderr.strip().count("\n") == 0
 
 
-@pytest.mark.parametrize("name", ["little.projection", "little_services.projector"])
+@pytest.mark.parametrize("name", ["little_services.projection", "little_services.projector"])
 def test_public_api_is_curated(name: str) -> None:
     module = importlib.import_module(name)
     exported = module.__all__
@@ -153,6 +153,6 @@ def test_public_api_is_curated(name: str) -> None:
 
 
 def test_importing_the_projection_does_not_import_the_kafka_client() -> None:
-    code = "import sys, little.projection; print('confluent_kafka' in sys.modules)"
+    code = "import sys, little_services.projection; print('confluent_kafka' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

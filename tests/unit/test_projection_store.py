@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from little.errors import ConfigurationError
-from little.projection import (
+from little.replay import LogPosition, MaterializedRunState, materialize_run_state_from_events
+from little_services.projection import (
     IntegrityMark,
     MemoryProjectionStore,
     PartitionCursor,
@@ -22,7 +23,6 @@ from little.projection import (
     RunRecord,
     SqliteProjectionStore,
 )
-from little.replay import LogPosition, MaterializedRunState, materialize_run_state_from_events
 from tests.projection_runs import run_events
 
 T0 = datetime(2025, 6, 1, tzinfo=UTC)

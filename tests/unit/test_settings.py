@@ -9,8 +9,8 @@ import pytest
 from little import TopicNames
 from little.cli._commands import CommandSettings
 from little.log import DLQ_TOPIC, RUN_INDEX_TOPIC, RUNS_TOPIC, load_topic_specs
-from little.projection import ProjectionSettings
 from little.settings import LittleSettings
+from little_services.projection import ProjectionSettings
 from little_services.resume_coordinator._settings import CoordinatorSettings
 
 ROLES = {

@@ -1,4 +1,4 @@
-"""The projector service (DESIGN §6): thin over ``little.projection``.
+"""The projector service (DESIGN §6): thin over ``little_services.projection``.
 
 Settings from ``LITTLE_*``, JSON logs, the FastAPI app, Prometheus metrics, SIGTERM handling.
 Entry point: ``little-projector``.

@@ -22,13 +22,6 @@ from little import RecordDecodeError, World
 from little.errors import ConfigurationError, LittleError, RuntimeIntegrityError
 from little.events import ArtifactRef
 from little.log import Position
-from little.projection import (
-    ProjectionStore,
-    ProjectorStatus,
-    RunQuery,
-    RunSummary,
-    replay_from_state,
-)
 from little.replay import (
     LogPosition,
     MaterializedRunState,
@@ -37,6 +30,13 @@ from little.replay import (
     replay_run,
 )
 from little.report import report_data
+from little_services.projection import (
+    ProjectionStore,
+    ProjectorStatus,
+    RunQuery,
+    RunSummary,
+    replay_from_state,
+)
 
 Source = Literal["projection", "log"]
 

@@ -19,7 +19,7 @@ import uvicorn
 from prometheus_client import CollectorRegistry
 
 from little.errors import LittleError
-from little.projection import (
+from little_services.projection import (
     ProjectorFencedError,
     ProjectorTotals,
     open_store,

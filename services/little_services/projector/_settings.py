@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from little.projection import ProjectionSettings
+from little_services.projection import ProjectionSettings
 
 
 class ProjectorServiceSettings(ProjectionSettings):

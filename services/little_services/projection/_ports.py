@@ -10,11 +10,16 @@ from __future__ import annotations
 import threading
 import time
 
-from little._world import World
+from little import World
 from little.log import EventLog, OutgoingRecord
-from little.projection._core import PartitionBatch, ProjectionConfig, ProjectionCore
-from little.projection._driver import Projector, ProjectorListener, ProjectorStatus, ProjectorTotals
-from little.projection._store import ProjectionStore
+from little_services.projection._core import PartitionBatch, ProjectionConfig, ProjectionCore
+from little_services.projection._driver import (
+    Projector,
+    ProjectorListener,
+    ProjectorStatus,
+    ProjectorTotals,
+)
+from little_services.projection._store import ProjectionStore
 
 
 class PortProjector(Projector):

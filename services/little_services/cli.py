@@ -1,5 +1,8 @@
 """``little projections rebuild | status``: operate the projector's run-state projection.
 
+The ``little`` command finds this group through the ``little.cli`` entry point of
+little-services (``pip install little-workflow`` alone does not carry the projector).
+
 A rebuild resets the projector group's offsets (the group must be stopped, as for
 ``kafka-consumer-groups --reset-offsets``) and refolds until caught up, with a progress bar;
 the store and the snapshots it leaves are the ones the service would. On Kafka it folds in
@@ -19,12 +22,11 @@ from rich.progress import BarColumn, Progress, ProgressColumn, Task, TextColumn,
 from rich.table import Table
 from rich.text import Text
 
-from little.cli._app import Bootstrap, DataDir, app, console
+from little.cli import Bootstrap, DataDir, console
 from little.errors import ConfigurationError
 from little.log import ResetTo
 
 projections_app = typer.Typer(help="Rebuild or inspect the projector's run-state projection.")
-app.add_typer(projections_app, name="projections")
 
 StorePath = Annotated[
     Path | None,
@@ -47,7 +49,7 @@ def _settings(
     group: str | None,
     topic: str | None,
 ) -> Any:
-    from little.projection import ProjectionSettings
+    from little_services.projection import ProjectionSettings
 
     overrides: dict[str, Any] = {}
     if data_dir is not None:
@@ -105,7 +107,7 @@ class _Speed(ProgressColumn):
 
 
 def _progress_listener(progress: Progress, task_id: Any) -> Any:
-    from little.projection import PartitionBatch, ProjectorListener
+    from little_services.projection import PartitionBatch, ProjectorListener
 
     class Listener(ProjectorListener):
         def __init__(self) -> None:
@@ -161,7 +163,7 @@ def rebuild_command(
     ] = None,
 ) -> None:
     """Reset the projector group's offsets and refold the projection."""
-    from little.projection import open_store, open_world, rebuild, tune_gc
+    from little_services.projection import open_store, open_world, rebuild, tune_gc
 
     reset = parse_reset(to_earliest, to_offset, to_datetime)
     tune_gc()
@@ -222,7 +224,7 @@ def status_command(
     topic: Topic = None,
 ) -> None:
     """Committed offsets, what the store covers, lag and runs by status."""
-    from little.projection import open_store, open_world
+    from little_services.projection import open_store, open_world
 
     settings = _settings(data_dir, bootstrap_servers, store, group, topic)
     with open_world(settings) as world, open_store(settings) as projection:

@@ -34,15 +34,15 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from little._world import World
+from little import World
 from little.errors import LittleError
-from little.projection._core import ProjectionConfig
-from little.projection._driver import ProjectorListener, ProjectorTotals
+from little_services.projection._core import ProjectionConfig
+from little_services.projection._driver import ProjectorListener, ProjectorTotals
 
 if TYPE_CHECKING:
-    from little.projection._setup import ProjectionSettings
+    from little_services.projection._setup import ProjectionSettings
 
-log = structlog.get_logger("little.projection.workers")
+log = structlog.get_logger("little_services.projection.workers")
 
 POLL_SECONDS = 0.5
 """How often the parent reads the group's committed offsets (progress and the end)."""
@@ -248,10 +248,10 @@ def worker_main(
 ) -> None:
     """A worker's whole life: open, say ready, wait for the others, consume until the parent
     says stop, send the totals. A failure is sent as text (exceptions may not pickle)."""
-    from little._gc import tune_gc
-    from little.projection._kafka import KafkaProjector
-    from little.projection._setup import open_world
-    from little.projection._sqlite import SqliteProjectionStore
+    from little import tune_gc
+    from little_services.projection._kafka import KafkaProjector
+    from little_services.projection._setup import open_world
+    from little_services.projection._sqlite import SqliteProjectionStore
 
     try:
         stop = threading.Event()

@@ -24,22 +24,22 @@ from typing import Any
 import structlog
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
-from little._world import World
+from little import World
 from little.errors import LogError
 from little.log import StoredRecord, partition_for
 from little.log.kafka import client as kafka_client
 from little.log.kafka.client import connect_admin, stored_record, topic_partitions, watermarks
-from little.projection._core import PartitionBatch, ProjectionConfig, ProjectionCore
-from little.projection._driver import (
+from little_services.projection._core import PartitionBatch, ProjectionConfig, ProjectionCore
+from little_services.projection._driver import (
     Projector,
     ProjectorFencedError,
     ProjectorListener,
     ProjectorStatus,
     ProjectorTotals,
 )
-from little.projection._store import ProjectionStore
+from little_services.projection._store import ProjectionStore
 
-log = structlog.get_logger("little.projection.kafka")
+log = structlog.get_logger("little_services.projection.kafka")
 
 _FENCED = {KafkaError.PRODUCER_FENCED, KafkaError._FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
 

@@ -15,11 +15,17 @@ from dataclasses import dataclass, field, replace
 
 import structlog
 
-from little._world import RecordDecodeError, World
+from little import RecordDecodeError, World
 from little.errors import RuntimeIntegrityError
 from little.events import LoggedEvent, RunClaimed
 from little.log import DLQ_TOPIC, RUNS_TOPIC, SNAPSHOTS_TOPIC, Header, StoredRecord
-from little.projection._store import (
+from little.replay import (
+    MaterializedRunState,
+    Snapshot,
+    encode_snapshot,
+    materialize_run_state_from_events,
+)
+from little_services.projection._store import (
     IntegrityMark,
     PartitionCursor,
     ProjectionStore,
@@ -27,14 +33,8 @@ from little.projection._store import (
     RunRecord,
     from_ms,
 )
-from little.replay import (
-    MaterializedRunState,
-    Snapshot,
-    encode_snapshot,
-    materialize_run_state_from_events,
-)
 
-log = structlog.get_logger("little.projection")
+log = structlog.get_logger("little_services.projection")
 
 DEFAULT_GROUP = "little-projector"
 

@@ -4,11 +4,11 @@
 keeps a state per run (sqlite by default); drivers run the core on Kafka (per-partition
 transactions with snapshots and dead letters) or on any ``EventLog`` (the embedded world).
 The service in ``little_services.projector`` and ``little projections rebuild`` sit on this.
-``import little.projection`` does not import the Kafka client.
+``import little_services.projection`` does not import the Kafka client.
 """
 
-from little._gc import tune_gc
-from little.projection._core import (
+from little import tune_gc
+from little_services.projection._core import (
     DEFAULT_GROUP,
     DLQ_MESSAGE,
     DLQ_OFFSET,
@@ -20,16 +20,16 @@ from little.projection._core import (
     ProjectionConfig,
     ProjectionCore,
 )
-from little.projection._driver import (
+from little_services.projection._driver import (
     Projector,
     ProjectorFencedError,
     ProjectorListener,
     ProjectorStatus,
     ProjectorTotals,
 )
-from little.projection._ports import PortProjector
-from little.projection._replay import replay_from_state
-from little.projection._setup import (
+from little_services.projection._ports import PortProjector
+from little_services.projection._replay import replay_from_state
+from little_services.projection._setup import (
     ProjectionSettings,
     RebuildResult,
     create_projector,
@@ -38,8 +38,8 @@ from little.projection._setup import (
     projector_from_settings,
     rebuild,
 )
-from little.projection._sqlite import SqliteProjectionStore
-from little.projection._store import (
+from little_services.projection._sqlite import SqliteProjectionStore
+from little_services.projection._store import (
     INTEGRITY_ERROR,
     IntegrityMark,
     MemoryProjectionStore,
@@ -51,7 +51,7 @@ from little.projection._store import (
     RunRecord,
     RunSummary,
 )
-from little.projection._workers import RebuildWorkerError
+from little_services.projection._workers import RebuildWorkerError
 
 __all__ = [
     "DEFAULT_GROUP",

@@ -16,20 +16,20 @@ from typing import Any
 
 import structlog
 
-from little._world import World
+from little import World
 from little.errors import ConfigurationError, LogError
 from little.log import (
     EmbeddedEventLog,
     ResetTo,
 )
-from little.projection._core import DEFAULT_GROUP, ProjectionConfig
-from little.projection._driver import Projector, ProjectorListener, ProjectorTotals
-from little.projection._ports import PortProjector
-from little.projection._sqlite import SqliteProjectionStore
-from little.projection._store import ProjectionStore
 from little.settings import LittleSettings
+from little_services.projection._core import DEFAULT_GROUP, ProjectionConfig
+from little_services.projection._driver import Projector, ProjectorListener, ProjectorTotals
+from little_services.projection._ports import PortProjector
+from little_services.projection._sqlite import SqliteProjectionStore
+from little_services.projection._store import ProjectionStore
 
-log = structlog.get_logger("little.projection")
+log = structlog.get_logger("little_services.projection")
 
 
 class ProjectionSettings(LittleSettings):
@@ -78,7 +78,7 @@ def create_projector(
 ) -> Projector:
     """The Kafka driver when a bootstrap is given, else the port driver over ``world``."""
     if bootstrap_servers:
-        from little.projection._kafka import KafkaProjector
+        from little_services.projection._kafka import KafkaProjector
 
         return KafkaProjector(
             world,
@@ -251,7 +251,7 @@ def _rebuild_with_workers(
 ) -> tuple[ProjectorTotals, list[ProjectorTotals]]:
     """The worker processes, then the check that the group's committed offsets reached the
     ends every partition had at the reset, and an in-process pass if one did not."""
-    from little.projection._workers import WorkerSpec, run_workers
+    from little_services.projection._workers import WorkerSpec, run_workers
 
     ends = world.log.end_offsets()
     used = min(workers, len(ends))

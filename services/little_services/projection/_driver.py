@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 
 from little.errors import LogError
-from little.projection._core import PartitionBatch, ProjectionCore
+from little_services.projection._core import PartitionBatch, ProjectionCore
 
 
 class ProjectorFencedError(LogError):

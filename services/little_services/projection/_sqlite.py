@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from little.errors import ConfigurationError
-from little.projection._store import (
+from little.replay import MaterializedRunState
+from little_services.projection._store import (
     IntegrityMark,
     PartitionCursor,
     ProjectionStore,
@@ -33,7 +34,6 @@ from little.projection._store import (
     from_ms,
     to_ms,
 )
-from little.replay import MaterializedRunState
 
 SCHEMA_VERSION = 1
 
