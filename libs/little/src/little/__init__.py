@@ -25,10 +25,7 @@ from little.errors import (
 )
 from little.events import ArtifactRef, Event, EventCodec, LoggedEvent, Usage
 from little.log import EventLog, Position, TopicNames
-from little.logs import quiet_default as _quiet_default
 from little.replay import MaterializedRunState, ReplayResult, replay_run
-
-_quiet_default()
 
 __version__ = "0.1.0"
 

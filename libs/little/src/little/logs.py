@@ -1,7 +1,13 @@
-"""Logging set-up for the CLI (console) and the services (JSON), with structlog.
+"""Logging: the library's loggers, and the set-up of the CLI (console) and services (JSON).
 
-The library itself never configures logging; entry points call ``configure``.
-``LITTLE_LOG_LEVEL`` (debug, info, warning, error) and ``LITTLE_LOG_JSON=1`` override.
+``import little`` configures nothing. The library logs through ``get_logger``: once the
+application has configured structlog (as the CLI and the services do with ``configure``),
+through structlog; until then through the standard library's ``logging`` under the same
+name (``little.runtime``, ...), so an application that never configured logging sees
+warnings and errors on stderr (Python's last-resort handler) and one that configured
+``logging`` gets little's records where it sends its own.
+``LITTLE_LOG_LEVEL`` (debug, info, warning, error) and ``LITTLE_LOG_JSON=1`` override
+``configure``.
 """
 
 from __future__ import annotations
@@ -11,6 +17,8 @@ import os
 import sys
 
 import structlog
+
+__all__ = ["LibraryLogger", "configure", "get_logger"]
 
 
 def configure(*, json: bool | None = None, level: str | None = None) -> None:
@@ -35,14 +43,35 @@ def configure(*, json: bool | None = None, level: str | None = None) -> None:
     )
 
 
-def quiet_default() -> None:
-    """Unless the application configured structlog, log warnings and errors only, to stderr.
+class LibraryLogger:
+    """A library logger: structlog once the application configured it, else ``logging``."""
 
-    Called when ``little`` is imported: a library should not print its debug lines into an
-    application's stdout.
-    """
-    if not structlog.is_configured():
-        structlog.configure(
-            wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
-            logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-        )
+    __slots__ = ("_stdlib", "_structlog")
+
+    def __init__(self, name: str) -> None:
+        self._stdlib = logging.getLogger(name)
+        self._structlog = structlog.get_logger(name)
+
+    def debug(self, event: str, **fields: object) -> None:
+        self._log(logging.DEBUG, "debug", event, fields)
+
+    def info(self, event: str, **fields: object) -> None:
+        self._log(logging.INFO, "info", event, fields)
+
+    def warning(self, event: str, **fields: object) -> None:
+        self._log(logging.WARNING, "warning", event, fields)
+
+    def error(self, event: str, **fields: object) -> None:
+        self._log(logging.ERROR, "error", event, fields)
+
+    def _log(self, level: int, method: str, event: str, fields: dict[str, object]) -> None:
+        if structlog.is_configured():
+            getattr(self._structlog, method)(event, **fields)
+        elif self._stdlib.isEnabledFor(level):
+            detail = " ".join(f"{k}={v!r}" for k, v in fields.items())
+            self._stdlib.log(level, "%s %s", event, detail, extra={"little": fields})
+
+
+def get_logger(name: str) -> LibraryLogger:
+    """The logger library modules use (``name`` is the module's area, e.g. little.runtime)."""
+    return LibraryLogger(name)

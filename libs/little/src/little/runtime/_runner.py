@@ -18,13 +18,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import structlog
-
 from little._canonical import canonical_json
 from little._world import World
 from little.errors import LittleError, LogError, RuntimeIntegrityError
 from little.events import ArtifactRef, LoggedEvent, RunClaimed, RunCompleted, RunFailed, RunStarted
 from little.log import Position
+from little.logs import get_logger
 from little.replay import (
     MaterializedRunState,
     assert_completed_step_artifacts_valid,
@@ -50,7 +49,7 @@ from little.runtime._recorded import (
 from little.runtime._registry import Workflow, lookup
 from little.runtime._writer import FAULTS, PRODUCER, RunWriter
 
-log = structlog.get_logger("little.runtime")
+log = get_logger("little.runtime")
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,6 @@ from collections import OrderedDict, deque
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-import structlog
 from confluent_kafka import KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from little.errors import AppendOutcomeUnknownError, ConfigurationError, LogError
@@ -44,8 +43,9 @@ from little.log.kafka.client import (
     topic_partitions,
     watermarks,
 )
+from little.logs import get_logger
 
-log = structlog.get_logger("little.log.kafka")
+log = get_logger("little.log.kafka")
 
 PRODUCER_PROFILES: dict[str, dict[str, Any]] = {
     # Write-ahead appends wait for their ack before a model or tool runs: send at once.

@@ -8,15 +8,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import structlog
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import ConfigResource, NewTopic
 
 from little.errors import ConfigurationError, LogError
 from little.log._topics import TopicSpec
 from little.log.kafka.client import client_config, connect_admin
+from little.logs import get_logger
 
-log = structlog.get_logger("little.log.provision")
+log = get_logger("little.log.provision")
 
 
 @dataclass(frozen=True)
