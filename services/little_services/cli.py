@@ -26,20 +26,22 @@ from little.cli import Bootstrap, DataDir, console
 from little.errors import ConfigurationError
 from little.log import ResetTo
 
+__all__ = ["default_workers", "parse_reset", "projections_app", "rebuild_command", "status_command"]
+
 projections_app = typer.Typer(help="Rebuild or inspect the projector's run-state projection.")
 
-StorePath = Annotated[
+_StorePath = Annotated[
     Path | None,
     typer.Option(
         "--store",
         help="Projection store file [env LITTLE_PROJECTION_STORE; default <data-dir>/projection.sqlite3]",
     ),
 ]
-Group = Annotated[
+_Group = Annotated[
     str | None,
     typer.Option("--group", help="Projector consumer group [env LITTLE_PROJECTOR_GROUP]"),
 ]
-Topic = Annotated[str | None, typer.Option("--topic", help="Runs topic [env LITTLE_RUNS_TOPIC]")]
+_Topic = Annotated[str | None, typer.Option("--topic", help="Runs topic [env LITTLE_RUNS_TOPIC]")]
 
 
 def _settings(
@@ -149,9 +151,9 @@ def rebuild_command(
     ] = None,
     bootstrap_servers: Bootstrap = None,
     data_dir: DataDir = None,
-    store: StorePath = None,
-    group: Group = None,
-    topic: Topic = None,
+    store: _StorePath = None,
+    group: _Group = None,
+    topic: _Topic = None,
     workers: Annotated[
         int | None,
         typer.Option(
@@ -219,9 +221,9 @@ def rebuild_command(
 def status_command(
     bootstrap_servers: Bootstrap = None,
     data_dir: DataDir = None,
-    store: StorePath = None,
-    group: Group = None,
-    topic: Topic = None,
+    store: _StorePath = None,
+    group: _Group = None,
+    topic: _Topic = None,
 ) -> None:
     """Committed offsets, what the store covers, lag and runs by status."""
     from little_services.projection import open_store, open_world

@@ -5,3 +5,5 @@ owner executes StartRun, resumes every non-terminal run of its partitions on ass
 every stalled one when its lease runs out, and cancels on CancelRun. It never decides anything
 the log does not already say: claims with the next epoch fence whoever wrote before.
 """
+
+__all__ = []

@@ -130,7 +130,7 @@ class CancelRun(_Command):
 
 
 Command = StartRun | ResumeRun | CancelRun
-COMMAND_TYPES: Mapping[str, type[StartRun | ResumeRun | CancelRun]] = {
+_COMMAND_TYPES: Mapping[str, type[StartRun | ResumeRun | CancelRun]] = {
     c.command_type: c for c in (StartRun, ResumeRun, CancelRun)
 }
 
@@ -143,7 +143,7 @@ def _schemas() -> SchemaCatalog:
     """Every version of every command schema; writers use the newest, readers resolve any."""
     base = resources.files("little") / "schemas" / "commands"
     catalog = load_catalog(base)
-    for name in COMMAND_TYPES:
+    for name in _COMMAND_TYPES:
         if name not in catalog.event_types:
             raise ConfigurationError(f"no schema for command {name} under {base / name}")
     return catalog
@@ -178,7 +178,7 @@ def decode_command(data: bytes) -> Command:
     if body.tell() != len(data) - 10:
         raise CommandDecodeError(f"trailing bytes after the {writer.event_type} record")
     try:
-        return COMMAND_TYPES[writer.event_type].model_validate(record)
+        return _COMMAND_TYPES[writer.event_type].model_validate(record)
     except ValueError as exc:
         raise CommandDecodeError(f"invalid {writer.event_type}: {exc}") from exc
 

@@ -7,6 +7,16 @@ from typing import Any
 
 from little.replay import AgentCall, MaterializedRunState, ReplayResult, UsageTotals
 
+__all__ = [
+    "dollars",
+    "node_name",
+    "replay_line",
+    "replay_section",
+    "report_data",
+    "tokens",
+    "usage_dict",
+]
+
 
 def usage_dict(u: UsageTotals) -> dict[str, Any]:
     return {

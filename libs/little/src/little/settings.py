@@ -22,6 +22,8 @@ from little.log import (
     TopicNames,
 )
 
+__all__ = ["LittleSettings"]
+
 if TYPE_CHECKING:
     from little._world import World
 

@@ -25,6 +25,24 @@ from little.harness import (
 )
 from little.runtime import StepContext, Workflow, WorkflowContext, workflow
 
+__all__ = [
+    "CALLS_DIR",
+    "MODEL_LATENCY",
+    "REAL_MODEL",
+    "RESEARCH_BRIEF",
+    "SCRIPT",
+    "fetch",
+    "gather",
+    "investigate",
+    "model",
+    "plan",
+    "research",
+    "search",
+    "summarise",
+    "write",
+    "write_brief",
+]
+
 CALLS_DIR = "LITTLE_EXAMPLE_CALLS_DIR"
 """Where the example's model and tools log their real invocations (one JSON line each)."""
 

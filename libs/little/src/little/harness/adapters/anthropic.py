@@ -36,6 +36,16 @@ from little.errors import ConfigurationError
 from little.events import Usage
 from little.harness._model import Message, ModelRequest, ModelResponse, ToolCallRequest, ToolSpec
 
+__all__ = [
+    "PROVIDER",
+    "STOP_REASONS",
+    "AnthropicModel",
+    "from_anthropic_message",
+    "to_anthropic_messages",
+    "to_anthropic_tool",
+    "to_usage",
+]
+
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic
     from anthropic.types import (

@@ -30,6 +30,17 @@ from little.errors import ConfigurationError
 from little.events import Usage
 from little.harness._model import Message, ModelRequest, ModelResponse, ToolCallRequest, ToolSpec
 
+__all__ = [
+    "PROVIDER",
+    "RAW_ARGUMENTS",
+    "OpenAIModel",
+    "from_openai_completion",
+    "parse_arguments",
+    "to_openai_messages",
+    "to_openai_tool",
+    "to_usage",
+]
+
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
     from openai.types.chat import (
