@@ -47,8 +47,8 @@ lint: setup ## ruff format --check and ruff check
 	$(VENV)/bin/ruff check libs services tests bench
 
 .PHONY: typecheck
-typecheck: setup ## mypy --strict on the library and the services
-	$(VENV)/bin/mypy libs/little/src/little services/little_services
+typecheck: setup ## mypy --strict on the library, the services and a file typed against the public API
+	$(VENV)/bin/mypy libs/little/src/little services/little_services tests/typecheck/public_api.py
 
 .PHONY: test
 test: setup system-deps lint typecheck ## Lint, types and the whole suite against a real broker

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from little.errors import ConfigurationError
-from little.runtime import REGISTRY
+from little.runtime import registered
 from little_services.resume_coordinator._registry import load_workflows
 from little_services.resume_coordinator._scheduling import Ledger
 from little_services.resume_coordinator._settings import CoordinatorSettings
@@ -39,7 +39,7 @@ def test_the_ledger_ignores_partitions_it_does_not_own() -> None:
 def test_workflows_load_from_the_environment_spec() -> None:
     names = load_workflows("little.examples.research")
     assert {"research", "summarise"} <= set(names)
-    assert REGISTRY["research"].name == "research"
+    assert registered()["research"].name == "research"
     assert "research" in load_workflows("little.examples.research:research")
 
 

@@ -33,7 +33,6 @@ from little.replay import (
     encode_snapshot,
 )
 from little.runtime import (
-    REGISTRY,
     ClaimRejectedError,
     ExecutionStopped,
     RunControl,
@@ -41,6 +40,7 @@ from little.runtime import (
     claim,
     execute,
     fold_run_off_loop,
+    registered,
 )
 from little_services.resume_coordinator._consumers import CommandConsumer, RunEvent, RunsTail
 from little_services.resume_coordinator._metrics import Metrics
@@ -168,7 +168,7 @@ class Coordinator:
             commands_topic=self.settings.commands_topic,
             runs_topic=self.settings.runs_topic,
             lease_seconds=self.lease,
-            workflows=sorted(REGISTRY),
+            workflows=sorted(registered()),
         )
         await stop.wait()
         await self.shutdown()
@@ -454,7 +454,7 @@ class Coordinator:
         # A StartRun of a registered workflow goes straight to execute (which resumes the run
         # if it exists); anything else needs to know what the log says first.
         if (start is None and (state is None or state.workflow is None)) or (
-            start is not None and start.workflow not in REGISTRY
+            start is not None and start.workflow not in registered()
         ):
             state = await fold_run_off_loop(self.world, run_id)
             if state.last_position is None and start is None:
@@ -469,7 +469,7 @@ class Coordinator:
         name = state.workflow if state is not None and state.workflow else None
         if name is None and start is not None:
             name = start.workflow
-        workflow = REGISTRY.get(name) if name is not None else None
+        workflow = registered().get(name) if name is not None else None
         if workflow is None and not control.cancelled:
             if name is None:
                 log.warning("run_not_started", run_id=run_id, hint="no RunStarted and no StartRun")
@@ -507,7 +507,7 @@ class Coordinator:
         state, writer = await claim(self.world, run_id, self.owner, state)
         if state.terminal:
             return
-        known = ", ".join(sorted(REGISTRY)) or "none"
+        known = ", ".join(sorted(registered())) or "none"
         await writer.emit(
             RunFailed,
             error_type="UnknownWorkflowError",

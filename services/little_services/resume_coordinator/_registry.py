@@ -12,7 +12,7 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from little.errors import ConfigurationError
-from little.runtime import REGISTRY, Workflow
+from little.runtime import Workflow, register, registered
 
 GROUP = "little.workflows"
 
@@ -46,12 +46,13 @@ def load_workflows(spec: str = "") -> list[str]:
                     f"LITTLE_WORKFLOWS: module {module_name} has no attribute {attr}"
                 ) from None
             _register(obj, item)
-    return sorted(REGISTRY)
+    return sorted(registered())
 
 
 def _register(obj: Any, source: str) -> None:
     if isinstance(obj, Workflow):
-        REGISTRY.setdefault(obj.name, obj)
+        if obj.name not in registered():
+            register(obj)
     elif isinstance(obj, list | tuple):
         for item in obj:
             _register(item, source)

@@ -16,12 +16,11 @@ from little.runtime._outer_loop import (
     load_manifest,
     outer_loop,
 )
-from little.runtime._registry import REGISTRY, Workflow, lookup, workflow
+from little.runtime._registry import Workflow, lookup, register, registered, workflow
 from little.runtime._runner import RunResult, claim, execute, fold_run_off_loop, resume, run
 from little.runtime._session import AgentSession, workflow_tool
 
 __all__ = [
-    "REGISTRY",
     "AgentSession",
     "BudgetExceededError",
     "ClaimRejectedError",
@@ -43,6 +42,8 @@ __all__ = [
     "load_manifest",
     "lookup",
     "outer_loop",
+    "register",
+    "registered",
     "resume",
     "run",
     "workflow",

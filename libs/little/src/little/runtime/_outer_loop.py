@@ -21,7 +21,7 @@ from little._canonical import canonical_hash, canonical_json
 from little._world import World
 from little.events import RunCompleted, RunStarted, StepCompleted, StepFailed, SubRunReserved
 from little.replay import MaterializedRunState, fold_run
-from little.runtime._registry import Workflow
+from little.runtime._registry import AnyWorkflow
 from little.runtime._runner import (
     RunResult,
     claim,
@@ -94,7 +94,7 @@ def load_manifest(world: World, loop_id: str) -> OuterLoopManifest:
 async def outer_loop(
     world: World,
     loop_id: str,
-    cycle: Workflow,
+    cycle: AnyWorkflow,
     context: Mapping[str, Any],
     *,
     cycles: int,

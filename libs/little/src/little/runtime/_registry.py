@@ -2,48 +2,77 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Generic, ParamSpec, TypeVar
 
 from little.errors import ConfigurationError
 
-WorkflowFn = Callable[..., Awaitable[Any]]
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
-class Workflow:
+class Workflow(Generic[P, R]):
+    """A registered workflow: calling it calls ``fn`` (same parameters, same result), and
+    ``inspect.signature`` and type checkers see ``fn``'s signature."""
+
     name: str
     version: str
-    fn: WorkflowFn
+    fn: Callable[P, Awaitable[R]]
 
-    async def __call__(self, ctx: Any, input: Any) -> Any:
-        return await self.fn(ctx, input)
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Awaitable[R]:
+        return self.fn(*args, **kwargs)
+
+    @property
+    def __wrapped__(self) -> Callable[P, Awaitable[R]]:
+        return self.fn
 
 
-REGISTRY: dict[str, Workflow] = {}
+AnyWorkflow = Workflow[..., Any]
+
+_REGISTRY: dict[str, AnyWorkflow] = {}
 
 
-def workflow(name: str | None = None, *, version: str = "1") -> Callable[[WorkflowFn], Workflow]:
+def register(wf: Workflow[P, R]) -> Workflow[P, R]:
+    """Register ``wf`` under its name. The same name and version twice with different
+    functions is an error; a new version replaces the old one."""
+    existing = _REGISTRY.get(wf.name)
+    if (
+        existing is not None
+        and existing is not wf
+        and existing.fn is not wf.fn
+        and existing.version == wf.version
+    ):
+        raise ConfigurationError(
+            f"workflow {wf.name} v{wf.version} is registered twice ({existing.fn} and {wf.fn})"
+        )
+    _REGISTRY[wf.name] = wf
+    return wf
+
+
+def workflow(
+    name: str | None = None, *, version: str = "1"
+) -> Callable[[Callable[P, Awaitable[R]]], Workflow[P, R]]:
     """Register ``async def fn(ctx, input)`` as a workflow (the name defaults to ``fn``'s)."""
 
-    def register(fn: WorkflowFn) -> Workflow:
-        wf = Workflow(name or fn.__name__, version, fn)
-        existing = REGISTRY.get(wf.name)
-        if existing is not None and existing.fn is not fn and existing.version == wf.version:
-            raise ConfigurationError(
-                f"workflow {wf.name} v{wf.version} is registered twice ({existing.fn} and {fn})"
-            )
-        REGISTRY[wf.name] = wf
-        return wf
+    def decorate(fn: Callable[P, Awaitable[R]]) -> Workflow[P, R]:
+        return register(Workflow(name or fn.__name__, version, fn))
 
-    return register
+    return decorate
 
 
-def lookup(name: str) -> Workflow:
+def registered() -> Mapping[str, AnyWorkflow]:
+    """The registered workflows by name (a read-only view: register with ``@workflow`` or
+    ``register``)."""
+    return MappingProxyType(_REGISTRY)
+
+
+def lookup(name: str) -> AnyWorkflow:
     try:
-        return REGISTRY[name]
+        return _REGISTRY[name]
     except KeyError:
         raise ConfigurationError(
-            f"no workflow named {name!r} is registered (known: {sorted(REGISTRY) or 'none'})"
+            f"no workflow named {name!r} is registered (known: {sorted(_REGISTRY) or 'none'})"
         ) from None

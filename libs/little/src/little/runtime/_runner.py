@@ -46,7 +46,7 @@ from little.runtime._recorded import (
     RecordedCalls,
     replay_safe,
 )
-from little.runtime._registry import Workflow, lookup
+from little.runtime._registry import AnyWorkflow, lookup
 from little.runtime._writer import FAULTS, PRODUCER, RunWriter
 
 log = get_logger("little.runtime")
@@ -177,7 +177,9 @@ class Execution:
             | ExecutionStopped,
         )
 
-    async def run_sub(self, workflow: Workflow, sub_run_id: str, input: Any, call_id: str) -> Any:
+    async def run_sub(
+        self, workflow: AnyWorkflow, sub_run_id: str, input: Any, call_id: str
+    ) -> Any:
         result = await execute(
             self.world,
             sub_run_id,
@@ -278,7 +280,7 @@ def _fold_up_to_claim(
 async def execute(
     world: World,
     run_id: str,
-    workflow: Workflow | None = None,
+    workflow: AnyWorkflow | None = None,
     input: Any = None,
     *,
     owner: str | None = None,
@@ -344,7 +346,7 @@ async def execute(
 async def _execute_claimed(
     world: World,
     run_id: str,
-    workflow: Workflow | None,
+    workflow: AnyWorkflow | None,
     input: Any,
     state: MaterializedRunState,
     writer: RunWriter,
@@ -429,7 +431,7 @@ async def _execute_claimed(
 
 
 def _replay_refusal(
-    world: World, workflow: Workflow, source_run_id: str
+    world: World, workflow: AnyWorkflow, source_run_id: str
 ) -> tuple[str | None, MaterializedRunState | None]:
     """Why the agent calls of ``source_run_id`` cannot be offered to a new run of
     ``workflow`` (the run then executes fresh), or None; and the source run as folded.
@@ -469,7 +471,7 @@ def _recorded_calls(
 
 async def run(
     world: World,
-    workflow: Workflow,
+    workflow: AnyWorkflow,
     input: Any = None,
     *,
     run_id: str | None = None,
@@ -496,6 +498,6 @@ async def run(
     )
 
 
-async def resume(world: World, run_id: str, workflow: Workflow | None = None) -> RunResult:
+async def resume(world: World, run_id: str, workflow: AnyWorkflow | None = None) -> RunResult:
     """Resume ``run_id`` from its log (its workflow is looked up by name if not given)."""
     return await execute(world, run_id, workflow)

@@ -1,0 +1,91 @@
+"""The public API as a user types against it, checked by ``mypy --strict`` in ``make test``
+(``make typecheck``) and run by tests/unit/test_typed_api.py.
+
+Only exported names are imported. ``assert_type`` pins what a type checker infers: a
+workflow keeps its function's signature, a replay has a typed state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from pathlib import Path
+from typing import Any, assert_type
+
+from little import LittleError, MaterializedRunState, ReplayResult, World, local_world, replay_run
+from little.events import Usage
+from little.harness import ModelResponse, ScriptedModel, Tool, ToolContext, tool
+from little.runtime import (
+    RunResult,
+    StepContext,
+    Workflow,
+    WorkflowContext,
+    lookup,
+    registered,
+    run,
+    workflow,
+)
+
+
+@tool(description="Look a word up.", parameters={"type": "object"})
+def define(args: dict[str, Any], ctx: ToolContext) -> str:
+    return f"{args.get('word', '?')}: a word ({ctx.call_id})"
+
+
+def outline(step: StepContext, topic: str) -> list[str]:
+    return [f"{topic}: what", f"{topic}: why"]
+
+
+@workflow("typed_brief", version="1")
+async def brief(ctx: WorkflowContext, topic: str) -> dict[str, Any]:
+    """Outline a topic, then ask an agent about it."""
+    parts = await ctx.step("outline", outline, topic)
+
+    async def ask(step: StepContext) -> str | None:
+        model = ScriptedModel(
+            [ModelResponse(content="short answer", usage=Usage(input_tokens=5, output_tokens=2))]
+        )
+        async with step.session("agent", model=model, tools=[define]) as agent:
+            return await agent.run(f"Explain {topic}")
+
+    answer = await ctx.step("ask", ask)
+    return {"parts": parts, "answer": answer}
+
+
+typed: Workflow[[WorkflowContext, str], dict[str, Any]] = brief
+assert_type(define, Tool)
+
+
+async def _checked_not_run(ctx: WorkflowContext) -> None:
+    """What mypy says of calls to a workflow (strict mode fails on an unneeded ignore, so
+    each ignore below is an error mypy must find)."""
+    assert_type(await brief(ctx, "kafka"), dict[str, Any])
+    await brief(ctx, 42)  # type: ignore[arg-type]
+    await brief(ctx)  # type: ignore[call-arg]
+    wrong: Workflow[[WorkflowContext, int], dict[str, Any]] = brief  # type: ignore[assignment]
+    del wrong
+
+
+async def main(data_dir: Path) -> MaterializedRunState:
+    world = local_world(data_dir, partitions=2)
+    assert_type(world, World)
+    with world:
+        result = await run(world, brief, "kafka")
+        assert_type(result, RunResult)
+        if result.status != "completed":
+            raise LittleError(f"run {result.run_id}: {result.status} ({result.error})")
+        replay = replay_run(world, result.run_id)
+        assert_type(replay, ReplayResult)
+        state = replay.state
+        assert_type(state, MaterializedRunState)
+    assert lookup("typed_brief") is brief is typed
+    assert registered()["typed_brief"] is brief
+    assert list(inspect.signature(brief).parameters) == ["ctx", "topic"]
+    return state
+
+
+if __name__ == "__main__":
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        print(asyncio.run(main(Path(tmp))).status)
