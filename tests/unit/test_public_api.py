@@ -16,6 +16,7 @@ PACKAGES = [
     "little.harness",
     "little.runtime",
     "little.log.kafka",
+    "little.testing",
 ]
 
 
@@ -49,6 +50,29 @@ def test_importing_little_does_not_import_the_kafka_client() -> None:
     import sys
 
     code = "import sys, little, little.events, little.log; print('confluent_kafka' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_importing_little_does_not_import_the_test_suites_or_pytest() -> None:
+    """``little.testing`` needs pytest, a test-time dependency: only tests import it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, little, little.events, little.log, little.runtime, little.harness; "
+        "print('little.testing' in sys.modules, 'pytest' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False False"
+
+
+def test_the_test_suites_do_not_import_the_kafka_client() -> None:
+    """A third-party backend runs the conformance suites without confluent-kafka's backend."""
+    import subprocess
+    import sys
+
+    code = "import sys, little.testing; print('confluent_kafka' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
