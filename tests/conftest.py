@@ -9,6 +9,9 @@ import pytest
 
 from tests.kafka_broker import NoBrokerError, kafka_bootstrap
 
+# The conformance suites' asserts live in the library: rewrite them as a test module's are.
+pytest.register_assert_rewrite("little.testing")
+
 
 @pytest.fixture(scope="session")
 def kafka_bootstrap_servers() -> Iterator[str]:

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from little.errors import LogError
+from little.errors import AppendOutcomeUnknownError, LogError
 from little.log import OutgoingRecord, Position
 from little.log.kafka import KafkaEventLog
+from little.log.kafka.client import produce_and_wait
 from tests.conformance.backends import create_kafka_topics
 
 pytestmark = pytest.mark.kafka
@@ -104,5 +105,27 @@ def test_an_append_after_a_failed_one_of_its_writer_is_refused(topics: dict[str,
         assert isinstance(refused, LogError)
         assert "an earlier append of the run failed" in str(refused)
         assert list(log.read_run("a")) == []
+    finally:
+        log.close()
+
+
+def test_produce_and_wait_says_which_run_the_producer_refused(topics: dict[str, str]) -> None:
+    """The blocking path of snapshots and commands: a record the producer refuses unsent is a
+    ``LogError`` naming the run; after records of the same call were sent, an unknown outcome."""
+    from confluent_kafka import Producer
+
+    producer = Producer(
+        {"bootstrap.servers": topics["bootstrap"], "message.max.bytes": 20_000, "acks": "all"}
+    )
+    huge = (b"x" * 50_000, ())
+    with pytest.raises(LogError, match=r"run r0 .*refused \(50000 bytes\)") as refused:
+        produce_and_wait(producer, topics["topic"], 0, "r0", [huge], 10)
+    assert not isinstance(refused.value, AppendOutcomeUnknownError)
+    with pytest.raises(AppendOutcomeUnknownError, match="first 1 of 2 records may have landed"):
+        produce_and_wait(producer, topics["topic"], 0, "r1", [(b"small", ()), huge], 10)
+    log = open_log(topics)
+    try:
+        stored = log.read_partition(0, 0, limit=10, timeout=5)
+        assert [(r.run_id, r.payload) for r in stored] == [("r1", b"small")]
     finally:
         log.close()

@@ -32,6 +32,7 @@ PACKAGES = _public_modules()
 def test_the_public_modules_are_found() -> None:
     assert {"little.runtime", "little.harness", "little.replay", "little.commands"} <= set(PACKAGES)
     assert {"little.settings", "little.cli", "little_services.projection"} <= set(PACKAGES)
+    assert "little.testing" in PACKAGES
 
 
 @pytest.mark.parametrize("name", PACKAGES)
@@ -80,6 +81,29 @@ def test_importing_little_does_not_import_the_kafka_client() -> None:
     import sys
 
     code = "import sys, little, little.events, little.log; print('confluent_kafka' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_importing_little_does_not_import_the_test_suites_or_pytest() -> None:
+    """``little.testing`` needs pytest, a test-time dependency: only tests import it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, little, little.events, little.log, little.runtime, little.harness; "
+        "print('little.testing' in sys.modules, 'pytest' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False False"
+
+
+def test_the_test_suites_do_not_import_the_kafka_client() -> None:
+    """A third-party backend runs the conformance suites without confluent-kafka's backend."""
+    import subprocess
+    import sys
+
+    code = "import sys, little.testing; print('confluent_kafka' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -2,8 +2,9 @@
 
 Records are transport-neutral: a run id (the key), Avro bytes and string headers. A backend
 (Kafka, embedded sqlite) supplies partitions, offsets and consumer-group cursors with the same
-meaning, and passes the same conformance suite (``tests/conformance``). Nothing here decodes
-events: the port moves bytes.
+meaning, and passes the same conformance suite (``little.testing.EventLogConformance``, which
+little's ``tests/conformance`` runs on each backend). Nothing here decodes events: the port
+moves bytes.
 """
 
 from __future__ import annotations

@@ -112,7 +112,10 @@ class KafkaSnapshotStore(SnapshotStore):
     """Snapshots on the compacted ``little.snapshots.v1`` topic, keyed by run id.
 
     ``get`` scans the key's partition to its end and keeps the newest value: compaction bounds
-    that to about one record per run of the partition.
+    that to about one record per run of the partition. A snapshot is one record, so it must fit
+    the producer's ``message.max.bytes`` (librdkafka's default: 1,000,000 bytes with the key) and
+    the topic's ``max.message.bytes``; ``put`` refuses a bigger one with a ``LogError`` naming
+    the run, and the run's previous snapshot stays.
     """
 
     def __init__(
@@ -152,8 +155,8 @@ class KafkaSnapshotStore(SnapshotStore):
         return self.scan(partition_for(run_id, self.partitions)).get(run_id)
 
     def scan(self, partition: int) -> dict[str, bytes]:
-        """The newest snapshot bytes of every run in ``partition``, read to its end once (an
-        empty value is a tombstone: the run has none)."""
+        """The newest snapshot bytes of every run in ``partition``, read to its end once (a
+        null value is a tombstone: the run has none; an empty one is an empty snapshot)."""
         tp = TopicPartition(self.topic, partition)
         newest: dict[str, bytes] = {}
         with self._lock:
@@ -167,7 +170,7 @@ class KafkaSnapshotStore(SnapshotStore):
                     if key is None:
                         continue
                     run_id = key.decode() if isinstance(key, bytes) else str(key)
-                    if value:
+                    if value is not None:
                         newest[run_id] = value
                     else:
                         newest.pop(run_id, None)

@@ -204,12 +204,13 @@ def produce_and_wait(
     return their positions in order (blocking: snapshots and commands, written off the loop).
 
     Raises ``AppendOutcomeUnknownError`` when a record may or may not have landed (no report
-    within ``timeout``, or a retriable error), ``LogError`` when it did not.
+    within ``timeout``, or a retriable error), ``LogError`` when it did not (also when the
+    producer refuses a record before sending it, e.g. one over ``message.max.bytes``).
     """
     reports = _Deliveries(len(items))
     report = reports.report
     produce = producer.produce
-    for payload, headers in items:
+    for index, (payload, headers) in enumerate(items):
         while True:
             try:  # positional arguments, headers only when present: keyword arguments
                 # cost more than the rest of the call (measured in bench/log_append.py)
@@ -220,6 +221,17 @@ def produce_and_wait(
                 break
             except BufferError:
                 producer.poll(0.1)
+            except KafkaException as exc:  # refused unsent: too large, unknown partition
+                refused = (
+                    f"append of run {key} to {topic}[{partition}] was refused "
+                    f"({len(payload)} bytes): {exc.args[0].str()}"
+                )
+                if index == 0:
+                    raise LogError(refused) from exc
+                producer.flush(timeout + 5)
+                raise AppendOutcomeUnknownError(
+                    f"{refused}; its first {index} of {len(items)} records may have landed"
+                ) from exc
     producer.flush(timeout + 5)  # also ends any linger at once
     if reports.waiting:
         raise AppendOutcomeUnknownError(
