@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from prometheus_client import CollectorRegistry
+from structlog.testing import capture_logs
 
 import little
 from little.log import OutgoingRecord
@@ -48,13 +49,19 @@ class Populated:
             assigned=(0, 1, 2), positions={0: 1}, lag={0: 0}, caught_up=True, consuming=True
         )
 
-    def client(self, token: str | None = None, status: ProjectorStatus | None = None) -> TestClient:
+    def client(
+        self,
+        token: str | None = None,
+        status: ProjectorStatus | None = None,
+        metrics_open: bool = False,
+    ) -> TestClient:
         app = create_app(
             store=self.store,
             world=self.world,
             status=lambda: status or self.status,
             registry=self.registry,
             api_token=token,
+            metrics_open=metrics_open,
         )
         return TestClient(app)
 
@@ -215,13 +222,27 @@ def test_openapi_is_published(client: TestClient) -> None:
     assert "MaterializedRunState" in spec["components"]["schemas"]
 
 
-def test_bearer_token_protects_everything_but_healthz(populated: Populated) -> None:
+def test_bearer_token_protects_everything_but_the_probes(populated: Populated) -> None:
+    """/healthz and /readyz answer a kubelet's probe without the token (issue 17: /readyz
+    was behind it, so a probe could not reach it); the rest needs it, and a refusal is
+    logged with the path."""
     client = populated.client(token=TOKEN)
     assert client.get("/healthz").status_code == 200
-    for path in ("/runs", "/runs/run-1", "/metrics", "/readyz", "/openapi.json"):
-        r = client.get(path)
+    assert client.get("/readyz").status_code == 200
+    for path in ("/runs", "/runs/run-1", "/metrics", "/openapi.json"):
+        with capture_logs() as logged:
+            r = client.get(path)
+        assert [(e["event"], e["path"], e["reason"]) for e in logged] == [
+            ("http_unauthorized", path, "no bearer token")
+        ]
         assert r.status_code == 401, path
         assert r.headers["WWW-Authenticate"] == "Bearer"
         assert client.get(path, headers={"Authorization": "Bearer wrong"}).status_code == 401
         ok = client.get(path, headers={"Authorization": f"Bearer {TOKEN}"})
         assert ok.status_code == 200, path
+
+
+def test_metrics_can_be_left_open_beside_a_token(populated: Populated) -> None:
+    client = populated.client(token=TOKEN, metrics_open=True)
+    assert client.get("/metrics").status_code == 200
+    assert client.get("/runs").status_code == 401

@@ -36,14 +36,20 @@ class ProjectionSettings(LittleSettings):
     """The projector's settings; every field is ``LITTLE_<NAME>`` in the environment."""
 
     projector_group: str = DEFAULT_GROUP
+    """The projector's consumer group on the runs topic (its own per deployment when topics
+    are prefixed); its committed offsets are the projection's replay cursors."""
     projection_store: Path | None = None
     """The sqlite file of run states [default: ``<data_dir>/projection.sqlite3``]."""
     snapshot_every: int = ProjectionConfig.snapshot_every
+    """Write a run's snapshot every this many of its events (resume and replay start there)."""
     projector_batch: int = ProjectionConfig.batch_size
+    """Records folded per partition batch (one store write and one offset commit each)."""
     projector_cache_runs: int = ProjectionConfig.cache_runs
+    """Run states kept in memory between batches."""
     projector_instance_id: str | None = None
     """``group.instance.id`` (static membership): restarts take partitions back at once."""
     projector_session_timeout_ms: int | None = None
+    """The projector group's session timeout [default: librdkafka's]."""
 
     def store_path(self) -> Path:
         return self.projection_store or self.data_dir / "projection.sqlite3"

@@ -5,11 +5,18 @@ from __future__ import annotations
 import sys
 
 from little.logs import configure
+from little_services._entry import handle_arguments
 from little_services.projector._service import serve
 from little_services.projector._settings import ProjectorServiceSettings
 
+SUMMARY = (
+    "The projector: folds the runs topic into run states (steps, tokens, dollars, artifacts) "
+    "and serves them over HTTP. Runs until SIGTERM."
+)
+
 
 def main() -> None:
+    handle_arguments("little-projector", SUMMARY, ProjectorServiceSettings, sys.argv[1:])
     configure(json=True)
     sys.exit(serve(ProjectorServiceSettings()))
 

@@ -8,12 +8,11 @@ Nothing here writes. With a token configured, everything but /healthz needs it.
 from __future__ import annotations
 
 import json
-import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import FastAPI, Query, Request, Response
+from fastapi import FastAPI, Query, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from pydantic import BaseModel
@@ -30,6 +29,7 @@ from little.replay import (
     replay_run,
 )
 from little.report import report_data
+from little_services._auth import PROBES, require_bearer
 from little_services.projection import (
     ProjectionStore,
     ProjectorStatus,
@@ -148,6 +148,7 @@ def create_app(
     status: Callable[[], ProjectorStatus],
     registry: CollectorRegistry,
     api_token: str | None = None,
+    metrics_open: bool = False,
 ) -> FastAPI:
     """The API over a projection store (and the world, for ``/events`` and ``source=log``)."""
     app = FastAPI(
@@ -157,23 +158,8 @@ def create_app(
     )
 
     if api_token:
-        expected = f"Bearer {api_token}".encode()
-
-        @app.middleware("http")
-        async def _bearer(
-            request: Request, call_next: Callable[[Request], Awaitable[Response]]
-        ) -> Response:
-            if request.url.path != "/healthz":
-                given = request.headers.get("authorization", "").encode()
-                if not secrets.compare_digest(given, expected):
-                    return JSONResponse(
-                        status_code=401,
-                        content=ErrorOut(
-                            error="unauthorized", message="a valid bearer token is required"
-                        ).model_dump(),
-                        headers={"WWW-Authenticate": "Bearer"},
-                    )
-            return await call_next(request)
+        open_paths = PROBES | ({"/metrics"} if metrics_open else set())
+        require_bearer(app, api_token, open_paths=open_paths, service="projector")
 
     @app.get("/healthz", tags=["ops"])
     def healthz() -> dict[str, str]:

@@ -66,6 +66,7 @@ def serve(settings: ProjectorServiceSettings) -> int:
         status=projector.status,
         registry=registry,
         api_token=settings.api_token,
+        metrics_open=settings.metrics_open,
     )
     server = uvicorn.Server(
         uvicorn.Config(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pydantic import AliasChoices, Field
+
 from little_services.projection import ProjectionSettings
 
 
@@ -9,7 +11,16 @@ class ProjectorServiceSettings(ProjectionSettings):
     """``LITTLE_*`` environment variables; with no ``LITTLE_KAFKA_BOOTSTRAP`` the embedded
     world under ``LITTLE_DATA_DIR`` is projected."""
 
-    http_host: str = "127.0.0.1"
-    http_port: int = 8080
+    http_host: str = Field(
+        "127.0.0.1", validation_alias=AliasChoices("LITTLE_PROJECTOR_HTTP_HOST", "LITTLE_HTTP_HOST")
+    )
+    """The address the HTTP API listens on (``0.0.0.0`` in a container)."""
+    http_port: int = Field(
+        8080, validation_alias=AliasChoices("LITTLE_PROJECTOR_HTTP_PORT", "LITTLE_HTTP_PORT")
+    )
+    """The HTTP API's port."""
     api_token: str | None = None
-    """When set, every endpoint but /healthz needs ``Authorization: Bearer <token>``."""
+    """When set, every endpoint but the probes (/healthz, /readyz) needs ``Authorization:
+    Bearer <token>``; /metrics too unless ``LITTLE_METRICS_OPEN``."""
+    metrics_open: bool = False
+    """Serve /metrics without the API token (for a scraper inside the cluster)."""

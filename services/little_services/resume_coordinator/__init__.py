@@ -6,4 +6,6 @@ every stalled one when its lease runs out, and cancels on CancelRun. It never de
 the log does not already say: claims with the next epoch fence whoever wrote before.
 """
 
-__all__ = []
+from little_services.resume_coordinator._settings import CoordinatorSettings
+
+__all__ = ["CoordinatorSettings"]

@@ -14,8 +14,9 @@ import sys
 import structlog
 
 from little import tune_gc
-from little.errors import LittleError
+from little.errors import ConfigurationError, LittleError
 from little.logs import configure
+from little_services._entry import handle_arguments
 from little_services.resume_coordinator._coordinator import Coordinator
 from little_services.resume_coordinator._http import HttpServer, make_app
 from little_services.resume_coordinator._metrics import Metrics
@@ -27,10 +28,20 @@ log = structlog.get_logger("little.coordinator")
 
 
 async def serve(settings: CoordinatorSettings) -> int:
-    load_workflows(settings.workflows)
+    workflows = load_workflows(settings.workflows)
+    if not workflows:
+        raise ConfigurationError(
+            "no workflows are registered: set LITTLE_WORKFLOWS=module[:attr],... (importable "
+            "modules) or install a package that declares little.workflows entry points; "
+            "without them every run this coordinator adopted would fail"
+        )
     world, snapshots = await asyncio.to_thread(open_world, settings)
     coordinator = Coordinator(settings, world, snapshots, Metrics())
-    http = HttpServer(make_app(coordinator), settings.http_host, settings.http_port)
+    http = HttpServer(
+        make_app(coordinator, api_token=settings.api_token, metrics_open=settings.metrics_open),
+        settings.http_host,
+        settings.http_port,
+    )
     await asyncio.to_thread(http.start)
     tune_gc()  # a long-lived process recording many calls: collect less often
     stop = asyncio.Event()
@@ -43,7 +54,14 @@ async def serve(settings: CoordinatorSettings) -> int:
         await asyncio.to_thread(http.stop)
 
 
+SUMMARY = (
+    "The resume coordinator: executes StartRun commands, resumes the in-flight runs of the "
+    "partitions it owns, cancels on CancelRun. Runs until SIGTERM."
+)
+
+
 def main() -> None:
+    handle_arguments("little-resume-coordinator", SUMMARY, CoordinatorSettings, sys.argv[1:])
     configure(json=True)
     try:
         settings = CoordinatorSettings()

@@ -15,11 +15,19 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from little.errors import ConfigurationError
+from little_services._auth import PROBES, require_bearer
 from little_services.resume_coordinator._coordinator import Coordinator
 
 
-def make_app(coordinator: Coordinator) -> FastAPI:
+def make_app(
+    coordinator: Coordinator, *, api_token: str | None = None, metrics_open: bool = False
+) -> FastAPI:
+    """The probes are always open; with ``api_token``, /metrics needs it unless
+    ``metrics_open``."""
     app = FastAPI(title="little resume coordinator", docs_url=None, redoc_url=None)
+    if api_token:
+        open_paths = PROBES | ({"/metrics"} if metrics_open else set())
+        require_bearer(app, api_token, open_paths=open_paths, service="resume-coordinator")
 
     def log_status() -> dict[str, object]:
         stalled, waiting, oldest = coordinator.log_stalled()

@@ -6,6 +6,8 @@ import os
 import socket
 import uuid
 
+from pydantic import AliasChoices, Field
+
 from little.errors import ConfigurationError
 from little.settings import LittleSettings
 
@@ -17,6 +19,8 @@ class CoordinatorSettings(LittleSettings):
     artifacts)."""
 
     coordinator_group: str = GROUP
+    """The consumer group on the commands topic (its own per deployment when topics are
+    prefixed)."""
     coordinator_id: str | None = None
     """Owner name written on claims; default ``coordinator/<host>/<pid>/<random>``."""
     workflows: str = ""
@@ -25,6 +29,7 @@ class CoordinatorSettings(LittleSettings):
     lease_seconds: float = 30.0
     """A run with no new event and no live local execution for this long is resumed."""
     session_timeout_ms: int = 10_000
+    """The group's session timeout: a member silent this long loses its partitions."""
     heartbeat_interval_ms: int | None = None
     """Default: a sixth of the session timeout (at least 500 ms), so a dead member is noticed fast."""
     stop_grace_seconds: float = 10.0
@@ -37,8 +42,20 @@ class CoordinatorSettings(LittleSettings):
     why, /healthz stays 200 (the process is fine; restarting it would not bring the broker
     back), runs wait for their acks and carry on when the broker answers."""
 
-    http_host: str = "0.0.0.0"
-    http_port: int = 8081
+    http_host: str = Field(
+        "127.0.0.1",
+        validation_alias=AliasChoices("LITTLE_COORDINATOR_HTTP_HOST", "LITTLE_HTTP_HOST"),
+    )
+    """The address /healthz, /readyz and /metrics listen on (``0.0.0.0`` in a container)."""
+    http_port: int = Field(
+        8081, validation_alias=AliasChoices("LITTLE_COORDINATOR_HTTP_PORT", "LITTLE_HTTP_PORT")
+    )
+    """The port of /healthz, /readyz and /metrics."""
+    api_token: str | None = None
+    """When set, /metrics needs ``Authorization: Bearer <token>`` unless
+    ``LITTLE_METRICS_OPEN``; the probes stay open."""
+    metrics_open: bool = False
+    """Serve /metrics without the API token."""
     provision_topics: bool = False
     """Create missing topics (from the bundled topics.yaml, under the configured names)."""
 

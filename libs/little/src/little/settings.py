@@ -8,9 +8,12 @@ renames a topic or moves the artifacts renames it for all of them.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pydantic import AliasChoices
+from pydantic_core import PydanticUndefined
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from little.log import (
@@ -22,7 +25,7 @@ from little.log import (
     TopicNames,
 )
 
-__all__ = ["LittleSettings"]
+__all__ = ["LittleSettings", "SettingDoc", "describe_settings"]
 
 if TYPE_CHECKING:
     from little._world import World
@@ -31,19 +34,32 @@ if TYPE_CHECKING:
 class LittleSettings(BaseSettings):
     """Where the world is. With no Kafka bootstrap set, the embedded world is used."""
 
-    model_config = SettingsConfigDict(env_prefix="LITTLE_", extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="LITTLE_", extra="ignore", use_attribute_docstrings=True
+    )
 
     data_dir: Path = Path(".little")
+    """The embedded world's directory (its sqlite log, artifacts and projection), used when
+    no Kafka bootstrap is set."""
     kafka_bootstrap: str | None = None
+    """Kafka's bootstrap servers (``host:port,...``); set, the world is on Kafka."""
     schema_registry_url: str | None = None
+    """A Confluent-compatible schema registry: events are framed with its schema ids
+    (Confluent wire format) instead of single-object encoding."""
     partitions: int = 12
+    """Partitions of the embedded world's log (Kafka topics have their own count)."""
     producer_profile: str = "latency"
+    """``latency`` (linger 0, for interactive runs) or ``throughput`` (batching)."""
     runs_topic: str = RUNS_TOPIC
+    """The run events topic."""
     runs_index_topic: str = RUN_INDEX_TOPIC
+    """The run index topic (each run's first offset)."""
     snapshots_topic: str = SNAPSHOTS_TOPIC
+    """The compacted run snapshots topic."""
     commands_topic: str = COMMANDS_TOPIC
+    """The StartRun / ResumeRun / CancelRun topic the resume coordinator consumes."""
     dlq_topic: str = DLQ_TOPIC
-    """Topic names on Kafka (the embedded world keeps its own, in one sqlite file)."""
+    """The projector's dead-letter topic (records it could not decode or fold)."""
     artifacts_dir: Path | None = None
     """The artifact directory, shared by every process of a world [default:
     ``<data_dir>/artifacts``]."""
@@ -78,3 +94,40 @@ class LittleSettings(BaseSettings):
             producer_profile=self.producer_profile,
             topics=self.topics(),
         )
+
+
+@dataclass(frozen=True)
+class SettingDoc:
+    """One environment variable of a settings class: for ``--help`` and docs/settings.md."""
+
+    env: tuple[str, ...]
+    """Its names, the preferred first (a per-service name before the shared one)."""
+    default: str
+    meaning: str
+
+
+def describe_settings(cls: type[BaseSettings]) -> list[SettingDoc]:
+    """Every field of ``cls`` as the environment names it, with its default and docstring."""
+    prefix = str(cls.model_config.get("env_prefix") or "")
+    found = []
+    for name, field in cls.model_fields.items():
+        alias = field.validation_alias
+        if isinstance(alias, AliasChoices):
+            env = tuple(str(choice) for choice in alias.choices)
+        elif isinstance(alias, str):
+            env = (alias,)
+        else:
+            env = (f"{prefix}{name}".upper(),)
+        if field.default is PydanticUndefined:
+            default = "(required)"
+        elif field.default is None:
+            default = "(unset)"
+        elif field.default == "":
+            default = "(empty)"
+        elif isinstance(field.default, bool):
+            default = "true" if field.default else "false"
+        else:
+            default = str(field.default)
+        meaning = " ".join((field.description or "").split())
+        found.append(SettingDoc(env, default, meaning))
+    return found

@@ -5,11 +5,11 @@ comes from little-services). They follow its conventions with ``console`` (stdou
 the ``Bootstrap`` and ``DataDir`` options.
 """
 
-from little.cli import _commands  # noqa: F401  (it registers its commands)
 from little.cli._app import Bootstrap, DataDir, app, console, main
+from little.cli._commands import CommandSettings  # (importing it registers the commands)
 from little.cli._plugins import add_plugins as _add_plugins
 
 # Last: a plugin imports the names above from this module while it initialises.
 _add_plugins(app)
 
-__all__ = ["Bootstrap", "DataDir", "app", "console", "main"]
+__all__ = ["Bootstrap", "CommandSettings", "DataDir", "app", "console", "main"]

@@ -30,7 +30,10 @@ class CommandSettings(LittleSettings):
     (``LITTLE_COMMANDS_TOPIC`` among them)."""
 
     projector_url: str | None = None
+    """The projector's HTTP API, which ``little status`` asks [default:
+    ``http://127.0.0.1:8080``]."""
     api_token: str | None = None
+    """The bearer token ``little status`` sends to the projector."""
 
 
 CommandsTopic = Annotated[
