@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
@@ -17,7 +17,7 @@ from little.log.kafka.client import (
     SPEC,
     client_config,
     connect_admin,
-    consume_until,
+    consume_ranges,
     list_offsets,
     produce_and_wait,
     topic_partitions,
@@ -157,23 +157,33 @@ class KafkaSnapshotStore(SnapshotStore):
     def scan(self, partition: int) -> dict[str, bytes]:
         """The newest snapshot bytes of every run in ``partition``, read to its end once (a
         null value is a tombstone: the run has none; an empty one is an empty snapshot)."""
-        tp = TopicPartition(self.topic, partition)
-        newest: dict[str, bytes] = {}
+        return self.scan_partitions([partition])[partition]
+
+    def scan_partitions(self, partitions: Sequence[int]) -> dict[int, dict[str, bytes]]:
+        """``scan`` of several partitions, read at once (a coordinator taking over many)."""
+        newest: dict[int, dict[str, bytes]] = {p: {} for p in partitions}
         with self._lock:
-            low, high = watermarks(self._consumer, tp, self.timeout)
-            if high <= low:
+            ranges = {}
+            for p in partitions:
+                low, high = watermarks(self._consumer, TopicPartition(self.topic, p), self.timeout)
+                if high > low:
+                    ranges[p] = (low, high)
+            if not ranges:
                 return newest
-            self._consumer.assign([TopicPartition(self.topic, partition, low)])
+            self._consumer.assign(
+                [TopicPartition(self.topic, p, low) for p, (low, _) in ranges.items()]
+            )
             try:
-                for msg in consume_until(self._consumer, low, high, self.timeout):
-                    key, value = msg.key(), msg.value()
-                    if key is None:
+                for msg in consume_ranges(self._consumer, ranges, self.timeout):
+                    key, value, partition = msg.key(), msg.value(), msg.partition()
+                    if key is None or partition is None:
                         continue
                     run_id = key.decode() if isinstance(key, bytes) else str(key)
+                    runs = newest[partition]
                     if value is not None:
-                        newest[run_id] = value
+                        runs[run_id] = value
                     else:
-                        newest.pop(run_id, None)
+                        runs.pop(run_id, None)
             finally:
                 self._consumer.unassign()
         return newest

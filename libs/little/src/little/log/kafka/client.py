@@ -10,6 +10,7 @@ import contextlib
 import logging
 import queue
 import threading
+import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -32,6 +33,7 @@ __all__ = [
     "Readers",
     "client_config",
     "connect_admin",
+    "consume_ranges",
     "consume_until",
     "delivery_error",
     "list_offsets",
@@ -92,37 +94,60 @@ def topic_partitions(admin: AdminClient, topic: str, *, timeout: float = 10.0) -
     return len(meta.partitions)
 
 
-def consume_until(consumer: Consumer, start: int, high: int, timeout: float) -> Iterator[Message]:
-    """Messages of the one assigned partition from ``start`` to below offset ``high``.
+# How long one consume waits when fewer records than asked are here: the rest may be
+# transaction markers, which are counted in the offsets but never delivered.
+SHORT_POLL = 0.05
 
-    Asks for exactly the records left so ``consume`` returns as soon as they are here, and
-    ends on the consumer's position, not on seeing offset ``high - 1``: that offset may be a
-    transaction marker, which is never delivered.
+
+def consume_until(consumer: Consumer, start: int, high: int, timeout: float) -> Iterator[Message]:
+    """Messages of the one assigned partition from ``start`` to below offset ``high``."""
+    (tp,) = consumer.assignment()
+    return consume_ranges(consumer, {tp.partition: (start, high)}, timeout)
+
+
+def consume_ranges(
+    consumer: Consumer, ranges: Mapping[int, tuple[int, int]], timeout: float
+) -> Iterator[Message]:
+    """Messages of the assigned partitions, each from ``start`` to below offset ``high``
+    (``ranges``: partition -> (start, high)), in each partition's order, all partitions read
+    at once.
+
+    Asks for exactly the records left, so ``consume`` returns as soon as they are here; after
+    a short batch a partition ends on the consumer's position, not on seeing offset
+    ``high - 1``: the offsets left may be transaction markers (a projector's snapshots end in
+    one), which are never delivered. ``timeout`` bounds the time with nothing to read.
     """
-    next_offset = start
-    idle = 0.0
-    while next_offset < high:
-        batch = consumer.consume(num_messages=min(1000, high - next_offset), timeout=0.5)
-        if not batch:
-            (tp,) = consumer.position(consumer.assignment())
-            if tp.offset >= high:
-                return
-            idle += 0.5
-            if idle > timeout:
-                raise LogError(f"timed out reading up to offset {high} ({timeout:.0f}s idle)")
-            continue
-        idle = 0.0
+    left = {p: (start, high) for p, (start, high) in ranges.items() if start < high}
+    idle_since = time.monotonic()
+    while left:
+        want = min(1000, sum(high - nxt for nxt, high in left.values()))
+        batch = consumer.consume(num_messages=want, timeout=SHORT_POLL)
+        if batch:
+            idle_since = time.monotonic()
         for msg in batch:
             err = msg.error()
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
                     continue
                 raise LogError(f"read failed: {err}")
+            partition = _int(msg.partition())
+            if partition not in left:
+                continue
             offset = _int(msg.offset())
-            if offset >= high:
-                return
-            yield msg
-            next_offset = offset + 1
+            high = left[partition][1]
+            if offset < high:
+                yield msg
+            if offset + 1 >= high:
+                del left[partition]
+            else:
+                left[partition] = (offset + 1, high)
+        if left and len(batch) < want:
+            for tp in consumer.position(consumer.assignment()):
+                if tp.partition in left and tp.offset >= left[tp.partition][1]:
+                    del left[tp.partition]
+            if left and not batch and time.monotonic() - idle_since > timeout:
+                ends = ", ".join(f"{p}:{h}" for p, (_, h) in sorted(left.items()))
+                raise LogError(f"timed out reading up to offsets {ends} ({timeout:.0f}s idle)")
 
 
 class Readers:
