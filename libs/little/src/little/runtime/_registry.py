@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from little.errors import ConfigurationError
+from little.runtime._errors import UnknownWorkflowError
 
 WorkflowFn = Callable[..., Awaitable[Any]]
 
@@ -40,10 +41,10 @@ def workflow(name: str | None = None, *, version: str = "1") -> Callable[[Workfl
     return register
 
 
-def lookup(name: str) -> Workflow:
+def lookup(name: str, *, run_id: str | None = None) -> Workflow:
+    """The workflow registered as ``name``; ``UnknownWorkflowError`` (naming ``run_id``, the
+    run that needs it, when given) if there is none."""
     try:
         return REGISTRY[name]
     except KeyError:
-        raise ConfigurationError(
-            f"no workflow named {name!r} is registered (known: {sorted(REGISTRY) or 'none'})"
-        ) from None
+        raise UnknownWorkflowError(name, REGISTRY, run_id=run_id) from None
