@@ -33,7 +33,8 @@
 The drawing is the class hierarchy (a test holds it to the code): indentation is inheritance
 from little's classes, ``(ValueError)`` names a standard base besides, and ``(little.x)`` the
 public module a class is defined in and exported from when it is not this one. The
-projector's errors belong to the services (``little_services``), which draw their own.
+projector's errors (``little.projection``, on its way to ``little_services.projector``) are
+under the root too but drawn with the services, not here.
 
 ``retryable`` (a class attribute, ``False`` on the root) answers one question: can the same
 operation succeed if it is simply done again later, with nobody changing the code, the
