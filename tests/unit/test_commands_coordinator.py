@@ -1,5 +1,5 @@
 """The coordinator's small parts: the command ledger (what may be committed), the fair gate
-(claims interleave with running work), workflow loading and settings."""
+(claims interleave with running work), workflow loading, settings, and retry-or-park."""
 
 from __future__ import annotations
 
@@ -67,3 +67,50 @@ def test_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert settings.coordinator_group == "little-resume-coordinator"
     with pytest.raises(ConfigurationError, match="LITTLE_KAFKA_BOOTSTRAP"):
         CoordinatorSettings(kafka_bootstrap=None).bootstrap()
+
+
+def test_a_failed_execution_is_retried_if_its_error_is_retryable_else_parked() -> None:
+    """The coordinator's one rule for an execution that ended on an error: a retryable one
+    leaves the run to be resumed when its lease runs out; anything else parks it."""
+    from little.errors import (
+        AppendOutcomeUnknownError,
+        BrokerUnavailableError,
+        CapabilityDriftError,
+        LogError,
+    )
+    from little.runtime import (
+        ClaimRejectedError,
+        StepFailedError,
+        SubRunFailedError,
+        UnknownWorkflowError,
+        WorkflowVersionError,
+    )
+    from little_services.resume_coordinator._coordinator import Tracked, retry_or_park
+
+    retried = {
+        ClaimRejectedError("run r: claim at epoch 2 was rejected"): "claim_rejected",
+        AppendOutcomeUnknownError("append of run r: unknown outcome"): "log_error",
+        BrokerUnavailableError("no broker answered"): "log_error",
+        LogError("append of run r: the log is closed"): "log_error",
+    }
+    for exc, outcome in retried.items():
+        entry = Tracked("r", 0, 0.0)
+        assert retry_or_park(entry, exc) == outcome, exc
+        assert entry.parked is None, exc
+
+    parked = {
+        WorkflowVersionError("run r was started by workflow w v1, not w v2"): "integrity_error",
+        CapabilityDriftError("run r: harness session s started with another manifest"): (
+            "integrity_error"
+        ),
+        UnknownWorkflowError("w", ["x"], run_id="r"): "error",
+        SubRunFailedError("r", "r~c", "w", "failed", "boom"): "error",
+        StepFailedError("s", ValueError("bad")): "error",
+        ConfigurationError("bad setting"): "error",
+        RuntimeError("a bug"): "error",
+    }
+    for exc, outcome in parked.items():
+        entry = Tracked("r", 0, 0.0)
+        assert retry_or_park(entry, exc) == outcome, exc
+        assert entry.parked is not None
+        assert entry.parked.startswith(type(exc).__name__), entry.parked

@@ -19,6 +19,8 @@ class ProjectorFencedError(LogError):
     """Another projector instance took over this one's partitions (its transactional id was
     initialised again). Terminal for this instance: stop it; the other one carries on."""
 
+    retryable = False
+
 
 @dataclass(frozen=True)
 class ProjectorStatus:

@@ -22,7 +22,7 @@ import structlog
 
 from little import World
 from little.commands import CancelRun, CommandDecodeError, ResumeRun, StartRun, decode_command
-from little.errors import LogError, RuntimeIntegrityError
+from little.errors import LittleError, LogError, RuntimeIntegrityError
 from little.events import RunFailed
 from little.log import partition_for
 from little.replay import (
@@ -36,6 +36,7 @@ from little.runtime import (
     ClaimRejectedError,
     ExecutionStopped,
     RunControl,
+    UnknownWorkflowError,
     WorkflowVersionError,
     claim,
     execute,
@@ -82,11 +83,38 @@ class Tracked:
     epoch: int = 0
     local: LocalRun | None = None
     parked: str | None = None
-    """Why the run is not resumed automatically (an integrity error); a ResumeRun clears it."""
+    """Why the run is not resumed automatically (its execution ended on an error that is not
+    ``retryable``: an integrity error, a bug); a ResumeRun clears it."""
     cancel: str | None = None
     """A cancel that did not land yet (its execution ended on an error): the next one cancels."""
     carried: list[CommandRef] = field(default_factory=list)
     """Commands of that cancel, settled once RunCancelled is written."""
+
+
+def retry_or_park(entry: Tracked, exc: Exception) -> str:
+    """An execution ended on ``exc``: retry the run if the error is ``retryable`` (it is
+    resumed once its lease runs out with no progress, the lease being the backoff), else
+    park it until a ResumeRun. Returns the outcome (a metrics label)."""
+    error = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, LittleError) and exc.retryable:
+        if isinstance(exc, ClaimRejectedError):  # another writer holds it: ordinary
+            log.info("claim_rejected", run_id=entry.run_id, error=error)
+            return "claim_rejected"
+        log.warning("run_retry_later", run_id=entry.run_id, error=error)
+        return "log_error" if isinstance(exc, LogError) else "retryable_error"
+    entry.parked = error
+    if isinstance(exc, RuntimeIntegrityError):
+        log.error("run_parked", run_id=entry.run_id, outcome="integrity_error", error=error)
+        return "integrity_error"
+    # the traceback too when little did not raise it on purpose (a bug, most likely)
+    log.error(
+        "run_parked",
+        run_id=entry.run_id,
+        outcome="error",
+        error=error,
+        exc_info=None if isinstance(exc, LittleError) else exc,
+    )
+    return "error"
 
 
 class Coordinator:
@@ -412,7 +440,6 @@ class Coordinator:
         start: StartRun | None,
         known: MaterializedRunState | None,
     ) -> None:
-        run_id = entry.run_id
         outcome = "error"
         try:
             assert self._slots is not None
@@ -420,22 +447,10 @@ class Coordinator:
                 outcome = await self._execute(entry, local, start, known)
         except asyncio.CancelledError:
             outcome = "abandoned"
-        except ExecutionStopped as exc:
+        except ExecutionStopped as exc:  # asked for (a command, a fence, a revocation): no error
             outcome = "cancelled" if exc.cancelled else ("fenced" if local.fenced else "stopped")
-        except ClaimRejectedError as exc:
-            outcome = "claim_rejected"
-            log.info("claim_rejected", run_id=run_id, error=str(exc))
-        except RuntimeIntegrityError as exc:
-            outcome = "integrity_error"
-            entry.parked = str(exc)
-            log.error("run_parked", run_id=run_id, error=str(exc))
-        except LogError as exc:
-            outcome = "log_error"
-            log.warning("run_log_error", run_id=run_id, error=str(exc))
         except Exception as exc:
-            outcome = "error"
-            entry.parked = f"{type(exc).__name__}: {exc}"
-            log.exception("run_error", run_id=run_id, error=entry.parked)
+            outcome = retry_or_park(entry, exc)
         finally:
             self._finish(entry, local, outcome)
 
@@ -507,16 +522,19 @@ class Coordinator:
         state, writer = await claim(self.world, run_id, self.owner, state)
         if state.terminal:
             return
-        known = ", ".join(sorted(registered())) or "none"
+        error = UnknownWorkflowError(
+            name,
+            registered(),
+            run_id=run_id,
+            where=f"resume coordinator {self.owner}",
+            hint="register it through the little.workflows entry point group or "
+            "LITTLE_WORKFLOWS=module[:attr]",
+        )
         await writer.emit(
             RunFailed,
-            error_type="UnknownWorkflowError",
-            message=(
-                f"workflow {name!r} is not registered in resume coordinator {self.owner} "
-                f"(known: {known}); register it through the little.workflows entry point group "
-                "or LITTLE_WORKFLOWS=module[:attr]"
-            ),
-            retryable=False,
+            error_type=type(error).__name__,
+            message=str(error),
+            retryable=error.retryable,
         )
         log.warning("run_failed_unknown_workflow", run_id=run_id, workflow=name)
 
@@ -580,7 +598,7 @@ class Coordinator:
             self._forget(entry.run_id, done=outcome in TERMINAL_OUTCOMES)
         elif not owned:
             self.runs.pop(entry.run_id, None)
-        else:  # stopped, fenced, rejected, log error: resumed if nobody progresses in a lease
+        else:  # stopped, fenced, retryable: resumed if nobody progresses in a lease (not parked)
             entry.lease_until = time.monotonic() + self.lease
 
     def _forget(self, run_id: str, *, done: bool) -> None:

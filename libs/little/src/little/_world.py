@@ -30,7 +30,10 @@ from little.snapshots import SnapshotStore
 
 
 class RecordDecodeError(LittleError, ValueError):
-    """A record in a run's stream did not decode; names the run, the position and the reason."""
+    """A record in a run's stream did not decode; names the run, the position and the reason.
+    Terminal: the record stays as it is."""
+
+    retryable = False
 
     def __init__(self, record: StoredRecord, cause: EventDecodeError) -> None:
         super().__init__(

@@ -48,6 +48,8 @@ def _issuer() -> str:
 class CommandDecodeError(LittleError, ValueError):
     """Bytes on the commands topic that are not a known command. Terminal for that record."""
 
+    retryable = False
+
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")

@@ -1,33 +1,74 @@
 """Every exception little raises, under one root.
 
-    LittleError
-    ├── ConfigurationError (ValueError)        bad settings or topic config; terminal
-    ├── EventDecodeError (ValueError)          bytes that are not a little event; terminal for that record
-    ├── EventValidationError                   an event that breaks a recording rule (e.g. usage with cost); terminal
-    ├── LogError                               the event log failed
-    │   ├── AppendOutcomeUnknownError (TimeoutError)  the append may or may not have landed; end the writer
+    LittleError                                      the root
+    ├── ConfigurationError (ValueError)              bad settings, topic config or argument
+    │   └── UnknownWorkflowError   (little.runtime)  no workflow of that name is registered here
+    ├── EventDecodeError (ValueError)                bytes that are not a little event
+    ├── EventValidationError                         an event breaks a recording rule
+    ├── RecordDecodeError (ValueError)  (little)     a record of a run's stream does not decode
+    ├── CommandDecodeError (ValueError)  (little.commands)  a commands record that is no command
+    ├── SnapshotError (ValueError)  (little.replay)  a snapshot that cannot be used: replay refolds
+    ├── LogError                                     the event log failed; retryable
+    │   ├── AppendOutcomeUnknownError (TimeoutError)  may have landed: end the writer; retryable
     │   └── BrokerUnavailableError (ConnectionError)  no broker answered; retryable
-    ├── ArtifactError
-    │   ├── ArtifactNotFoundError (KeyError)
-    │   └── ArtifactIntegrityError (ValueError)  stored bytes do not hash to their ref; terminal
-    └── RuntimeIntegrityError                  a run's log cannot stand in for the run; terminal
-        └── CapabilityDriftError               the harness manifest changed since the run started
+    ├── ArtifactError                                the artifact store failed
+    │   ├── ArtifactNotFoundError (KeyError)         no artifact is stored under this hash
+    │   └── ArtifactIntegrityError (ValueError)      stored bytes do not hash to their ref
+    ├── RuntimeIntegrityError                        a run's log cannot stand in for the run
+    │   ├── CapabilityDriftError                     a session's manifest changed since it started
+    │   ├── SessionDivergedError   (little.runtime)  a resumed session built another request
+    │   ├── WorkflowVersionError   (little.runtime)  the run was started by another workflow version
+    │   ├── StreamIntegrityError   (little.replay)   seq gap or duplicate, event of another run, ...
+    │   ├── ParallelBranchMismatchError  (little.replay)  a parallel group resolved other branches
+    │   └── ArtifactMismatchError  (little.replay)   a committed artifact is missing or differs
+    ├── ClaimRejectedError         (little.runtime)  a racing claimer claimed first; retryable
+    ├── ExecutionStopped           (little.runtime)  its supervisor stopped it; retryable
+    ├── RunNotStartedError         (little.runtime)  no RunStarted in the log and no workflow given
+    ├── StepFailedError            (little.runtime)  a step failed after its last attempt
+    ├── SubRunFailedError          (little.runtime)  a sub-run ended failed or cancelled
+    ├── BudgetExceededError        (little.runtime)  a run's cap on fresh calls or tokens is spent
+    ├── LoopLimitError             (little.runtime)  a step was visited more than its max_visits
+    └── ToolError                  (little.harness)  a tool's failure, reported to the model
 
-"Terminal" means retrying the same call with the same input cannot succeed; "retryable" means
-it can. Messages name what was wrong and where (run, event, offset) so a user can act on them.
+The drawing is the class hierarchy (a test holds it to the code): indentation is inheritance
+from little's classes, ``(ValueError)`` names a standard base besides, and ``(little.x)`` the
+public module a class is defined in and exported from when it is not this one. The
+projector's errors (``little_services.projection``) are under the root too, drawn with the
+services (``little_services``), not here.
+
+``retryable`` (a class attribute, ``False`` on the root) answers one question: can the same
+operation succeed if it is simply done again later, with nobody changing the code, the
+configuration or the data? For a run the operation is executing it (claim, replay, continue),
+never re-sending one append: after an ``AppendOutcomeUnknownError`` the writer must end,
+because sending the append again could record it twice, but resuming the run later reads
+what landed and is safe, so it is retryable. A claim a racing claimer beat is retryable (the
+next claim, once that writer is gone, has a higher epoch); a stop asked by a supervisor is
+(the run's next owner continues it). Every class not marked retryable is terminal: an
+integrity, configuration or decode error, a failed step or sub-run, a spent budget, gives
+the same answer however often it is retried. The resume coordinator retries a retryable
+error (the run's lease runs out and it is resumed) and parks anything else until a
+ResumeRun.
+
+Messages name what was wrong and where (run, event, offset) so a user can act on them.
 """
 
 from __future__ import annotations
 
 
 class LittleError(Exception):
-    """Root of every error little raises on purpose."""
+    """Root of every error little raises on purpose.
+
+    ``retryable``: whether the same operation, done again later and unchanged, can succeed
+    (see the module docstring). ``False`` here; each class that can says so.
+    """
 
     retryable: bool = False
 
 
 class ConfigurationError(LittleError, ValueError):
     """Settings, topic configuration or an argument is wrong. Terminal."""
+
+    retryable = False
 
 
 class EventDecodeError(LittleError, ValueError):
@@ -44,6 +85,8 @@ class EventDecodeError(LittleError, ValueError):
     UNKNOWN_TYPE = "unknown-type"
     INVALID = "invalid-event"
 
+    retryable = False
+
     def __init__(self, reason: str, detail: str) -> None:
         super().__init__(f"cannot decode event ({reason}): {detail}")
         self.reason = reason
@@ -56,16 +99,29 @@ class EventValidationError(LittleError):
     Deliberately not a ValueError, so pydantic lets it through unwrapped.
     """
 
+    retryable = False
+
 
 class LogError(LittleError):
-    """The event log failed to append or read."""
+    """The event log failed to append or read. Retryable.
+
+    The log failed, not the run: whatever landed is in the log, so executing the run again
+    later (a new claim, a replay of what landed) is safe, and succeeds once the log serves.
+    The writer that saw it must still end (``little.runtime``: a LogError is fatal to it).
+    """
+
+    retryable = True
 
 
 class AppendOutcomeUnknownError(LogError, TimeoutError):
     """An append timed out after the producer's own retries: it may or may not be in the log.
 
-    The writer must stop as if it had crashed; a resume reads what actually landed.
+    The writer must stop as if it had crashed: sending the append again could record it
+    twice. A resume reads what actually landed, so the run is retryable (a new execution),
+    the append is not.
     """
+
+    retryable = True
 
 
 class BrokerUnavailableError(LogError, ConnectionError):
@@ -76,6 +132,8 @@ class BrokerUnavailableError(LogError, ConnectionError):
 
 class ArtifactError(LittleError):
     """The artifact store failed."""
+
+    retryable = False
 
 
 class ArtifactNotFoundError(ArtifactError, KeyError):
@@ -91,6 +149,8 @@ class ArtifactIntegrityError(ArtifactError, ValueError):
 
 class RuntimeIntegrityError(LittleError):
     """A run's log is inconsistent (seq gap, missing artifact, drifted branch set). Terminal."""
+
+    retryable = False
 
 
 class CapabilityDriftError(RuntimeIntegrityError):

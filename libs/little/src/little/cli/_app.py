@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from little._world import World
-from little.errors import LittleError
+from little.errors import ConfigurationError, LittleError
 from little.settings import LittleSettings
 
 app = typer.Typer(
@@ -215,7 +215,7 @@ def topics_apply(
     settings = LittleSettings()
     bootstrap = bootstrap_servers or settings.kafka_bootstrap
     if not bootstrap:
-        raise LittleError("topics apply needs --bootstrap-servers or LITTLE_KAFKA_BOOTSTRAP")
+        raise ConfigurationError("topics apply needs --bootstrap-servers or LITTLE_KAFKA_BOOTSTRAP")
     specs = settings.topics().specs(load_topic_specs(file))
     reports = apply_topics(bootstrap, specs, create=not check, timeout=timeout)
     table = Table(title=f"topics on {bootstrap}")

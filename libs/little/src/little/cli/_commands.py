@@ -19,7 +19,7 @@ from rich.table import Table
 
 from little.cli._app import Bootstrap, app, console
 from little.commands import Budgets, CancelRun, Command, ResumeRun, StartRun
-from little.errors import LittleError
+from little.errors import ConfigurationError, LittleError
 from little.settings import LittleSettings
 
 DEFAULT_PROJECTOR_URL = "http://127.0.0.1:8080"
@@ -48,7 +48,7 @@ def _publish(bootstrap: str | None, topic: str | None, command: Command) -> None
     settings = CommandSettings()
     bootstrap = bootstrap or settings.kafka_bootstrap
     if not bootstrap:
-        raise LittleError(
+        raise ConfigurationError(
             f"{command.command_type} goes to the resume coordinator on Kafka: pass "
             "--bootstrap-servers or set LITTLE_KAFKA_BOOTSTRAP"
         )
@@ -82,7 +82,7 @@ def submit(
     try:
         value: Any = json.loads(input)
     except ValueError as exc:
-        raise LittleError(f"--input is not JSON: {exc}") from exc
+        raise ConfigurationError(f"--input is not JSON: {exc}") from exc
     run_id = run_id or f"run_{uuid.uuid4().hex}"
     budgets = Budgets(max_agent_calls=max_agent_calls, max_tokens=max_tokens)
     start = StartRun.of(run_id, workflow, value, budgets=budgets, replay_from=replay_from)

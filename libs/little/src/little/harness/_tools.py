@@ -12,7 +12,9 @@ from little.harness._model import ToolSpec
 
 
 class ToolError(LittleError):
-    """Raise from a tool to report a failure to the model (recorded, not retried)."""
+    """Raise from a tool to report a failure to the model (recorded, not retried). Terminal."""
+
+    retryable = False
 
 
 @dataclass(frozen=True)

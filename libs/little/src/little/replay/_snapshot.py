@@ -16,12 +16,16 @@ from typing import Any
 
 from fastavro import schemaless_reader, schemaless_writer
 
+from little.errors import LittleError
 from little.events import SINGLE_OBJECT_MAGIC, SchemaVersion, load_schema_version
 from little.replay._state import STATE_VERSION, LogPosition, MaterializedRunState
 
 
-class SnapshotError(ValueError):
-    """A snapshot that cannot be used; replay falls back to folding the whole run."""
+class SnapshotError(LittleError, ValueError):
+    """A snapshot that cannot be used; replay falls back to folding the whole run. Terminal
+    for that snapshot (a ValueError too, as it was before it joined little's root)."""
+
+    retryable = False
 
 
 @dataclass(frozen=True)

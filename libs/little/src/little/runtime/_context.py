@@ -379,4 +379,4 @@ class StepContext(_ValuesMixin):
         self._sub_runs += 1
         call_id = call_id or f"{self.step_path}/sub{self._sub_runs}"
         sub_run_id = await self.reserve_sub_run(name, input, call_id)
-        return await self._x.run_sub(lookup(name), sub_run_id, input, call_id)
+        return await self._x.run_sub(lookup(name, run_id=self.run_id), sub_run_id, input, call_id)

@@ -17,7 +17,10 @@ class ExecutionStopped(LittleError):
 
     Not a failure: the run stays as its log says, for its next owner to resume, unless the
     stop was a cancel (``cancelled``), in which case ``RunCancelled`` was recorded first.
+    Retryable: executing the run again continues it (or, after a cancel, finds it cancelled).
     """
+
+    retryable = True
 
     def __init__(self, run_id: str, reason: str, *, cancelled: bool) -> None:
         kind = "cancelled" if cancelled else "stopped"

@@ -1,16 +1,63 @@
-"""Errors of the runtime (subclasses of little's root error)."""
+"""Errors of the runtime (subclasses of little's root error; drawn in ``little.errors``)."""
 
 from __future__ import annotations
 
-from little.errors import LittleError, RuntimeIntegrityError
+from collections.abc import Iterable
+
+from little.errors import ConfigurationError, LittleError, RuntimeIntegrityError
 
 
 class ClaimRejectedError(LittleError):
-    """Another writer claimed the run first with an equal or higher epoch: back off."""
+    """Another writer claimed the run first with an equal or higher epoch: back off. Retryable:
+    once that writer ends or stalls, the next claim (a higher epoch) is accepted."""
+
+    retryable = True
+
+
+class RunNotStartedError(LittleError):
+    """The run's log has no ``RunStarted`` (no events, or only a claim) and no workflow was
+    given: there is no workflow or input to resume. Terminal: resuming it again changes
+    nothing until someone starts it with its workflow and input (same run id)."""
+
+    retryable = False
+
+    def __init__(self, run_id: str, message: str) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+
+
+class UnknownWorkflowError(ConfigurationError):
+    """No workflow of this name is registered in this process. Terminal.
+
+    A ``ConfigurationError`` (and so a ``ValueError``), as ``lookup`` raised before it had a
+    class of its own: the log is fine and the run could execute, but this process was not
+    configured with its code. The fix is registering the workflow (importing the module that
+    declares it), not waiting. ``run_id`` is the run that needed it (None for a bare lookup).
+    """
+
+    def __init__(
+        self,
+        workflow: str,
+        known: Iterable[str],
+        *,
+        run_id: str | None = None,
+        where: str = "this process",
+        hint: str = "import the module that declares it (its @workflow registers it)",
+    ) -> None:
+        self.workflow = workflow
+        self.known = tuple(sorted(known))
+        self.run_id = run_id
+        run = f"run {run_id}; " if run_id is not None else ""
+        super().__init__(
+            f"workflow {workflow!r} is not registered in {where} "
+            f"({run}known: {', '.join(self.known) or 'none'}); {hint}"
+        )
 
 
 class StepFailedError(LittleError):
     """A step failed after its last attempt. Terminal for that step."""
+
+    retryable = False
 
     def __init__(self, step_path: str, error: BaseException) -> None:
         super().__init__(f"step {step_path} failed: {type(error).__name__}: {error}")
@@ -18,12 +65,36 @@ class StepFailedError(LittleError):
         self.error = error
 
 
+class SubRunFailedError(LittleError):
+    """A sub-run ended without completing (``status`` failed or cancelled). Terminal: its end
+    is in its own log, so executing it again returns the same end.
+
+    ``run_id`` is the parent, ``sub_run_id`` the child, ``error`` the child's recorded error.
+    """
+
+    retryable = False
+
+    def __init__(
+        self, run_id: str, sub_run_id: str, workflow: str, status: str, error: str | None
+    ) -> None:
+        super().__init__(f"run {run_id}: sub-run {sub_run_id} ({workflow}) {status}: {error}")
+        self.run_id = run_id
+        self.sub_run_id = sub_run_id
+        self.workflow = workflow
+        self.status = status
+        self.error = error
+
+
 class BudgetExceededError(LittleError):
     """A run's cap on fresh agent calls or tokens would be exceeded. Terminal."""
+
+    retryable = False
 
 
 class LoopLimitError(LittleError):
     """A step was visited more often than its ``max_visits``. Terminal."""
+
+    retryable = False
 
 
 class SessionDivergedError(RuntimeIntegrityError):

@@ -8,6 +8,7 @@ from types import MappingProxyType
 from typing import Any, Generic, ParamSpec, TypeVar
 
 from little.errors import ConfigurationError
+from little.runtime._errors import UnknownWorkflowError
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -69,10 +70,10 @@ def registered() -> Mapping[str, AnyWorkflow]:
     return MappingProxyType(_REGISTRY)
 
 
-def lookup(name: str) -> AnyWorkflow:
+def lookup(name: str, *, run_id: str | None = None) -> AnyWorkflow:
+    """The workflow registered as ``name``; ``UnknownWorkflowError`` (naming ``run_id``, the
+    run that needs it, when given) if there is none."""
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise ConfigurationError(
-            f"no workflow named {name!r} is registered (known: {sorted(_REGISTRY) or 'none'})"
-        ) from None
+        raise UnknownWorkflowError(name, _REGISTRY, run_id=run_id) from None

@@ -20,7 +20,7 @@ from typing import Any
 
 from little._canonical import canonical_json
 from little._world import World
-from little.errors import LittleError, LogError, RuntimeIntegrityError
+from little.errors import LogError, RuntimeIntegrityError
 from little.events import ArtifactRef, LoggedEvent, RunClaimed, RunCompleted, RunFailed, RunStarted
 from little.log import Position
 from little.logs import get_logger
@@ -35,7 +35,9 @@ from little.runtime._control import ExecutionStopped, RunControl
 from little.runtime._errors import (
     BudgetExceededError,
     ClaimRejectedError,
+    RunNotStartedError,
     StepFailedError,
+    SubRunFailedError,
     WorkflowVersionError,
 )
 from little.runtime._recorded import (
@@ -191,8 +193,8 @@ class Execution:
             control=self.writer.control,  # stopping or cancelling a run stops its sub-runs too
         )
         if result.status != "completed":
-            raise LittleError(
-                f"sub-run {sub_run_id} ({workflow.name}) {result.status}: {result.error}"
+            raise SubRunFailedError(
+                self.run_id, sub_run_id, workflow.name, result.status, result.error
             )
         return result.output
 
@@ -313,11 +315,12 @@ async def execute(
     if state.workflow is None and workflow is None:
         # Refused before claiming: a claim would only add an event nothing can act on.
         found = "no events" if state.last_position is None else "no RunStarted"
-        raise LittleError(
+        raise RunNotStartedError(
+            run_id,
             f"run {run_id} has {found} in its log, so there is no workflow or input to resume "
             "(a starter that died right after claiming it leaves only its claim): start it "
             f"with run(world, workflow, input, run_id={run_id!r}) or `little submit <workflow> "
-            f"--input ... --run-id {run_id}`"
+            f"--input ... --run-id {run_id}`",
         )
     state, writer = await claim(world, run_id, owner, state, fresh=fresh)
     if state.terminal:
@@ -366,7 +369,11 @@ async def _execute_claimed(
     source: MaterializedRunState | None = None  # the replay's source run, as folded at start
     if state.workflow is None:
         if workflow is None:  # another process claimed it meanwhile and has not started it
-            raise LittleError(f"run {run_id} has not started and no workflow was given")
+            raise RunNotStartedError(
+                run_id,
+                f"run {run_id} was claimed at epoch {writer.epoch} but has no RunStarted, and "
+                "no workflow was given to start it with",
+            )
         input_json, input_ref = await store_json(world, run_id, input)
         refused = None
         if replay_from is not None:
@@ -396,7 +403,7 @@ async def _execute_claimed(
                 reason="the run already started: this is a resume",
             )
         if workflow is None:
-            workflow = lookup(state.workflow)
+            workflow = lookup(state.workflow, run_id=run_id)
         if workflow.name != state.workflow or workflow.version != state.workflow_version:
             raise WorkflowVersionError(
                 f"run {run_id} was started by workflow {state.workflow} "

@@ -96,7 +96,7 @@ def topic_partitions(admin: AdminClient, topic: str, *, timeout: float = 10.0) -
 
 # How long one consume waits when fewer records than asked are here: the rest may be
 # transaction markers, which are counted in the offsets but never delivered.
-SHORT_POLL = 0.05
+_SHORT_POLL = 0.05
 
 
 def consume_until(consumer: Consumer, start: int, high: int, timeout: float) -> Iterator[Message]:
@@ -121,7 +121,7 @@ def consume_ranges(
     idle_since = time.monotonic()
     while left:
         want = min(1000, sum(high - nxt for nxt, high in left.values()))
-        batch = consumer.consume(num_messages=want, timeout=SHORT_POLL)
+        batch = consumer.consume(num_messages=want, timeout=_SHORT_POLL)
         if batch:
             idle_since = time.monotonic()
         for msg in batch:
