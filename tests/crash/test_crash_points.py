@@ -247,7 +247,12 @@ def test_every_event_is_a_crash_point(tmp_path: Path, baseline: Baseline) -> Non
     assert len(summaries) == baseline.events
     assert sum(s["claim_only"] for s in summaries) == 1  # k = 0
     committed = [s["committed_steps"] for s in summaries]
-    assert committed == sorted(committed), "later crashes leave at least as much committed"
+    # Later crashes leave at least as much committed, up to the order of the two branches of
+    # the research workflow's parallel group: each execution interleaves their events with
+    # the others' as the acks come back, so one execution's k-th event may be another's
+    # (k+1)-th, and a branch's step may be committed one point earlier in one than the other.
+    behind = [max(committed[: i + 1]) - c for i, c in enumerate(committed)]
+    assert max(behind) <= 1, f"a later crash left less committed: {committed}"
     assert committed[0] == 0
     assert committed[-1] == len(baseline.step_keys)
 
