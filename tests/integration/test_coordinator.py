@@ -24,6 +24,7 @@ from little.events import (
     ModelResponded,
     RunClaimed,
     RunCompleted,
+    RunParked,
     RunStarted,
     StepStarted,
 )
@@ -136,24 +137,32 @@ def test_start_run_with_replay_from_reuses_the_recorded_calls(solo: Solo, unique
     assert solo.watcher.state(replay).replay_source_run_id == source
 
 
-def test_unknown_workflow_fails_that_run_not_the_service(solo: Solo, unique: str) -> None:
+def test_unknown_workflow_parks_that_run_not_the_service(solo: Solo, unique: str) -> None:
+    """A deployment mistake (a workflow this coordinator lacks) parks the run, recorded with
+    why, instead of failing it (issue 17: it used to write RunFailed, and the run was lost)."""
     bad, good = f"unknown-{unique}", f"after-unknown-{unique}"
     solo.send(
         StartRun.of(bad, "no.such.workflow", {"x": 1}),
         StartRun.of(good, "coordinator.chat", {"latency": 0.05}),
     )
-    solo.wait_status(bad, "failed")
+    solo.watcher.wait(lambda w: w.state(bad).parked_reason is not None, 30, f"{bad} parked")
     solo.wait_status(good, "completed")
     state = solo.watcher.state(bad)
-    assert state.error is not None
-    assert state.error.startswith(
-        "UnknownWorkflowError: workflow 'no.such.workflow' is not registered"
-    )
-    assert "coordinator.chat" in state.error  # names what is known
+    assert state.status == "pending"  # not failed: a coordinator that has it can start it
+    assert state.parked_reason is not None
+    assert state.parked_reason.startswith("workflow 'no.such.workflow' is not registered")
+    assert "coordinator.chat" in state.parked_reason  # names what is known
+    assert solo.name in state.parked_reason  # and where
+    (parked,) = [e for e in solo.events(bad) if isinstance(e, RunParked)]
+    assert (parked.workflow, parked.workflow_version) == ("no.such.workflow", None)
     assert [c.owner for c in claims(solo.watcher.runs[bad])] == [solo.name]
     assert solo.coordinator is not None
     assert solo.coordinator.proc.poll() is None
     assert solo.coordinator.get("/healthz")[0] == 200
+    status, metrics = solo.coordinator.get("/metrics")
+    assert status == 200
+    assert "little_coordinator_runs_parked 1.0" in metrics
+    assert [e["run_id"] for e in solo.coordinator.log_events("run_parked")] == [bad]
 
     # A StartRun naming an unknown workflow for a run that exists leaves that run alone.
     # (Checked once a later command of the same partition is done: a partition is in order.)
@@ -169,6 +178,49 @@ def test_unknown_workflow_fails_that_run_not_the_service(solo: Solo, unique: str
     solo.wait_status(marker, "completed")
     assert solo.watcher.status(good) == "completed"
     assert len(claims(solo.watcher.runs[good])) == 1
+
+
+def test_a_run_parked_for_a_missing_workflow_is_taken_up_by_a_coordinator_that_has_it(
+    kafka_bootstrap_servers: str, tmp_path: Path, unique: str
+) -> None:
+    """The fix for a forgotten LITTLE_WORKFLOWS is deploying it: the next coordinator reads the
+    parked run's StartRun again (it stayed unsettled) and runs it."""
+    from tests.integration import late_workflow
+
+    topics = make_topics(kafka_bootstrap_servers, f"late{unique}", 2)
+    watcher = RunsWatcher(kafka_bootstrap_servers, topics["runs"])
+    publisher = CommandPublisher(kafka_bootstrap_servers, topic=topics["commands"])
+    common = {
+        "bootstrap": kafka_bootstrap_servers,
+        "topics": topics,
+        "group": f"late-{unique}",
+        "workdir": tmp_path,
+        "lease_seconds": LEASE,
+    }
+    first = spawn_coordinator(f"without-{unique}", **common)  # type: ignore[arg-type]
+    second: CoordinatorProcess | None = None
+    run_id = f"late-{unique}"
+    try:
+        wait_ready([first], 2)
+        publisher.send([StartRun.of(run_id, late_workflow.NAME, {"who": "operator"})])
+        watcher.wait(lambda w: w.state(run_id).parked_reason is not None, 30, "parked")
+        first.stop()
+        second = spawn_coordinator(
+            f"with-{unique}",
+            **common,  # type: ignore[arg-type]
+            extra_env={"LITTLE_WORKFLOWS": "tests.integration.late_workflow"},
+        )
+        watcher.wait(lambda w: w.status(run_id) == "completed", 60, "completed")
+        state = watcher.state(run_id)
+        assert state.parked_reason is None
+        assert state.output_json == '"hello operator"'
+        assert [c.owner for c in claims(watcher.runs[run_id])] == [first.name, second.name]
+    finally:
+        for proc in (first, second):
+            if proc is not None:
+                proc.stop()
+        publisher.close()
+        watcher.close()
 
 
 def test_cancel_stops_a_running_run_at_its_next_event_boundary(solo: Solo, unique: str) -> None:

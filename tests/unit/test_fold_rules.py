@@ -32,6 +32,7 @@ from little.events import (
     RunClaimed,
     RunCompleted,
     RunFailed,
+    RunParked,
     RunStarted,
     SessionCompleted,
     SessionStarted,
@@ -893,3 +894,36 @@ def test_evolve_builds_what_model_copy_builds() -> None:
 def test_evolve_refuses_an_unknown_field() -> None:
     with pytest.raises(TypeError, match=r"unknown \['stauts'\]"):
         evolve(LogPosition(partition=0, offset=1), stauts="x")
+
+
+# -- parking (RunParked) ---------------------------------------------------------------------
+
+
+def test_a_parked_run_shows_why_until_the_next_claim_takes_it_up() -> None:
+    log = started()
+    log.claim(2)
+    log.add(RunParked, 2, reason="workflow 'wf' v1 is not registered in coordinator c2")
+    parked = log.fold()
+    assert parked.parked_reason == "workflow 'wf' v1 is not registered in coordinator c2"
+    assert parked.status == "running"  # not terminal: another coordinator may run it
+    assert not parked.terminal
+    log.claim(3)
+    taken = log.fold()
+    assert taken.parked_reason is None
+    assert (taken.epoch, taken.owner) == (3, "worker-3")
+
+
+def test_a_run_parked_before_it_started_can_still_start() -> None:
+    log = Log()
+    log.claim(1)
+    log.add(RunParked, 1, reason="no workflow 'wf' here", workflow="wf")
+    parked = log.fold()
+    assert (parked.status, parked.workflow, parked.parked_reason) == (
+        "pending",
+        None,
+        "no workflow 'wf' here",
+    )
+    log.claim(2)
+    log.add(RunStarted, 2, workflow="wf", workflow_version="1")
+    run = log.fold()
+    assert (run.status, run.workflow, run.parked_reason, run.last_seq) == ("running", "wf", None, 1)

@@ -41,6 +41,7 @@ from little_services.projection._setup import (
 from little_services.projection._sqlite import SqliteProjectionStore
 from little_services.projection._store import (
     INTEGRITY_ERROR,
+    PARKED,
     IntegrityMark,
     MemoryProjectionStore,
     PartitionCursor,
@@ -61,6 +62,7 @@ __all__ = [
     "DLQ_REASON",
     "DLQ_TOPIC_HEADER",
     "INTEGRITY_ERROR",
+    "PARKED",
     "DeadLetter",
     "IntegrityMark",
     "MemoryProjectionStore",

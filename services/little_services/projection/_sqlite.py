@@ -35,7 +35,8 @@ from little_services.projection._store import (
     to_ms,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2: ``detail`` (an error, why a run is parked); a version-1 file is migrated on open."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -53,6 +54,7 @@ CREATE TABLE IF NOT EXISTS runs (
     epoch INTEGER NOT NULL,
     stale INTEGER NOT NULL,
     integrity TEXT,
+    detail TEXT,
     state TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS runs_by_updated ON runs (updated_at_ms DESC, run_id);
@@ -83,6 +85,7 @@ _RUN_COLUMNS = (
     "epoch",
     "stale",
     "integrity",
+    "detail",
     "state",
 )
 # A run's row never moves back in the log (see ProjectionStore.put) unless it is stale.
@@ -118,6 +121,9 @@ class SqliteProjectionStore(ProjectionStore):
             row = self._write.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
             if row is None:
                 self._write.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+            elif int(row[0]) == 1:  # rows get their detail when next written (or rebuilt)
+                self._write.execute("ALTER TABLE runs ADD COLUMN detail TEXT")
+                self._write.execute("UPDATE meta SET value = ? WHERE key = 'schema'", ("2",))
             elif int(row[0]) != SCHEMA_VERSION:
                 raise ConfigurationError(
                     f"projection store {self.path} has schema {row[0]}, not {SCHEMA_VERSION}: "
@@ -186,6 +192,7 @@ class SqliteProjectionStore(ProjectionStore):
                 r.state.epoch,
                 int(r.stale),
                 None if r.integrity is None else json.dumps(asdict(r.integrity)),
+                r.detail,
                 r.state.model_dump_json(),
             )
             for r in write.records
@@ -296,9 +303,22 @@ def _mark(text: str | None) -> IntegrityMark | None:
 
 
 def _summary(row: tuple[Any, ...]) -> RunSummary:
-    (run_id, status, workflow, version, ms, part, first, last, seq, applied, epoch, stale, mark) = (
-        row
-    )
+    (
+        run_id,
+        status,
+        workflow,
+        version,
+        ms,
+        part,
+        first,
+        last,
+        seq,
+        applied,
+        epoch,
+        stale,
+        mark,
+        detail,
+    ) = row
     return RunSummary(
         run_id=run_id,
         status=status,
@@ -313,4 +333,5 @@ def _summary(row: tuple[Any, ...]) -> RunSummary:
         epoch=epoch,
         stale=bool(stale),
         integrity=_mark(mark),
+        detail=detail,
     )

@@ -20,6 +20,7 @@ from little.errors import ConfigurationError
 from little.replay import MaterializedRunState
 
 INTEGRITY_ERROR = "integrity_error"
+PARKED = "parked"
 """The status of a run whose stream could not be decoded or folded (see ``IntegrityMark``)."""
 
 
@@ -65,7 +66,23 @@ class RunRecord:
 
     @property
     def status(self) -> str:
-        return INTEGRITY_ERROR if self.integrity is not None else self.state.status
+        """The fold's status, but ``integrity_error`` for a marked run and ``parked`` for a
+        run a coordinator parked (RunParked, until the next claim)."""
+        if self.integrity is not None:
+            return INTEGRITY_ERROR
+        if self.state.parked_reason is not None and not self.state.terminal:
+            return PARKED
+        return self.state.status
+
+    @property
+    def detail(self) -> str | None:
+        """What an operator reads beside the status: the integrity mark's message, why it is
+        parked, or the run's error."""
+        if self.integrity is not None:
+            return self.integrity.message
+        if self.status == PARKED:
+            return self.state.parked_reason
+        return self.state.error
 
     def summary(self) -> RunSummary:
         s = self.state
@@ -83,6 +100,7 @@ class RunRecord:
             epoch=s.epoch,
             stale=self.stale,
             integrity=self.integrity,
+            detail=self.detail,
         )
 
 
@@ -103,6 +121,8 @@ class RunSummary:
     epoch: int
     stale: bool = False
     integrity: IntegrityMark | None = None
+    detail: str | None = None
+    """The integrity mark's message, why the run is parked, or its error."""
 
 
 @dataclass(frozen=True, slots=True)

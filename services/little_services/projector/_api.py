@@ -70,6 +70,8 @@ class RunSummaryOut(BaseModel):
     epoch: int
     stale: bool
     integrity: IntegrityOut | None
+    detail: str | None = None
+    """Why it is parked, its integrity mark's message, or its error."""
 
     @classmethod
     def of(cls, s: RunSummary) -> RunSummaryOut:
@@ -199,7 +201,10 @@ def create_app(
     def list_runs(
         status: Annotated[
             str | None,
-            Query(description="pending, running, completed, failed, cancelled or integrity_error"),
+            Query(
+                description="pending, running, completed, failed, cancelled, parked or "
+                "integrity_error"
+            ),
         ] = None,
         workflow: str | None = None,
         updated_since: Annotated[

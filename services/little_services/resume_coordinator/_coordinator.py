@@ -23,7 +23,7 @@ import structlog
 from little import World
 from little.commands import CancelRun, CommandDecodeError, ResumeRun, StartRun, decode_command
 from little.errors import LittleError, LogError, RuntimeIntegrityError
-from little.events import RunFailed
+from little.events import RunParked
 from little.log import partition_for
 from little.replay import (
     MaterializedRunState,
@@ -71,6 +71,8 @@ class LocalRun:
     """Commands settled once the run is claimed, started and snapshotted (durable)."""
     until_done: list[CommandRef] = field(default_factory=list)
     """Commands settled when the execution ends (a cancel: once RunCancelled is written)."""
+    keep_commands: bool = False
+    """Parked before it started: its StartRun stays unsettled for a coordinator that can."""
 
 
 @dataclass(eq=False)
@@ -137,6 +139,7 @@ class Coordinator:
         self.owned: set[int] = set()
         self.owned_view: tuple[int, ...] = ()
         self.runs: dict[str, Tracked] = {}
+        self._parked: set[str] = set()  # run ids of tracked runs that are parked
         self.finished: OrderedDict[str, None] = OrderedDict()
         self.ledger = Ledger()
         self.ready = False
@@ -264,15 +267,16 @@ class Coordinator:
         self._spawn(self._adopt(new))
 
     async def _adopt(self, partitions: list[int]) -> None:
-        """Resume every non-terminal run of newly assigned partitions (found via snapshots)."""
+        """Resume every non-terminal run of newly assigned partitions (found via snapshots,
+        all the partitions' read at once)."""
         started = time.monotonic()
         resumed = 0
         try:
+            live = await asyncio.to_thread(self._live_snapshots, partitions)
             for p in partitions:
-                states = await asyncio.to_thread(self._live_snapshots, p)
                 if p not in self.owned:
                     continue
-                for state in states:
+                for state in live[p]:
                     if state.run_id not in self.finished:
                         self.ensure(state.run_id, p, "assigned", known=state)
                         resumed += 1
@@ -286,18 +290,21 @@ class Coordinator:
         self.metrics.assignment_seconds.observe(elapsed)
         log.info("partitions_adopted", partitions=partitions, resumed=resumed, seconds=elapsed)
 
-    def _live_snapshots(self, partition: int) -> list[MaterializedRunState]:
-        """Non-terminal top-level runs of a partition, from its snapshots (a worker thread)."""
-        out: list[MaterializedRunState] = []
-        for run_id, payload in self.snapshots.scan(partition).items():
-            try:
-                state = decode_snapshot(payload).state
-            except SnapshotError as exc:
-                log.warning("snapshot_ignored", run_id=run_id, reason=str(exc))
-                continue
-            if not state.terminal and state.parent_run_id is None:
-                self.snapshots.remember(run_id, payload)
-                out.append(state)
+    def _live_snapshots(self, partitions: list[int]) -> dict[int, list[MaterializedRunState]]:
+        """Non-terminal top-level runs of the partitions, from their snapshots (a worker
+        thread)."""
+        out: dict[int, list[MaterializedRunState]] = {}
+        for p, snapshots in self.snapshots.scan(partitions).items():
+            out[p] = []
+            for run_id, payload in snapshots.items():
+                try:
+                    state = decode_snapshot(payload).state
+                except SnapshotError as exc:
+                    log.warning("snapshot_ignored", run_id=run_id, reason=str(exc))
+                    continue
+                if not state.terminal and state.parent_run_id is None:
+                    self.snapshots.remember(run_id, payload)
+                    out[p].append(state)
         return out
 
     async def on_revoked(self, partitions: list[int], lost: bool) -> dict[int, int]:
@@ -325,6 +332,7 @@ class Coordinator:
                 offsets[p] = point
         for run_id in [r for r, e in self.runs.items() if e.partition in gone]:
             del self.runs[run_id]
+            self._unpark(run_id)
         self.snapshots.forget(gone)
         log.info(
             "partitions_released",
@@ -418,7 +426,7 @@ class Coordinator:
                     local.until_running.append(command)
             return
         if reason in ("start", "resume", "cancel"):
-            entry.parked = None
+            self._set_parked(entry, None)
         self.finished.pop(run_id, None)
         local = LocalRun(run_id, reason)
         cancel = cancel or entry.cancel
@@ -451,6 +459,7 @@ class Coordinator:
             outcome = "cancelled" if exc.cancelled else ("fenced" if local.fenced else "stopped")
         except Exception as exc:
             outcome = retry_or_park(entry, exc)
+            self._set_parked(entry, entry.parked)
         finally:
             self._finish(entry, local, outcome)
 
@@ -489,8 +498,16 @@ class Coordinator:
             if name is None:
                 log.warning("run_not_started", run_id=run_id, hint="no RunStarted and no StartRun")
                 return "not_started"
-            await self._fail_unknown_workflow(run_id, name)
-            return "failed"
+            error = UnknownWorkflowError(
+                name,
+                registered(),
+                run_id=run_id,
+                where=f"resume coordinator {self.owner}",
+                hint="register it through the little.workflows entry point group or "
+                "LITTLE_WORKFLOWS=module[:attr]",
+            )
+            version = state.workflow_version if state is not None else None
+            return await self._park(entry, error, workflow=name, version=version)
         try:
             result = await execute(
                 self.world,
@@ -504,9 +521,12 @@ class Coordinator:
                 control=control,
                 on_running=partial(self._running, entry, local),
             )
-        except WorkflowVersionError:
-            if start is None:
-                raise
+        except WorkflowVersionError as exc:
+            if start is None:  # the run needs another version of its workflow than ours
+                assert state is not None
+                return await self._park(
+                    entry, exc, workflow=state.workflow, version=state.workflow_version
+                )
             # A StartRun naming another workflow than the existing run's: the run exists, so
             # the StartRun means "resume it", with the workflow its log names.
             state = await fold_run_off_loop(self.world, run_id)
@@ -514,29 +534,50 @@ class Coordinator:
             return await self._execute(entry, local, None, state)
         return result.status
 
-    async def _fail_unknown_workflow(self, run_id: str, name: str) -> None:
-        """Claim the run and fail it: this coordinator cannot run what it cannot find."""
+    async def _park(
+        self,
+        entry: Tracked,
+        error: LittleError,
+        *,
+        workflow: str | None,
+        version: str | None,
+    ) -> str:
+        """This coordinator cannot run ``entry``'s run (a workflow or version it lacks): claim
+        it and record ``RunParked`` with why, so the log, the projection and ``little status``
+        show it; it is not resumed here until a ResumeRun. Not failed: a coordinator that has
+        the workflow takes it up with its next claim (a run that never started needs its
+        StartRun, which stays unsettled, so that coordinator reads it again)."""
+        run_id = entry.run_id
         state = await fold_run_off_loop(self.world, run_id)
         if state.terminal:
-            return
+            return state.status
         state, writer = await claim(self.world, run_id, self.owner, state)
         if state.terminal:
-            return
-        error = UnknownWorkflowError(
-            name,
-            registered(),
+            return state.status
+        await writer.emit(RunParked, reason=str(error), workflow=workflow, workflow_version=version)
+        self._set_parked(entry, f"{type(error).__name__}: {error}")
+        log.warning(
+            "run_parked",
             run_id=run_id,
-            where=f"resume coordinator {self.owner}",
-            hint="register it through the little.workflows entry point group or "
-            "LITTLE_WORKFLOWS=module[:attr]",
+            outcome="parked",
+            workflow=workflow,
+            workflow_version=version,
+            error=str(error),
         )
-        await writer.emit(
-            RunFailed,
-            error_type=type(error).__name__,
-            message=str(error),
-            retryable=error.retryable,
-        )
-        log.warning("run_failed_unknown_workflow", run_id=run_id, workflow=name)
+        return "parked"
+
+    def _set_parked(self, entry: Tracked, reason: str | None) -> None:
+        entry.parked = reason
+        if reason is None:
+            self._unpark(entry.run_id)
+        else:
+            self._parked.add(entry.run_id)
+            self.metrics.parked.set(len(self._parked))
+
+    def _unpark(self, run_id: str) -> None:
+        if run_id in self._parked:
+            self._parked.discard(run_id)
+            self.metrics.parked.set(len(self._parked))
 
     def _running(self, entry: Tracked, local: LocalRun, state: MaterializedRunState) -> None:
         """Called by execute once the run is claimed and started: snapshot it, then settle."""
@@ -591,18 +632,22 @@ class Coordinator:
             entry.cancel = local.control.reason  # not cancelled yet: the next execution will be
             entry.carried.extend(local.until_done)
             local.until_done.clear()
-        if outcome not in ("stopped", "abandoned"):  # not given up: the commands are handled
+        if local.keep_commands:
+            pass  # its StartRun stays unsettled: a coordinator that has the workflow reads it
+        elif outcome not in ("stopped", "abandoned"):  # not given up: the commands are handled
             self._settle_all(local.until_running)
             self._settle_all(local.until_done)
         if outcome in TERMINAL_OUTCOMES or outcome in ("unknown_run", "sub_run", "not_started"):
             self._forget(entry.run_id, done=outcome in TERMINAL_OUTCOMES)
         elif not owned:
             self.runs.pop(entry.run_id, None)
+            self._unpark(entry.run_id)
         else:  # stopped, fenced, retryable: resumed if nobody progresses in a lease (not parked)
             entry.lease_until = time.monotonic() + self.lease
 
     def _forget(self, run_id: str, *, done: bool) -> None:
         self.runs.pop(run_id, None)
+        self._unpark(run_id)
         self.snapshots.drop(run_id)
         if done:
             self.finished[run_id] = None

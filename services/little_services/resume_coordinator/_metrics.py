@@ -22,6 +22,12 @@ class Metrics:
             "Non-terminal runs of owned partitions under a lease (executing here or elsewhere).",
             registry=r,
         )
+        self.parked = Gauge(
+            "little_coordinator_runs_parked",
+            "Runs of owned partitions parked here (a workflow or version this coordinator "
+            "lacks, an integrity error): not resumed until a ResumeRun or another coordinator.",
+            registry=r,
+        )
         self.resumed = Counter(
             "little_coordinator_executions_total",
             "Executions started, by why (start, assigned, stalled, resume, cancel).",

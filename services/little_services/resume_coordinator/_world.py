@@ -36,10 +36,10 @@ class OwnedSnapshots(SnapshotStore):
         self._cache: dict[str, bytes] = {}
         self._lock = threading.Lock()
 
-    def scan(self, partition: int) -> dict[str, bytes]:
-        """The newest snapshot bytes of every run in ``partition``, read from the compacted
-        partition once."""
-        return self.store.scan(partition)
+    def scan(self, partitions: list[int]) -> dict[int, dict[str, bytes]]:
+        """The newest snapshot bytes of every run in ``partitions``, read from the compacted
+        partitions once, all at once."""
+        return self.store.scan_partitions(partitions)
 
     def remember(self, run_id: str, payload: bytes) -> None:
         with self._lock:

@@ -150,7 +150,7 @@ def status(
             print(json.dumps(r))
         return
     table = Table(title=f"runs at {base}" + (f" ({status_filter})" if status_filter else ""))
-    for col in ("run", "workflow", "status", "updated"):
+    for col in ("run", "workflow", "status", "updated", "error / parked"):
         table.add_column(col)
     for r in runs:
         table.add_row(
@@ -158,6 +158,7 @@ def status(
             str(r.get("workflow") or ""),
             str(r.get("status", "")),
             str(r.get("updated_at") or ""),
+            str(r.get("detail") or ""),
         )
     console.print(table)
     if body.get("next_cursor"):

@@ -167,6 +167,16 @@ class RunCancelled(Event):
     reason: str = ""
 
 
+class RunParked(Event):
+    """A resume coordinator cannot run this run (its workflow or version is not registered
+    there) and leaves it for one that can. Not terminal: the next accepted claim ends it."""
+
+    event_type: ClassVar[str] = "RunParked"
+    reason: str
+    workflow: str | None = None
+    workflow_version: str | None = None
+
+
 # -- steps -----------------------------------------------------------------------------------
 
 
@@ -360,6 +370,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         RunCompleted,
         RunFailed,
         RunCancelled,
+        RunParked,
         StepStarted,
         StepCompleted,
         StepFailed,

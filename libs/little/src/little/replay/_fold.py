@@ -27,6 +27,7 @@ from little.events import (
     RunClaimed,
     RunCompleted,
     RunFailed,
+    RunParked,
     RunStarted,
     SessionCompleted,
     SessionStarted,
@@ -212,6 +213,7 @@ class _Fold:
         run["epoch"] = e.epoch
         run["owner"] = e.owner
         run["accepted_claims"] += 1
+        run["parked_reason"] = None  # whoever claims it next takes it up
 
     # -- run ---------------------------------------------------------------------------------
 
@@ -238,6 +240,9 @@ class _Fold:
 
     def run_cancelled(self, e: RunCancelled) -> None:
         self.run.update(status="cancelled", error=f"cancelled: {e.reason}" if e.reason else None)
+
+    def run_parked(self, e: RunParked) -> None:
+        self.run["parked_reason"] = e.reason
 
     # -- steps -------------------------------------------------------------------------------
 
@@ -505,6 +510,7 @@ _HANDLERS: dict[type[Event], Callable[[_Fold, Any], None]] = {
     RunCompleted: _Fold.run_completed,
     RunFailed: _Fold.run_failed,
     RunCancelled: _Fold.run_cancelled,
+    RunParked: _Fold.run_parked,
     StepStarted: _Fold.step_started,
     StepCompleted: _Fold.step_completed,
     StepFailed: _Fold.step_failed,

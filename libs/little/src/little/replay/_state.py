@@ -18,7 +18,7 @@ StepStatus = Literal["pending", "running", "completed", "failed"]
 CallStatus = Literal["called", "responded", "failed"]
 ToolStatus = Literal["started", "succeeded", "failed"]
 
-STATE_VERSION = 4
+STATE_VERSION = 5
 """Bumped whenever the shape or meaning of the state changes; older snapshots are ignored.
 
 2: ``replay_source_run_id`` and ``replay_refused_reason`` (RunStarted v2). A version-1
@@ -27,6 +27,7 @@ snapshot would validate (both default to None), but a reader that knew only RunS
 fold never sees that RunStarted again: such a snapshot would show a replay as an ordinary run.
 3: ``AgentCall.scope`` (agent.call.admitted v2): the same reasoning for the admitting scope.
 4: replayed agent calls count as avoided usage (agent.call.settled v2).
+5: ``parked_reason`` (RunParked): a version-4 snapshot of a parked run would show it running.
 """
 
 
@@ -343,6 +344,8 @@ class MaterializedRunState(_Frozen):
     output_json: str | None = None
     output_ref: ArtifactRef | None = None
     error: str | None = None
+    parked_reason: str | None = None
+    """Why a resume coordinator parked the run (RunParked), until the next accepted claim."""
 
     epoch: int = 0
     owner: str | None = None
