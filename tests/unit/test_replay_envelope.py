@@ -232,9 +232,9 @@ def test_folding_from_a_prefix_state_keeps_the_replay_fields(split: int) -> None
 def test_a_snapshot_keeps_the_replay_fields_and_one_of_state_version_1_is_refused() -> None:
     state = Run(replay_source_run_id=SOURCE, replay_refused_reason="source-run-unusable").fold()
     assert decode_snapshot(encode_snapshot(Snapshot.of(state))).state == state
-    assert STATE_VERSION == 4  # RunStarted v2, then agent.call.* v2, changed its shape
+    assert STATE_VERSION == 5  # RunStarted v2, agent.call.* v2, then RunParked changed its shape
     old = state.model_copy(update={"state_version": 1})
-    with pytest.raises(SnapshotError, match="state version 1 is not 4"):
+    with pytest.raises(SnapshotError, match="state version 1 is not 5"):
         decode_snapshot(encode_snapshot(Snapshot.of(old)))
 
 
