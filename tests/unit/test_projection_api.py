@@ -246,3 +246,32 @@ def test_metrics_can_be_left_open_beside_a_token(populated: Populated) -> None:
     client = populated.client(token=TOKEN, metrics_open=True)
     assert client.get("/metrics").status_code == 200
     assert client.get("/runs").status_code == 401
+
+
+def test_runs_lists_a_parked_run_with_why() -> None:
+    from datetime import UTC, datetime
+
+    from little.replay import MaterializedRunState
+    from little_services.projection import (
+        MemoryProjectionStore,
+        PartitionCursor,
+        ProjectionWrite,
+        RunRecord,
+    )
+
+    store = MemoryProjectionStore()
+    state = MaterializedRunState(
+        run_id="run-p", parked_reason="workflow 'x' is not registered in coordinator c1"
+    )
+    store.put(
+        ProjectionWrite(
+            "little.runs.v1",
+            [RunRecord(state, 0, 0, 1, datetime(2026, 1, 1, tzinfo=UTC))],
+            {0: PartitionCursor(2, 0)},
+        )
+    )
+    app = create_app(store=store, world=None, status=ProjectorStatus, registry=CollectorRegistry())
+    body = TestClient(app).get("/runs", params={"status": "parked"}).json()
+    assert [(r["run_id"], r["status"], r["detail"]) for r in body["runs"]] == [
+        ("run-p", "parked", "workflow 'x' is not registered in coordinator c1")
+    ]

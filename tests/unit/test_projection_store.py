@@ -218,3 +218,49 @@ def test_sqlite_store_of_another_schema_version_is_refused(tmp_path: Path) -> No
         conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema'")
     with pytest.raises(ConfigurationError, match="rebuild it"):
         SqliteProjectionStore(path)
+
+
+def test_a_parked_run_lists_as_parked_with_why(store: ProjectionStore) -> None:
+    base = record("p")
+    parked = RunRecord(
+        state=base.state.model_copy(update={"parked_reason": "workflow 'x' is not registered"}),
+        partition=0,
+        first_offset=0,
+        last_offset=9,
+        updated_at=T0,
+    )
+    failed = record("f", status="failed")
+    failed = RunRecord(
+        state=failed.state.model_copy(update={"error": "ValueError: boom"}),
+        partition=0,
+        first_offset=10,
+        last_offset=19,
+        updated_at=T0,
+    )
+    store.put(ProjectionWrite(TOPIC, [parked, failed], {0: PartitionCursor(20, 0)}))
+    page = store.list_runs(RunQuery(status="parked"))
+    assert [(s.run_id, s.status, s.detail) for s in page.runs] == [
+        ("p", "parked", "workflow 'x' is not registered")
+    ]
+    (f,) = store.list_runs(RunQuery(status="failed")).runs
+    assert f.detail == "ValueError: boom"
+    assert store.count_by_status() == {"parked": 1, "failed": 1}
+
+
+def test_a_sqlite_store_of_schema_1_is_migrated_in_place(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "p.sqlite3"
+    with SqliteProjectionStore(path) as s:
+        s.put(ProjectionWrite(TOPIC, [record("a")], {0: PartitionCursor(10, 0)}))
+    with sqlite3.connect(path) as conn:  # what a version-1 file looks like
+        conn.execute("ALTER TABLE runs DROP COLUMN detail")
+        conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema'")
+    with SqliteProjectionStore(path) as s:
+        assert s.get("a") == record("a")
+        (summary,) = s.list_runs(RunQuery()).runs
+        assert summary.detail is None
+        s.put(ProjectionWrite(TOPIC, [record("b", status="failed")], {0: PartitionCursor(11, 10)}))
+        assert {r.run_id for r in s.list_runs(RunQuery()).runs} == {"a", "b"}
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() == ("2",)
