@@ -11,7 +11,12 @@ some have completed, one coordinator is SIGKILLed. Reported per round, from the 
   (reassignment, then little's snapshot scan and claims),
 * all completed: every run of the round has its RunCompleted.
 
-The target is all claimed < session timeout + 5 s.
+The target is all claimed < session timeout + 5 s. Every snapshots partition holds
+``--snapshots`` (50) snapshots of finished runs written in one transaction, as the projector
+writes them, so each ends in a commit marker that is never delivered: the takeover's scan
+reads them all. Beside it, each round times the scan of all partitions alone (the
+coordinator's ``scan_partitions``) against a raw consumer reading the same partitions to their
+end offsets.
 
     .venv/bin/python bench/coordinator.py [--runs 200] [--rounds 3] [--session-timeout-ms 6000]
 
@@ -57,9 +62,70 @@ from tests.integration.coordinator_support import (
 PARTITIONS = 12
 
 
-def one_round(bs: str, runs: int, session_ms: int, latency: float) -> dict[str, float]:
+def fill_snapshots(bs: str, topic: str, per_partition: int) -> None:
+    """``per_partition`` snapshots of completed runs in every partition, one transaction each
+    (a projector's snapshots end in a commit marker)."""
+    from confluent_kafka import Producer
+
+    from little.replay import LogPosition, MaterializedRunState, Snapshot, encode_snapshot
+
+    producer = Producer({"bootstrap.servers": bs, "transactional.id": f"bench-{uuid.uuid4()}"})
+    producer.init_transactions(30)
+    for p in range(PARTITIONS):
+        producer.begin_transaction()
+        ids = (f"done-{p}-{i}" for i in range(100_000))
+        mine = [r for r in ids if partition_for(r, PARTITIONS) == p][:per_partition]
+        for run_id in mine:
+            state = MaterializedRunState(
+                run_id=run_id,
+                status="completed",
+                workflow="w",
+                last_seq=1,
+                last_position=LogPosition(partition=p, offset=0),
+                last_event_id=f"e-{run_id}",
+            )
+            producer.produce(topic, encode_snapshot(Snapshot.of(state)), key=run_id, partition=p)
+        producer.commit_transaction(30)
+
+
+def scan_beside_raw(bs: str, topic: str) -> tuple[float, float]:
+    """Seconds to read every snapshots partition to its end: little's scan, a raw consumer."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from little.log.kafka import KafkaSnapshotStore
+
+    store = KafkaSnapshotStore(bs, topic=topic)
+    t0 = time.perf_counter()
+    store.scan_partitions(list(range(PARTITIONS)))
+    ours = time.perf_counter() - t0
+    store.close()
+    raw = Consumer(
+        {"bootstrap.servers": bs, "group.id": f"raw-{uuid.uuid4()}", "enable.auto.commit": False}
+    )
+    t0 = time.perf_counter()
+    ends = {}
+    for p in range(PARTITIONS):
+        low, high = raw.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+        if high > low:
+            ends[p] = high
+    raw.assign([TopicPartition(topic, p, 0) for p in ends])
+    while ends:
+        raw.consume(num_messages=1000, timeout=0.05)
+        for tp in raw.position([TopicPartition(topic, p) for p in ends]):
+            if tp.offset >= ends[tp.partition]:
+                del ends[tp.partition]
+    theirs = time.perf_counter() - t0
+    raw.close()
+    return ours, theirs
+
+
+def one_round(
+    bs: str, runs: int, session_ms: int, latency: float, snapshots: int
+) -> dict[str, float]:
     tag = uuid.uuid4().hex[:8]
     topics = make_topics(bs, f"bench{tag}", PARTITIONS)
+    fill_snapshots(bs, topics["snapshots"], snapshots)
+    scan, raw_scan = scan_beside_raw(bs, topics["snapshots"])
     with tempfile.TemporaryDirectory() as d:
         work = Path(d)
         a, b = (
@@ -135,6 +201,8 @@ def one_round(bs: str, runs: int, session_ms: int, latency: float) -> dict[str, 
                 "left": len(left),
                 "mid_flight": mid_flight,
                 "twice": twice,
+                "scan": scan,
+                "raw_scan": raw_scan,
             }
         finally:
             a.stop()
@@ -248,6 +316,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--session-timeout-ms", type=int, default=6000)
     ap.add_argument("--latency", type=float, default=0.1, help="seconds per model turn")
+    ap.add_argument("--snapshots", type=int, default=50, help="finished runs per partition")
     args = ap.parse_args()
     bs = bootstrap()
     if args.throughput:
@@ -255,7 +324,8 @@ def main() -> None:
         return
     session = args.session_timeout_ms / 1000
     results = [
-        one_round(bs, args.runs, args.session_timeout_ms, args.latency) for _ in range(args.rounds)
+        one_round(bs, args.runs, args.session_timeout_ms, args.latency, args.snapshots)
+        for _ in range(args.rounds)
     ]
     s = lambda x: f"{x:.2f}"  # noqa: E731
     rows = [
@@ -268,6 +338,7 @@ def main() -> None:
             s(r["done"]),
             f"{r['left']:.0f} ({r['mid_flight']:.0f})",
             f"{r['twice']:.0f}",
+            f"{r['scan']:.3f} / {r['raw_scan']:.3f}",
         ]
         for i, r in enumerate(results)
     ]
@@ -282,6 +353,8 @@ def main() -> None:
             s(statistics.median(r["done"] for r in results)),
             "",
             "",
+            f"{statistics.median(r['scan'] for r in results):.3f} / "
+            f"{statistics.median(r['raw_scan'] for r in results):.3f}",
         ]
     )
     print(
@@ -296,6 +369,7 @@ def main() -> None:
                 "all completed s",
                 "runs left (mid-flight)",
                 "turns invoked twice",
+                f"scan of {PARTITIONS} partitions s (little / raw)",
             ],
             rows,
         )

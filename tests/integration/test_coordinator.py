@@ -318,6 +318,9 @@ def test_cli_submit_and_cancel(solo: Solo, unique: str) -> None:
         "PATH": "/usr/bin:/bin",
         "LITTLE_KAFKA_BOOTSTRAP": solo.bootstrap,
         "LITTLE_COMMANDS_TOPIC": solo.topics["commands"],
+        "LITTLE_RUNS_TOPIC": solo.topics["runs"],  # cancel checks the run is live first
+        "LITTLE_RUNS_INDEX_TOPIC": solo.topics["index"],
+        "LITTLE_SNAPSHOTS_TOPIC": solo.topics["snapshots"],
     }
 
     def little(*args: str) -> subprocess.CompletedProcess[str]:
@@ -343,6 +346,49 @@ def test_cli_submit_and_cancel(solo: Solo, unique: str) -> None:
     assert cancelled.returncode == 0, cancelled.stderr
     solo.wait_status(run_id, "cancelled")
     assert solo.watcher.state(run_id).error == "cancelled: from the cli"
+
+
+def test_cli_commands_say_whether_they_worked(solo: Solo, unique: str) -> None:
+    """resume and cancel refuse a run that does not exist or has ended (naming where they
+    looked) instead of sending a command the coordinator would drop; submit --wait waits for
+    the run to be started and says by whom, or why not."""
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "LITTLE_KAFKA_BOOTSTRAP": solo.bootstrap,
+        "LITTLE_COMMANDS_TOPIC": solo.topics["commands"],
+        "LITTLE_RUNS_TOPIC": solo.topics["runs"],
+        "LITTLE_RUNS_INDEX_TOPIC": solo.topics["index"],
+        "LITTLE_SNAPSHOTS_TOPIC": solo.topics["snapshots"],
+    }
+
+    def little(*args: str) -> subprocess.CompletedProcess[str]:
+        return little_cli(*args, env=env, timeout=90)
+
+    missing = little("resume", f"nobody-{unique}")
+    assert missing.returncode == 1
+    assert missing.stderr == (
+        f"error: run nobody-{unique} has no events in kafka:{solo.bootstrap} topic "
+        f"{solo.topics['runs']}: nothing to resume\n"
+    )
+    waited = little(
+        "submit", "coordinator.chat", "--input", '{"latency": 0.05}', "--run-id", f"w-{unique}",
+        "--wait",
+    )  # fmt: skip
+    assert waited.returncode == 0, waited.stderr
+    lines = waited.stdout.splitlines()
+    assert lines[0] == f"w-{unique}"
+    assert lines[1].startswith(f"w-{unique}: ")
+    assert f"(claimed by {solo.name})" in lines[1] or lines[1] == f"w-{unique}: completed"
+    solo.wait_status(f"w-{unique}", "completed")
+    ended = little("cancel", f"w-{unique}")
+    assert ended.returncode == 1
+    assert "has already ended (completed)" in ended.stderr
+    assert "nothing to cancel" in ended.stderr
+    parked = little("submit", "no.such.workflow", "--run-id", f"pw-{unique}", "--wait")
+    assert parked.returncode == 1
+    assert parked.stderr.startswith(
+        f"error: run pw-{unique} is parked: workflow 'no.such.workflow' is not registered"
+    )
 
 
 def test_sigterm_hands_runs_over_at_an_event_boundary(

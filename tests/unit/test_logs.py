@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 
 def _python(code: str) -> subprocess.CompletedProcess[str]:
@@ -53,3 +54,30 @@ def test_once_structlog_is_configured_little_logs_through_it() -> None:
     )
     assert out.stdout == '{"event": "run_executing", "run_id": "r-1"}\n'
     assert out.stderr == ""
+
+
+def test_a_failed_run_is_logged_as_a_warning_with_its_traceback(tmp_path: Path) -> None:
+    """The coordinator's log shows why a workflow failed, not only that it did; RunFailed
+    records the exception's type and message."""
+    import asyncio
+
+    from structlog.testing import capture_logs
+
+    import little
+    from little.events import RunFailed
+    from little.runtime import WorkflowContext, run, workflow
+
+    @workflow("tests.logs.fails", version="1")
+    async def fails(ctx: WorkflowContext, n: int) -> None:
+        raise KeyError(f"no such thing as {n}")
+
+    with little.local_world(tmp_path / "w") as world, capture_logs() as logged:
+        result = asyncio.run(run(world, fails, 3, run_id="tests-logs-fails"))
+        (failed,) = [
+            r.event for r in world.read_run(result.run_id) if isinstance(r.event, RunFailed)
+        ]
+    assert (failed.error_type, failed.message) == ("KeyError", "'no such thing as 3'")
+    (entry,) = [e for e in logged if e["event"] == "run_failed"]
+    assert entry["log_level"] == "warning"
+    assert (entry["run_id"], entry["error_type"]) == ("tests-logs-fails", "KeyError")
+    assert isinstance(entry["exc_info"], KeyError)

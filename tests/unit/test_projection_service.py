@@ -98,6 +98,34 @@ def cli(*args: str, data: Path) -> subprocess.CompletedProcess[str]:
     return little_cli(*args, env=env_for(data))
 
 
+def test_a_projector_of_an_empty_embedded_world_says_which_world_it_serves(
+    tmp_path: Path,
+) -> None:
+    """No LITTLE_KAFKA_BOOTSTRAP and nothing under LITTLE_DATA_DIR is most often a forgotten
+    variable: the first lines say so, and name the world."""
+    data = tmp_path / "empty"
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "little_services.projector"],
+        env=env_for(data, LITTLE_HTTP_PORT=str(port)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_ready(port, proc)
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    events = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+    assert [e["event"] for e in events[:2]] == ["projector_world_empty", "projector_started"]
+    assert events[0]["world"] == f"embedded:{data}"
+    assert "LITTLE_KAFKA_BOOTSTRAP" in events[0]["hint"]
+    assert events[1]["world"] == f"embedded:{data}"
+
+
 def test_cli_rebuild_and_status_on_the_embedded_world(tmp_path: Path) -> None:
     data = tmp_path / "data"
     with little.local_world(data, partitions=3) as world:

@@ -89,6 +89,14 @@ def serve(settings: ProjectorServiceSettings) -> int:
         if not server.started:
             log.error("http_not_started", host=settings.http_host, port=settings.http_port)
             return 1
+        if not settings.kafka_bootstrap and sum(world.log.end_offsets().values()) == 0:
+            log.warning(
+                "projector_world_empty",
+                world=world.description,
+                hint="no LITTLE_KAFKA_BOOTSTRAP: this projects the embedded world under "
+                "LITTLE_DATA_DIR, which has no events yet; set LITTLE_KAFKA_BOOTSTRAP to "
+                "project a Kafka cluster",
+            )
         log.info(
             "projector_started",
             world=world.description,

@@ -199,7 +199,9 @@ class Coordinator:
             commands_topic=self.settings.commands_topic,
             runs_topic=self.settings.runs_topic,
             lease_seconds=self.lease,
-            workflows=sorted(registered()),
+            world=self.world.description,
+            snapshots_topic=self.settings.snapshots_topic,
+            workflows=[f"{w.name} v{w.version}" for _, w in sorted(registered().items())],
         )
         await stop.wait()
         await self.shutdown()
@@ -555,6 +557,8 @@ class Coordinator:
         if state.terminal:
             return state.status
         await writer.emit(RunParked, reason=str(error), workflow=workflow, workflow_version=version)
+        if state.workflow is None and entry.local is not None:
+            entry.local.keep_commands = True
         self._set_parked(entry, f"{type(error).__name__}: {error}")
         log.warning(
             "run_parked",

@@ -181,7 +181,7 @@ def kafka_world(
             artifacts=ArtifactStore(Path(artifacts_dir)),
             codec=codec,
             snapshots=KafkaSnapshotStore(bootstrap_servers, topic=names.snapshots, config=config),
-            description=f"kafka:{bootstrap_servers}",
+            description=f"kafka:{bootstrap_servers} topic {runs}",
         )
     except BaseException:
         log.close()  # its producer and consumers, when a later part cannot be built

@@ -33,6 +33,7 @@ def configure(*, json: bool | None = None, level: str | None = None) -> None:
         processors=[
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso" if as_json else "%H:%M:%S", utc=True),
+            *([structlog.processors.format_exc_info] if as_json else []),
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(
@@ -52,24 +53,37 @@ class LibraryLogger:
         self._stdlib = logging.getLogger(name)
         self._structlog = structlog.get_logger(name)
 
-    def debug(self, event: str, **fields: object) -> None:
-        self._log(logging.DEBUG, "debug", event, fields)
+    def debug(self, event: str, *, exc_info: BaseException | None = None, **fields: object) -> None:
+        self._log(logging.DEBUG, "debug", event, fields, exc_info)
 
-    def info(self, event: str, **fields: object) -> None:
-        self._log(logging.INFO, "info", event, fields)
+    def info(self, event: str, *, exc_info: BaseException | None = None, **fields: object) -> None:
+        self._log(logging.INFO, "info", event, fields, exc_info)
 
-    def warning(self, event: str, **fields: object) -> None:
-        self._log(logging.WARNING, "warning", event, fields)
+    def warning(
+        self, event: str, *, exc_info: BaseException | None = None, **fields: object
+    ) -> None:
+        self._log(logging.WARNING, "warning", event, fields, exc_info)
 
-    def error(self, event: str, **fields: object) -> None:
-        self._log(logging.ERROR, "error", event, fields)
+    def error(self, event: str, *, exc_info: BaseException | None = None, **fields: object) -> None:
+        self._log(logging.ERROR, "error", event, fields, exc_info)
 
-    def _log(self, level: int, method: str, event: str, fields: dict[str, object]) -> None:
+    def _log(
+        self,
+        level: int,
+        method: str,
+        event: str,
+        fields: dict[str, object],
+        exc_info: BaseException | None,
+    ) -> None:
         if structlog.is_configured():
+            if exc_info is not None:
+                fields = {**fields, "exc_info": exc_info}
             getattr(self._structlog, method)(event, **fields)
         elif self._stdlib.isEnabledFor(level):
             detail = " ".join(f"{k}={v!r}" for k, v in fields.items())
-            self._stdlib.log(level, "%s %s", event, detail, extra={"little": fields})
+            self._stdlib.log(
+                level, "%s %s", event, detail, extra={"little": fields}, exc_info=exc_info
+            )
 
 
 def get_logger(name: str) -> LibraryLogger:

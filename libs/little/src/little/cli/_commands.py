@@ -42,18 +42,44 @@ CommandsTopic = Annotated[
 ]
 
 
+def _bootstrap(bootstrap: str | None, command: str) -> str:
+    found = bootstrap or CommandSettings().kafka_bootstrap
+    if not found:
+        raise ConfigurationError(
+            f"{command} goes to the resume coordinator on Kafka: pass "
+            "--bootstrap-servers or set LITTLE_KAFKA_BOOTSTRAP"
+        )
+    return found
+
+
 def _publish(bootstrap: str | None, topic: str | None, command: Command) -> None:
     from little.commands import CommandPublisher
 
     settings = CommandSettings()
-    bootstrap = bootstrap or settings.kafka_bootstrap
-    if not bootstrap:
-        raise ConfigurationError(
-            f"{command.command_type} goes to the resume coordinator on Kafka: pass "
-            "--bootstrap-servers or set LITTLE_KAFKA_BOOTSTRAP"
-        )
+    bootstrap = _bootstrap(bootstrap, command.command_type)
     with CommandPublisher(bootstrap, topic=topic or settings.commands_topic) as publisher:
         publisher.send([command])
+
+
+def _state(bootstrap: str, run_id: str) -> tuple[Any, str]:
+    """The run as its log has it now, and the world's description (for messages)."""
+    from little.replay import fold_run
+
+    with CommandSettings().world(bootstrap_servers=bootstrap) as world:
+        state, _, _ = fold_run(world, run_id)
+        return state, world.description
+
+
+def _live_run(bootstrap: str | None, run_id: str, command: str) -> None:
+    """Refuse a ResumeRun or CancelRun the coordinator could only drop: a run that does not
+    exist or has ended."""
+    state, where = _state(_bootstrap(bootstrap, command), run_id)
+    if state.last_position is None:
+        raise ConfigurationError(f"run {run_id} has no events in {where}: nothing to {command}")
+    if state.terminal:
+        raise ConfigurationError(
+            f"run {run_id} has already ended ({state.status}) in {where}: nothing to {command}"
+        )
 
 
 @app.command()
@@ -77,6 +103,15 @@ def submit(
     ] = None,
     bootstrap_servers: Bootstrap = None,
     commands_topic: CommandsTopic = None,
+    wait: Annotated[
+        bool,
+        typer.Option(
+            "--wait",
+            help="Wait until the run is claimed and started (or ends) and print its status; "
+            "exit 1 if it failed, was cancelled, was parked or nothing took it up in --timeout.",
+        ),
+    ] = False,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds --wait waits.")] = 60.0,
 ) -> None:
     """Start a run on the resume coordinator (StartRun); prints the run id."""
     try:
@@ -88,6 +123,32 @@ def submit(
     start = StartRun.of(run_id, workflow, value, budgets=budgets, replay_from=replay_from)
     _publish(bootstrap_servers, commands_topic, start)
     print(run_id)
+    if wait:
+        _wait_started(_bootstrap(bootstrap_servers, "StartRun"), run_id, timeout)
+
+
+def _wait_started(bootstrap: str, run_id: str, timeout: float) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        state, where = _state(bootstrap, run_id)
+        if state.terminal or state.parked_reason is not None:
+            break
+        if state.workflow is not None:
+            console.print(f"{run_id}: {state.status} (claimed by {state.owner})")
+            return
+        if time.monotonic() > deadline:
+            raise LittleError(
+                f"run {run_id}: no coordinator started it within {timeout:.0f}s in {where} "
+                "(is a little-resume-coordinator running on this commands topic?)"
+            )
+        time.sleep(0.25)
+    if state.parked_reason is not None:
+        raise LittleError(f"run {run_id} is parked: {state.parked_reason}")
+    if state.status != "completed":
+        raise LittleError(f"run {run_id} {state.status}: {state.error}")
+    console.print(f"{run_id}: completed")
 
 
 @app.command()
@@ -97,6 +158,7 @@ def resume(
     commands_topic: CommandsTopic = None,
 ) -> None:
     """Ask the coordinator that owns the run to resume it now (ResumeRun)."""
+    _live_run(bootstrap_servers, run_id, "resume")
     _publish(bootstrap_servers, commands_topic, ResumeRun(run_id=run_id))
     print(run_id)
 
@@ -109,6 +171,7 @@ def cancel(
     commands_topic: CommandsTopic = None,
 ) -> None:
     """Cancel a run (CancelRun): it stops at its next event boundary and gets RunCancelled."""
+    _live_run(bootstrap_servers, run_id, "cancel")
     _publish(bootstrap_servers, commands_topic, CancelRun(run_id=run_id, reason=reason))
     print(run_id)
 

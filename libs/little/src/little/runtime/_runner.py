@@ -425,6 +425,14 @@ async def _execute_claimed(
         if isinstance(exc, LogError | ClaimRejectedError | RuntimeIntegrityError):
             raise  # the writer must stop; a later resume decides
         cause = exc.error if isinstance(exc, StepFailedError) else exc
+        log.warning(
+            "run_failed",
+            run_id=run_id,
+            workflow=workflow.name,
+            error_type=type(cause).__name__,
+            error=str(exc),
+            exc_info=cause,
+        )
         await writer.emit(
             RunFailed,
             error_type=type(cause).__name__,
