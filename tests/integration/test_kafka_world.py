@@ -136,3 +136,62 @@ def test_the_cli_uses_the_topic_names_the_environment_gives(
     default = little_cli("events", run_id, env=defaults)
     assert default.returncode == 1
     assert f"run {run_id} has no events" in default.stderr
+
+
+def test_topics_apply_fix_sets_drifted_configs_and_only_reports_partition_counts(
+    kafka_bootstrap_servers: str, unique: str
+) -> None:
+    """Drift you can fix: ``--fix`` prints what it changes, then sets retention and cleanup
+    back to the specs'; a partition count is reported (changing it would move runs), and a
+    replication factor capped at the broker count says so."""
+    from dataclasses import replace
+
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    from little.log.kafka.client import connect_admin
+
+    names = little.TopicNames().prefixed(f"fix.{unique}.")
+    specs = names.specs(load_topic_specs())
+    by_name = {s.name: s for s in specs}
+    apply_topics(
+        kafka_bootstrap_servers,
+        [replace(s, partitions=1) if s.name == names.dlq else s for s in specs],
+    )
+    admin = connect_admin(kafka_bootstrap_servers)
+    drifted = {
+        names.runs: [("retention.ms", "3600000")],
+        names.snapshots: [("cleanup.policy", "delete")],
+    }
+    for topic, entries in drifted.items():
+        resource = ConfigResource(
+            ConfigResource.Type.TOPIC,
+            topic,
+            incremental_configs=[
+                ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in entries
+            ],
+        )
+        admin.incremental_alter_configs([resource])[resource].result()
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "LITTLE_KAFKA_BOOTSTRAP": kafka_bootstrap_servers,
+        "LITTLE_RUNS_TOPIC": names.runs,
+        "LITTLE_RUNS_INDEX_TOPIC": names.runs_index,
+        "LITTLE_SNAPSHOTS_TOPIC": names.snapshots,
+        "LITTLE_COMMANDS_TOPIC": names.commands,
+        "LITTLE_DLQ_TOPIC": names.dlq,
+    }
+    checked = little_cli("topics", "apply", "--check", env=env)
+    assert checked.returncode == 2
+    fixed = little_cli("topics", "apply", "--fix", env=env)
+    assert fixed.returncode == 2, fixed.stderr  # the dlq's partition count is still off
+    assert f"{names.runs}: will set retention.ms: 3600000 (want -1)" in fixed.stdout
+    assert f"{names.snapshots}: will set cleanup.policy: delete (want compact)" in fixed.stdout
+    assert "capped at 1" in fixed.stdout
+    after = {r.name: r for r in apply_topics(kafka_bootstrap_servers, specs, create=False)}
+    assert after[names.runs].status == "ok"
+    assert after[names.snapshots].status == "ok"
+    (dlq_drift,) = after[names.dlq].drift
+    assert dlq_drift.startswith(f"partitions: 1 (want {by_name[names.dlq].partitions}; not changed")
+    assert after[names.runs].notes == (
+        "replication factor 3 capped at 1: the cluster has 1 broker",
+    )

@@ -203,6 +203,14 @@ def topics_apply(
         Path | None, typer.Option("--file", help="Topic specs [default: deploy/topics.yaml]")
     ] = None,
     check: Annotated[bool, typer.Option("--check", help="Report drift, create nothing.")] = False,
+    fix: Annotated[
+        bool,
+        typer.Option(
+            "--fix",
+            help="Set drifted topic configs (retention, cleanup policy, min ISR) to the specs' "
+            "after printing what changes; partition counts are only reported.",
+        ),
+    ] = False,
     timeout: Annotated[
         float, typer.Option("--timeout", help="Seconds to wait for the broker.")
     ] = 30.0,
@@ -216,13 +224,24 @@ def topics_apply(
     bootstrap = bootstrap_servers or settings.kafka_bootstrap
     if not bootstrap:
         raise ConfigurationError("topics apply needs --bootstrap-servers or LITTLE_KAFKA_BOOTSTRAP")
+    if check and fix:
+        raise ConfigurationError("choose one of --check and --fix")
     specs = settings.topics().specs(load_topic_specs(file))
-    reports = apply_topics(bootstrap, specs, create=not check, timeout=timeout)
+    if fix:
+        planned = apply_topics(bootstrap, specs, create=False, timeout=timeout)
+        for r in planned:
+            if r.status == "drift":
+                console.print(
+                    f"{r.name}: will set "
+                    + "; ".join(d for d in r.drift if not d.startswith(("partitions:", "missing")))
+                    or f"{r.name}: nothing to set"
+                )
+    reports = apply_topics(bootstrap, specs, create=not check, fix=fix, timeout=timeout)
     table = Table(title=f"topics on {bootstrap}")
-    for col in ("topic", "status", "drift"):
+    for col in ("topic", "status", "drift", "notes"):
         table.add_column(col)
     for r in reports:
-        table.add_row(r.name, r.status, "; ".join(r.drift))
+        table.add_row(r.name, r.status, "; ".join(r.drift), "; ".join(r.notes))
     console.print(table)
     if any(r.status == "drift" for r in reports):
         raise typer.Exit(2)
