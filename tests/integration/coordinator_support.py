@@ -297,6 +297,16 @@ def spawn_coordinator(
     return CoordinatorProcess(name, port, proc, log_path)
 
 
+def metric_value(text: str, name: str, **labels: str) -> float:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return float(sample.value)
+    raise AssertionError(f"no sample {name} {labels} in /metrics")
+
+
 def wait_until(
     predicate: Callable[[], bool], timeout: float, what: str, every: float = 0.1
 ) -> None:

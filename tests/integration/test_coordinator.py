@@ -27,6 +27,7 @@ from little.events import (
     RunParked,
     RunStarted,
     StepStarted,
+    Usage,
 )
 from little.log import partition_for
 from little.log.kafka import KafkaCursorStore
@@ -40,10 +41,12 @@ from tests.integration.coordinator_support import (
     claims,
     invocations,
     make_topics,
+    metric_value,
     open_world,
     spawn_coordinator,
     spawn_writer,
     wait_ready,
+    wait_until,
 )
 
 pytestmark = pytest.mark.kafka
@@ -100,6 +103,10 @@ def solo(kafka_bootstrap_servers: str, tmp_path_factory: pytest.TempPathFactory)
         env.watcher.close()
 
 
+def turn_usages(events: list[object]) -> list[Usage]:
+    return [e.usage for e in events if isinstance(e, ModelResponded)]
+
+
 def test_start_run_completes_and_is_healthy(solo: Solo, unique: str) -> None:
     run_id = f"start-{unique}"
     solo.send(StartRun.of(run_id, "coordinator.chat", {"latency": 0.05}))
@@ -111,6 +118,23 @@ def test_start_run_completes_and_is_healthy(solo: Solo, unique: str) -> None:
     status, metrics = solo.coordinator.get("/metrics")
     assert status == 200
     assert 'little_coordinator_executions_total{reason="start"}' in metrics
+    # the run's calls, counted from the runs topic by the coordinator's tail, which may be a
+    # moment behind the watcher (the module's other runs may add to them)
+    coordinator = solo.coordinator
+    wanted = sum(u.output_tokens for u in turn_usages(solo.events(run_id)))
+
+    def counted() -> bool:
+        text = coordinator.get("/metrics")[1]
+        try:
+            return (
+                metric_value(text, "little_coordinator_calls_total", kind="model") >= TURNS
+                and metric_value(text, "little_coordinator_calls_total", kind="tool") >= 1
+                and metric_value(text, "little_coordinator_tokens_total", kind="output") >= wanted
+            )
+        except AssertionError:  # not counted yet: no sample
+            return False
+
+    wait_until(counted, 30, "the run's calls in /metrics")
 
 
 def test_start_run_with_replay_from_reuses_the_recorded_calls(solo: Solo, unique: str) -> None:
@@ -219,6 +243,42 @@ def test_a_run_parked_for_a_missing_workflow_is_taken_up_by_a_coordinator_that_h
         for proc in (first, second):
             if proc is not None:
                 proc.stop()
+        publisher.close()
+        watcher.close()
+
+
+def test_a_new_group_starts_at_the_end_of_the_commands_topic(
+    kafka_bootstrap_servers: str, tmp_path: Path, unique: str
+) -> None:
+    """A new coordinator group (or a renamed one) does not replay every retained command: it
+    starts at the end, and commits that start at once, so a member that dies before settling
+    anything leaves the next one where it began."""
+    topics = make_topics(kafka_bootstrap_servers, f"fresh{unique}", 2)
+    watcher = RunsWatcher(kafka_bootstrap_servers, topics["runs"])
+    publisher = CommandPublisher(kafka_bootstrap_servers, topic=topics["commands"])
+    old, new = f"old-{unique}", f"new-{unique}"
+    publisher.send([StartRun.of(old, "coordinator.chat", {"latency": 0.01})])
+    coordinator = spawn_coordinator(
+        f"fresh-{unique}",
+        bootstrap=kafka_bootstrap_servers,
+        topics=topics,
+        group=f"fresh-{unique}",
+        workdir=tmp_path,
+        lease_seconds=LEASE,
+    )
+    try:
+        wait_ready([coordinator], 2)
+        (start,) = coordinator.log_events("commands_start_at_end")
+        assert sorted(start["offsets"].items()) == [
+            (str(p), 1 if p == partition_for(old, 2) else 0) for p in (0, 1)
+        ]
+        publisher.send([StartRun.of(new, "coordinator.chat", {"latency": 0.01})])
+        watcher.wait(lambda w: w.status(new) == "completed", 60, f"{new} completed")
+        assert old not in watcher.runs  # sent before the group existed: not replayed
+        received = [e["run_id"] for e in coordinator.log_events("command_received")]
+        assert received == [new]
+    finally:
+        coordinator.stop()
         publisher.close()
         watcher.close()
 

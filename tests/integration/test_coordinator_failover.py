@@ -28,6 +28,7 @@ from tests.integration.coordinator_support import (
     claims,
     invocations,
     make_topics,
+    metric_value,
     responded_turns,
     spawn_coordinator,
     wait_ready,
@@ -147,6 +148,13 @@ def test_two_coordinators_one_dies(
         f"{SESSION_TIMEOUT_MS / 1000:.0f}s); {twice} in-flight turn(s) invoked twice"
     )
     assert max(taken_over) < SESSION_TIMEOUT_MS / 1000 + 10
+    # B counts the calls it invoked again: every turn invoked twice is one (A invoked it after
+    # its write-ahead ModelCalled), and at most one per run A left mid-flight (a call A
+    # recorded but had not invoked yet counts too: B cannot tell).
+    status, text = b.get("/metrics")
+    assert status == 200
+    reinvoked = metric_value(text, "little_coordinator_calls_reinvoked_total")
+    assert twice <= reinvoked <= resumed, (twice, reinvoked, resumed)
 
     b.signal(signal.SIGTERM)
     assert b.proc.wait(timeout=30) == 0, b.logs()[-3000:]

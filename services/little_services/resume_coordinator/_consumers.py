@@ -149,8 +149,35 @@ class CommandConsumer:
     def _assigned(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         mine = sorted(tp.partition for tp in partitions)
         log.info("partitions_assigned", partitions=mine)
+        self._start_new_partitions_at_end(partitions)
         # Not waited for; queued on the loop before any command fetched after the assignment.
         self._loop.call_soon_threadsafe(self._on_assigned, mine)
+
+    def _start_new_partitions_at_end(self, partitions: list[TopicPartition]) -> None:
+        """A partition the group never committed starts at its end, not at the first retained
+        command (a new group, or topics renamed, would otherwise replay a week of commands),
+        and that start is committed at once: a member that dies before settling anything
+        leaves the next one reading from there, so no command is skipped."""
+        try:
+            committed = self._consumer.committed(
+                [TopicPartition(self.topic, tp.partition) for tp in partitions], timeout=10
+            )
+            starts = []
+            for tp in committed:
+                if tp.offset < 0:
+                    _, high = self._consumer.get_watermark_offsets(
+                        TopicPartition(self.topic, tp.partition), timeout=10, cached=False
+                    )
+                    starts.append(TopicPartition(self.topic, tp.partition, high))
+            if starts:
+                self._consumer.commit(offsets=starts, asynchronous=False)
+                log.info(
+                    "commands_start_at_end",
+                    offsets={tp.partition: tp.offset for tp in starts},
+                    reason="the group had no committed offset for these partitions",
+                )
+        except KafkaException as exc:  # then they start at the earliest retained command
+            log.warning("commands_start_unknown", error=str(exc))
 
     def _revoked(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._give_up(partitions, lost=False)
@@ -183,10 +210,13 @@ class RunsTail:
         topic: str,
         loop: asyncio.AbstractEventLoop,
         on_events: Callable[[list[RunEvent]], None],
+        on_record: Callable[[str, bytes], None] | None = None,
     ) -> None:
         self.topic = topic
         self._loop = loop
         self._on_events = on_events
+        self._on_record = on_record
+        """Called on this thread with (type, value) of the calls' events (for metrics)."""
         self._consumer = Consumer(
             {
                 **client_config(bootstrap, None),
@@ -199,6 +229,8 @@ class RunsTail:
         self._changes: queue.SimpleQueue[tuple[str, list[int]]] = queue.SimpleQueue()
         self._closing = threading.Event()
         self._thread = threading.Thread(target=self._run, name="runs-tail", daemon=True)
+        self.positioned: frozenset[int] = frozenset()
+        """Partitions the tail follows from a known offset (replaced whole, read anywhere)."""
 
     def start(self) -> None:
         self._thread.start()
@@ -225,12 +257,28 @@ class RunsTail:
                     continue
                 batch = self._consumer.consume(num_messages=1000, timeout=0.1)
                 events = [e for e in map(_run_event, batch) if e is not None]
+                if self._on_record is not None:
+                    self._records(batch)
                 if events:
                     self._loop.call_soon_threadsafe(self._on_events, events)
         except Exception as exc:
             log.error("runs_tail_crashed", error=f"{type(exc).__name__}: {exc}")
         finally:
             self._consumer.close()
+
+    def _records(self, batch: list[Message]) -> None:
+        assert self._on_record is not None
+        for msg in batch:
+            if msg.error() is not None:
+                continue
+            kind = dict(msg.headers() or []).get("little.type")
+            if kind is None:
+                continue
+            kind = _text(kind)
+            if kind in CALL_TYPES:
+                value = msg.value()
+                if isinstance(value, bytes):
+                    self._on_record(kind, value)
 
     def _apply_changes(self) -> None:
         while True:
@@ -240,13 +288,32 @@ class RunsTail:
                 return
             if kind == "add":
                 self._consumer.incremental_assign(
-                    [TopicPartition(self.topic, p, OFFSET_END) for p in partitions]
+                    [TopicPartition(self.topic, p, self._end(p)) for p in partitions]
                 )
+                self.positioned = self.positioned | frozenset(partitions)
             else:
+                self.positioned = self.positioned - frozenset(partitions)
                 current = {tp.partition for tp in self._consumer.assignment()}
                 gone = [TopicPartition(self.topic, p) for p in partitions if p in current]
                 if gone:
                     self._consumer.incremental_unassign(gone)
+
+    def _end(self, partition: int) -> int:
+        """The partition's end now (not when the first fetch resolves OFFSET_END, which can be
+        after the runs of a new assignment wrote their first events)."""
+        try:
+            _, high = self._consumer.get_watermark_offsets(
+                TopicPartition(self.topic, partition), timeout=10, cached=False
+            )
+            return int(high)
+        except KafkaException as exc:
+            log.warning("runs_tail_end_unknown", partition=partition, error=str(exc))
+            return OFFSET_END
+
+
+CALL_TYPES = frozenset(
+    {"harness.model.called", "harness.model.responded", "harness.tool_call.started"}
+)
 
 
 def _run_event(msg: Message) -> RunEvent | None:

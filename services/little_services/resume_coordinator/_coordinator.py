@@ -23,7 +23,7 @@ import structlog
 from little import World
 from little.commands import CancelRun, CommandDecodeError, ResumeRun, StartRun, decode_command
 from little.errors import LittleError, LogError, RuntimeIntegrityError
-from little.events import RunParked
+from little.events import ModelResponded, RunParked
 from little.log import partition_for
 from little.replay import (
     MaterializedRunState,
@@ -31,6 +31,7 @@ from little.replay import (
     SnapshotError,
     decode_snapshot,
     encode_snapshot,
+    price_usd,
 )
 from little.runtime import (
     ClaimRejectedError,
@@ -175,6 +176,7 @@ class Coordinator:
             topic=self.settings.runs_topic,
             loop=loop,
             on_events=self.on_run_events,
+            on_record=self.count_call,
         )
         self.commands = CommandConsumer(
             bootstrap=bootstrap,
@@ -239,6 +241,11 @@ class Coordinator:
             self.tail is None or self.tail.alive() or self.stopping
         )
         return threads_alive and time.monotonic() - self.loop_beat < 30
+
+    def tail_positioned(self) -> bool:
+        """The runs tail follows every owned partition (leases and call metrics see all of
+        their events from here on)."""
+        return self.tail is not None and set(self.owned_view) <= self.tail.positioned
 
     def log_stalled(self) -> tuple[bool, int, float]:
         """(stalled, appends in flight, seconds the oldest has waited): stalled when an append
@@ -534,6 +541,8 @@ class Coordinator:
             state = await fold_run_off_loop(self.world, run_id)
             log.warning("start_run_of_existing_run", run_id=run_id, workflow=start.workflow)
             return await self._execute(entry, local, None, state)
+        self.metrics.reinvoked.inc(result.reinvoked_calls)
+        self.metrics.served.inc(result.served_calls)
         return result.status
 
     async def _park(
@@ -569,6 +578,30 @@ class Coordinator:
             error=str(error),
         )
         return "parked"
+
+    def count_call(self, kind: str, value: bytes) -> None:
+        """Metrics of a call's event in an owned partition (on the tail's thread)."""
+        if kind == "harness.model.called":
+            self.metrics.calls.labels("model").inc()
+            return
+        if kind == "harness.tool_call.started":
+            self.metrics.calls.labels("tool").inc()
+            return
+        try:
+            event = self.world.codec.decode(value)
+        except LittleError:
+            return  # the projector dead-letters it; not the coordinator's to judge
+        if not isinstance(event, ModelResponded) or event.replayed_from_run_id is not None:
+            return
+        u, labels = event.usage, (event.provider, event.model)
+        self.metrics.tokens.labels("input", *labels).inc(u.input_tokens)
+        self.metrics.tokens.labels("output", *labels).inc(u.output_tokens)
+        self.metrics.tokens.labels("cached_input", *labels).inc(u.cached_input_tokens)
+        usd = price_usd(event.provider, event.model, u, event.occurred_at)
+        if usd is None:
+            self.metrics.unpriced.labels(*labels).inc()
+        else:
+            self.metrics.billed.labels(*labels).inc(float(usd))
 
     def _set_parked(self, entry: Tracked, reason: str | None) -> None:
         entry.parked = reason

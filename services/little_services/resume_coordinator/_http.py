@@ -48,6 +48,7 @@ def make_app(
         log_ = log_status()
         ready = (
             coordinator.ready
+            and coordinator.tail_positioned()
             and not coordinator.stopping
             and coordinator.healthy()
             and not log_["stalled"]

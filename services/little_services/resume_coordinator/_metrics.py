@@ -28,6 +28,44 @@ class Metrics:
             "lacks, an integrity error): not resumed until a ResumeRun or another coordinator.",
             registry=r,
         )
+        self.calls = Counter(
+            "little_coordinator_calls_total",
+            "Model and tool calls made in owned partitions (kind: model, tool), whoever made "
+            "them, from the events of the runs topic.",
+            ["kind"],
+            registry=r,
+        )
+        self.tokens = Counter(
+            "little_coordinator_tokens_total",
+            "Tokens of answered model calls in owned partitions (kind: input, output, "
+            "cached_input; cached input is part of input), answers served from a record aside.",
+            ["kind", "provider", "model"],
+            registry=r,
+        )
+        self.billed = Counter(
+            "little_coordinator_billed_usd_total",
+            "Dollars those calls cost at genai-prices' rates (calls of unpriced models aside).",
+            ["provider", "model"],
+            registry=r,
+        )
+        self.unpriced = Counter(
+            "little_coordinator_unpriced_calls_total",
+            "Answered model calls whose model the price table does not know.",
+            ["provider", "model"],
+            registry=r,
+        )
+        self.reinvoked = Counter(
+            "little_coordinator_calls_reinvoked_total",
+            "Model calls this coordinator invoked again because they were in flight when the "
+            "run's previous writer stopped (a crash, a kill): the provider may bill them twice.",
+            registry=r,
+        )
+        self.served = Counter(
+            "little_coordinator_calls_served_total",
+            "Model calls this coordinator's executions answered from the log instead of paying "
+            "for them again.",
+            registry=r,
+        )
         self.resumed = Counter(
             "little_coordinator_executions_total",
             "Executions started, by why (start, assigned, stalled, resume, cancel).",

@@ -60,6 +60,11 @@ class RunResult:
     status: str
     output: Any = None
     error: str | None = None
+    served_calls: int = 0
+    """Model calls of this execution answered from the log (recorded before), not invoked."""
+    reinvoked_calls: int = 0
+    """Model calls invoked again because the log holds their request but no answer (they were
+    in flight when the previous writer stopped: the provider may have billed them twice)."""
 
 
 def default_owner() -> str:
@@ -129,6 +134,7 @@ class Execution:
         self.billed_calls = replayed.usage.calls
         self.billed_tokens = replayed.usage.input_tokens + replayed.usage.output_tokens
         self.served_calls = 0
+        self.reinvoked_calls = 0
         self.agent_calls = AgentCalls.of(replayed, source)
         """Agent-call admission, and recorded-call replay from ``source``."""
 
@@ -439,10 +445,19 @@ async def _execute_claimed(
             message=str(exc),
             retryable=False,
         )
-        return RunResult(run_id, "failed", None, f"{type(cause).__name__}: {exc}")
+        return RunResult(
+            run_id,
+            "failed",
+            None,
+            f"{type(cause).__name__}: {exc}",
+            execution.served_calls,
+            execution.reinvoked_calls,
+        )
     output_json, output_ref = await execution.store_json(output)
     await writer.emit(RunCompleted, output_json=output_json, output_ref=output_ref)
-    return RunResult(run_id, "completed", output)
+    return RunResult(
+        run_id, "completed", output, None, execution.served_calls, execution.reinvoked_calls
+    )
 
 
 def _replay_refusal(

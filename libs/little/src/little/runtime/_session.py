@@ -330,6 +330,8 @@ class AgentSession:
             return ModelResponse.from_json(text or "{}", recorded.usage)
 
         self._x.check_budget()
+        if recorded is not None and recorded.status == "called":  # in flight at a stop
+            self._x.reinvoked_calls += 1
         appended_json, appended_ref = await self._x.store_text(appended_text)
         await self._emit(
             ModelCalled,
