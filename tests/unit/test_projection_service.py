@@ -38,6 +38,17 @@ def env_for(data_dir: Path, **extra: str) -> dict[str, str]:
     return env
 
 
+def spawn_projector(data_dir: Path, port: int) -> subprocess.Popen[str]:
+    """``little-projector`` on the embedded world in ``data_dir``, as a process."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "little_services.projector"],
+        env=env_for(data_dir, LITTLE_HTTP_PORT=str(port)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def wait_ready(port: int, proc: subprocess.Popen[str], timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -59,13 +70,7 @@ def test_projector_process_on_the_embedded_world_stops_cleanly_on_sigterm(
         for i in range(20):
             world.append(run_events(f"run-{i}", 40))
     port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "little_services.projector"],
-        env=env_for(data, LITTLE_HTTP_PORT=str(port)),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = spawn_projector(data, port)
     try:
         wait_ready(port, proc)
         runs = httpx.get(f"http://127.0.0.1:{port}/runs", params={"limit": 100}).json()["runs"]
@@ -105,13 +110,7 @@ def test_a_projector_of_an_empty_embedded_world_says_which_world_it_serves(
     variable: the first lines say so, and name the world."""
     data = tmp_path / "empty"
     port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "little_services.projector"],
-        env=env_for(data, LITTLE_HTTP_PORT=str(port)),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = spawn_projector(data, port)
     try:
         wait_ready(port, proc)
         proc.send_signal(signal.SIGTERM)
