@@ -185,8 +185,8 @@ def test_unknown_workflow_parks_that_run_not_the_service(solo: Solo, unique: str
     assert solo.coordinator.get("/healthz")[0] == 200
     status, metrics = solo.coordinator.get("/metrics")
     assert status == 200
-    assert "little_coordinator_runs_parked 1.0" in metrics
-    assert [e["run_id"] for e in solo.coordinator.log_events("run_parked")] == [bad]
+    assert metric_value(metrics, "little_coordinator_runs_parked") >= 1  # others may park too
+    assert bad in [e["run_id"] for e in solo.coordinator.log_events("run_parked")]
 
     # A StartRun naming an unknown workflow for a run that exists leaves that run alone.
     # (Checked once a later command of the same partition is done: a partition is in order.)

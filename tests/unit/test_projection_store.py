@@ -251,16 +251,24 @@ def test_a_sqlite_store_of_schema_1_is_migrated_in_place(tmp_path: Path) -> None
     import sqlite3
 
     path = tmp_path / "p.sqlite3"
+    failed = record("f", status="failed", first=20, last=29)
+    failed = RunRecord(
+        state=failed.state.model_copy(update={"error": "ValueError: boom"}),
+        partition=0,
+        first_offset=20,
+        last_offset=29,
+        updated_at=T0,
+    )
     with SqliteProjectionStore(path) as s:
-        s.put(ProjectionWrite(TOPIC, [record("a")], {0: PartitionCursor(10, 0)}))
+        s.put(ProjectionWrite(TOPIC, [record("a"), failed], {0: PartitionCursor(10, 0)}))
     with sqlite3.connect(path) as conn:  # what a version-1 file looks like
         conn.execute("ALTER TABLE runs DROP COLUMN detail")
         conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema'")
     with SqliteProjectionStore(path) as s:
         assert s.get("a") == record("a")
-        (summary,) = s.list_runs(RunQuery()).runs
-        assert summary.detail is None
+        details = {r.run_id: r.detail for r in s.list_runs(RunQuery()).runs}
+        assert details == {"a": None, "f": "ValueError: boom"}  # filled from the states
         s.put(ProjectionWrite(TOPIC, [record("b", status="failed")], {0: PartitionCursor(11, 10)}))
-        assert {r.run_id for r in s.list_runs(RunQuery()).runs} == {"a", "b"}
+        assert {r.run_id for r in s.list_runs(RunQuery()).runs} == {"a", "b", "f"}
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() == ("2",)

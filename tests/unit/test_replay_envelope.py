@@ -279,3 +279,25 @@ def test_a_record_written_with_v1_folds_as_an_ordinary_run() -> None:
     state = materialize_run_state_from_events([claim, decoded])
     assert (state.replay_source_run_id, state.replay_refused_reason) == (None, None)
     assert state.max_tokens == 9
+
+
+def test_a_snapshot_of_another_state_version_still_says_whether_its_run_is_live() -> None:
+    """After an upgrade a coordinator cannot use an older snapshot as the state, but it must
+    still find the live runs it names (it resumes them from their logs)."""
+    from little.replay import outline_snapshot
+
+    state = Run().fold()
+    old = state.model_copy(update={"state_version": 4})
+    data = encode_snapshot(Snapshot.of(old))
+    with pytest.raises(SnapshotError, match="state version 4 is not 5"):
+        decode_snapshot(data)
+    outline = outline_snapshot(data)
+    assert (outline.run_id, outline.state_version, outline.status) == (
+        state.run_id,
+        4,
+        state.status,
+    )
+    assert outline.parent_run_id is None
+    assert outline.terminal is (state.status in ("completed", "failed", "cancelled"))
+    with pytest.raises(SnapshotError, match="not a RunSnapshot"):
+        outline_snapshot(b"not a snapshot")

@@ -121,14 +121,36 @@ class SqliteProjectionStore(ProjectionStore):
             row = self._write.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
             if row is None:
                 self._write.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
-            elif int(row[0]) == 1:  # rows get their detail when next written (or rebuilt)
-                self._write.execute("ALTER TABLE runs ADD COLUMN detail TEXT")
-                self._write.execute("UPDATE meta SET value = ? WHERE key = 'schema'", ("2",))
+            elif int(row[0]) == 1:
+                self._migrate_from_1()
             elif int(row[0]) != SCHEMA_VERSION:
                 raise ConfigurationError(
                     f"projection store {self.path} has schema {row[0]}, not {SCHEMA_VERSION}: "
                     "rebuild it (`little projections rebuild --to-earliest`)"
                 )
+
+    def _migrate_from_1(self) -> None:
+        """Schema 1 -> 2 in one transaction (another process may be migrating the same file):
+        add ``detail`` and fill it from what the rows already hold (no run is parked in a
+        version-1 file: RunParked came with version 2)."""
+        conn = self._write
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            (version,) = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+            if int(version) == 1:
+                columns = {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
+                if "detail" not in columns:
+                    conn.execute("ALTER TABLE runs ADD COLUMN detail TEXT")
+                conn.execute(
+                    "UPDATE runs SET detail = CASE WHEN integrity IS NOT NULL "
+                    "THEN json_extract(integrity, '$.message') "
+                    "ELSE json_extract(state, '$.error') END"
+                )
+                conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema'")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
 
     def _connect(self, synchronous: str) -> sqlite3.Connection:
         conn = sqlite3.connect(

@@ -20,8 +20,9 @@ from little.errors import ConfigurationError
 from little.replay import MaterializedRunState
 
 INTEGRITY_ERROR = "integrity_error"
-PARKED = "parked"
 """The status of a run whose stream could not be decoded or folded (see ``IntegrityMark``)."""
+PARKED = "parked"
+"""The status of a run a coordinator parked (``RunParked``), until the next claim."""
 
 
 @dataclass(frozen=True, slots=True)

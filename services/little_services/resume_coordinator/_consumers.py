@@ -3,8 +3,9 @@
 * ``CommandConsumer``: the group member on the commands topic. Its rebalance callbacks run on
   its thread and wait for the event loop: a revoked partition is given up only after the runs
   it owns stopped at an event boundary and its settled command offsets are committed.
-* ``RunsTail``: follows the runs topic partitions the coordinator owns, from their end, reading
-  headers only, so leases see every run's progress and foreign claims without decoding.
+* ``RunsTail``: follows the runs topic partitions the coordinator owns, from the end they had
+  when assigned, reading headers, so leases see every run's progress and foreign claims
+  without decoding; only the calls' events are handed over whole, for the call metrics.
 
 Neither touches coordinator state: everything is handed to the event loop.
 """
@@ -50,11 +51,13 @@ class CommandConsumer:
         heartbeat_interval_ms: int,
         loop: asyncio.AbstractEventLoop,
         on_command: Callable[[int, int, bytes | None], None],
-        on_assigned: Callable[[list[int]], None],
+        on_assigned: Callable[[list[int], dict[int, int]], None],
         on_revoked: Callable[[list[int], bool], Coroutine[Any, Any, dict[int, int]]],
         callback_timeout: float,
+        runs_topic: str | None = None,
     ) -> None:
         self.topic = topic
+        self.runs_topic = runs_topic
         self._loop = loop
         self._on_command = on_command
         self._on_assigned = on_assigned
@@ -150,8 +153,25 @@ class CommandConsumer:
         mine = sorted(tp.partition for tp in partitions)
         log.info("partitions_assigned", partitions=mine)
         self._start_new_partitions_at_end(partitions)
+        ends = self._runs_ends(mine)
         # Not waited for; queued on the loop before any command fetched after the assignment.
-        self._loop.call_soon_threadsafe(self._on_assigned, mine)
+        self._loop.call_soon_threadsafe(self._on_assigned, mine, ends)
+
+    def _runs_ends(self, partitions: list[int]) -> dict[int, int]:
+        """The runs topic's end offsets of these partitions now, before any command of theirs
+        is fetched: where the tail starts, so it sees every event their runs write here."""
+        ends: dict[int, int] = {}
+        if self.runs_topic is None:
+            return ends
+        for p in partitions:
+            try:
+                _, high = self._consumer.get_watermark_offsets(
+                    TopicPartition(self.runs_topic, p), timeout=10, cached=False
+                )
+                ends[p] = int(high)
+            except KafkaException as exc:
+                log.warning("runs_end_unknown", partition=p, error=str(exc))
+        return ends
 
     def _start_new_partitions_at_end(self, partitions: list[TopicPartition]) -> None:
         """A partition the group never committed starts at its end, not at the first retained
@@ -226,7 +246,9 @@ class RunsTail:
                 "fetch.wait.max.ms": 100,
             }
         )
-        self._changes: queue.SimpleQueue[tuple[str, list[int]]] = queue.SimpleQueue()
+        self._changes: queue.SimpleQueue[tuple[str, list[int], dict[int, int]]] = (
+            queue.SimpleQueue()
+        )
         self._closing = threading.Event()
         self._thread = threading.Thread(target=self._run, name="runs-tail", daemon=True)
         self.positioned: frozenset[int] = frozenset()
@@ -235,11 +257,13 @@ class RunsTail:
     def start(self) -> None:
         self._thread.start()
 
-    def add(self, partitions: list[int]) -> None:
-        self._changes.put(("add", partitions))
+    def add(self, partitions: list[int], ends: dict[int, int] | None = None) -> None:
+        """Follow ``partitions`` from ``ends`` (read at the assignment), else from their end
+        when the tail gets to them."""
+        self._changes.put(("add", partitions, dict(ends or {})))
 
     def remove(self, partitions: list[int]) -> None:
-        self._changes.put(("remove", partitions))
+        self._changes.put(("remove", partitions, {}))
 
     def close(self) -> None:
         self._closing.set()
@@ -258,7 +282,10 @@ class RunsTail:
                 batch = self._consumer.consume(num_messages=1000, timeout=0.1)
                 events = [e for e in map(_run_event, batch) if e is not None]
                 if self._on_record is not None:
-                    self._records(batch)
+                    try:
+                        self._records(batch)
+                    except Exception as exc:  # metrics must never stop the leases' tail
+                        log.warning("call_metrics_failed", error=f"{type(exc).__name__}: {exc}")
                 if events:
                     self._loop.call_soon_threadsafe(self._on_events, events)
         except Exception as exc:
@@ -283,12 +310,12 @@ class RunsTail:
     def _apply_changes(self) -> None:
         while True:
             try:
-                kind, partitions = self._changes.get_nowait()
+                kind, partitions, ends = self._changes.get_nowait()
             except queue.Empty:
                 return
             if kind == "add":
                 self._consumer.incremental_assign(
-                    [TopicPartition(self.topic, p, self._end(p)) for p in partitions]
+                    [TopicPartition(self.topic, p, ends.get(p, self._end(p))) for p in partitions]
                 )
                 self.positioned = self.positioned | frozenset(partitions)
             else:

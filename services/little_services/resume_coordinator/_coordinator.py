@@ -31,6 +31,7 @@ from little.replay import (
     SnapshotError,
     decode_snapshot,
     encode_snapshot,
+    outline_snapshot,
     price_usd,
 )
 from little.runtime import (
@@ -92,6 +93,11 @@ class Tracked:
     """A cancel that did not land yet (its execution ended on an error): the next one cancels."""
     carried: list[CommandRef] = field(default_factory=list)
     """Commands of that cancel, settled once RunCancelled is written."""
+    start: StartRun | None = None
+    """The StartRun of a run that has not started yet: its only input, kept (and its command
+    unsettled) until an execution gets the run started, so a retry can still start it."""
+    start_refs: list[CommandRef] = field(default_factory=list)
+    """Commands of executions that ended before the run started, settled once it does."""
 
 
 def retry_or_park(entry: Tracked, exc: Exception) -> str:
@@ -190,6 +196,7 @@ class Coordinator:
             on_assigned=self.on_assigned,
             on_revoked=self.on_revoked,
             callback_timeout=self.settings.stop_grace_seconds + 60,
+            runs_topic=self.settings.runs_topic,
         )
         self.tail.start()
         self.commands.start()
@@ -259,7 +266,7 @@ class Coordinator:
 
     # -- partitions --------------------------------------------------------------------------
 
-    def on_assigned(self, partitions: list[int]) -> None:
+    def on_assigned(self, partitions: list[int], ends: dict[int, int] | None = None) -> None:
         new = sorted(set(partitions) - self.owned)
         self.ready = True
         if not new:
@@ -269,7 +276,7 @@ class Coordinator:
         for p in new:
             self.ledger.open(p)
         assert self.tail is not None
-        self.tail.add(new)
+        self.tail.add(new, ends)
         self.metrics.partitions.set(len(self.owned))
         self.metrics.rebalances.labels("assigned").inc()
         self.adopting += 1
@@ -309,12 +316,29 @@ class Coordinator:
                 try:
                     state = decode_snapshot(payload).state
                 except SnapshotError as exc:
-                    log.warning("snapshot_ignored", run_id=run_id, reason=str(exc))
+                    stale = self._stale_but_live(run_id, payload)
+                    if stale is not None:
+                        out[p].append(stale)
+                    else:
+                        log.warning("snapshot_ignored", run_id=run_id, reason=str(exc))
                     continue
                 if not state.terminal and state.parent_run_id is None:
                     self.snapshots.remember(run_id, payload)
                     out[p].append(state)
         return out
+
+    def _stale_but_live(self, run_id: str, payload: bytes) -> MaterializedRunState | None:
+        """A snapshot of another state version (written before an upgrade) cannot stand in
+        for its run's state, but it says whether the run is live: such a run is resumed from
+        its log (folded from the start), not left behind."""
+        try:
+            outline = outline_snapshot(payload)
+        except SnapshotError:
+            return None
+        if outline.terminal or outline.parent_run_id is not None or outline.run_id != run_id:
+            return None
+        log.info("snapshot_of_another_version", run_id=run_id, version=outline.state_version)
+        return MaterializedRunState(run_id=run_id)  # known nothing: the execution folds it
 
     async def on_revoked(self, partitions: list[int], lost: bool) -> dict[int, int]:
         """Stop the runs of ``partitions`` at an event boundary; return offsets to commit."""
@@ -445,8 +469,12 @@ class Coordinator:
             entry.carried.clear()
         if command is not None:
             (local.until_done if cancel is not None else local.until_running).append(command)
+        if start is not None:
+            entry.start = start
+        local.until_running.extend(entry.start_refs)
+        entry.start_refs.clear()
         entry.local = local
-        local.task = asyncio.ensure_future(self._drive(entry, local, start, known))
+        local.task = asyncio.ensure_future(self._drive(entry, local, start or entry.start, known))
         self.metrics.resumed.labels(reason).inc()
         self._count_executing(+1)
 
@@ -541,8 +569,6 @@ class Coordinator:
             state = await fold_run_off_loop(self.world, run_id)
             log.warning("start_run_of_existing_run", run_id=run_id, workflow=start.workflow)
             return await self._execute(entry, local, None, state)
-        self.metrics.reinvoked.inc(result.reinvoked_calls)
-        self.metrics.served.inc(result.served_calls)
         return result.status
 
     async def _park(
@@ -620,6 +646,7 @@ class Coordinator:
         """Called by execute once the run is claimed and started: snapshot it, then settle."""
         local.epoch = state.epoch
         local.running = True
+        entry.start = None  # started: its log has the input now
         entry.epoch = max(entry.epoch, state.epoch)
         self.metrics.time_to_running.observe(time.monotonic() - local.started_at)
         log.info(
@@ -656,6 +683,9 @@ class Coordinator:
         if entry.local is local:
             entry.local = None
         self.metrics.finished.labels(outcome).inc()
+        # however it ended (stopped, fenced, failed), sub-runs included: they share the control
+        self.metrics.reinvoked.inc(local.control.reinvoked_calls)
+        self.metrics.served.inc(local.control.served_calls)
         self._count_executing(-1)
         log.info(
             "run_execution_ended",
@@ -670,7 +700,21 @@ class Coordinator:
             entry.carried.extend(local.until_done)
             local.until_done.clear()
         if local.keep_commands:
-            pass  # its StartRun stays unsettled: a coordinator that has the workflow reads it
+            # its StartRun stays unsettled: a coordinator that has the workflow reads it
+            entry.start_refs.extend(local.until_running)
+            local.until_running.clear()
+        elif (
+            entry.start is not None
+            and not local.running
+            and outcome not in TERMINAL_OUTCOMES
+            and outcome != "unknown_run"
+            and owned
+        ):
+            # ended before the run started (a log error, a rejected claim): its StartRun is
+            # still the only input, so its command waits for the execution that starts it
+            entry.start_refs.extend(local.until_running)
+            local.until_running.clear()
+            self._settle_all(local.until_done)
         elif outcome not in ("stopped", "abandoned"):  # not given up: the commands are handled
             self._settle_all(local.until_running)
             self._settle_all(local.until_done)

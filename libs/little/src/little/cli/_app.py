@@ -230,12 +230,11 @@ def topics_apply(
     if fix:
         planned = apply_topics(bootstrap, specs, create=False, timeout=timeout)
         for r in planned:
-            if r.status == "drift":
-                console.print(
-                    f"{r.name}: will set "
-                    + "; ".join(d for d in r.drift if not d.startswith(("partitions:", "missing")))
-                    or f"{r.name}: nothing to set"
-                )
+            settable = [d for d in r.drift if not d.startswith(("partitions:", "missing"))]
+            if settable:
+                console.print(f"{r.name}: will set " + "; ".join(settable))
+            elif r.status == "drift":
+                console.print(f"{r.name}: nothing to set (" + "; ".join(r.drift) + ")")
     reports = apply_topics(bootstrap, specs, create=not check, fix=fix, timeout=timeout)
     table = Table(title=f"topics on {bootstrap}")
     for col in ("topic", "status", "drift", "notes"):

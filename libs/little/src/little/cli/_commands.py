@@ -70,12 +70,21 @@ def _state(bootstrap: str, run_id: str) -> tuple[Any, str]:
         return state, world.description
 
 
-def _live_run(bootstrap: str | None, run_id: str, command: str) -> None:
+def _live_run(
+    bootstrap: str | None, run_id: str, command: str, *, may_be_on_its_way: bool = False
+) -> None:
     """Refuse a ResumeRun or CancelRun the coordinator could only drop: a run that does not
     exist or has ended."""
     state, where = _state(_bootstrap(bootstrap, command), run_id)
     if state.last_position is None:
-        raise ConfigurationError(f"run {run_id} has no events in {where}: nothing to {command}")
+        hint = (
+            " (if its StartRun is on its way, wait for it, or pass --force)"
+            if may_be_on_its_way
+            else ""
+        )
+        raise ConfigurationError(
+            f"run {run_id} has no events in {where}: nothing to {command}{hint}"
+        )
     if state.terminal:
         raise ConfigurationError(
             f"run {run_id} has already ended ({state.status}) in {where}: nothing to {command}"
@@ -130,20 +139,24 @@ def submit(
 def _wait_started(bootstrap: str, run_id: str, timeout: float) -> None:
     import time
 
+    from little.replay import fold_run
+
     deadline = time.monotonic() + timeout
-    while True:
-        state, where = _state(bootstrap, run_id)
-        if state.terminal or state.parked_reason is not None:
-            break
-        if state.workflow is not None:
-            console.print(f"{run_id}: {state.status} (claimed by {state.owner})")
-            return
-        if time.monotonic() > deadline:
-            raise LittleError(
-                f"run {run_id}: no coordinator started it within {timeout:.0f}s in {where} "
-                "(is a little-resume-coordinator running on this commands topic?)"
-            )
-        time.sleep(0.25)
+    with CommandSettings().world(bootstrap_servers=bootstrap) as world:
+        where = world.description
+        while True:
+            state, _, _ = fold_run(world, run_id)
+            if state.terminal or state.parked_reason is not None:
+                break
+            if state.workflow is not None:
+                console.print(f"{run_id}: {state.status} (claimed by {state.owner})")
+                return
+            if time.monotonic() > deadline:
+                raise LittleError(
+                    f"run {run_id}: no coordinator started it within {timeout:.0f}s in {where} "
+                    "(is a little-resume-coordinator running on this commands topic?)"
+                )
+            time.sleep(0.25)
     if state.parked_reason is not None:
         raise LittleError(f"run {run_id} is parked: {state.parked_reason}")
     if state.status != "completed":
@@ -169,9 +182,16 @@ def cancel(
     reason: Annotated[str, typer.Option("--reason", help="Recorded on RunCancelled.")] = "",
     bootstrap_servers: Bootstrap = None,
     commands_topic: CommandsTopic = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force", help="Send it even if the run has no events yet (its StartRun is queued)."
+        ),
+    ] = False,
 ) -> None:
     """Cancel a run (CancelRun): it stops at its next event boundary and gets RunCancelled."""
-    _live_run(bootstrap_servers, run_id, "cancel")
+    if not force:
+        _live_run(bootstrap_servers, run_id, "cancel", may_be_on_its_way=True)
     _publish(bootstrap_servers, commands_topic, CancelRun(run_id=run_id, reason=reason))
     print(run_id)
 

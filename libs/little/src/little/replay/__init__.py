@@ -22,7 +22,14 @@ from little.replay._replay import (
     fold_run,
     replay_run,
 )
-from little.replay._snapshot import Snapshot, SnapshotError, decode_snapshot, encode_snapshot
+from little.replay._snapshot import (
+    Snapshot,
+    SnapshotError,
+    SnapshotOutline,
+    decode_snapshot,
+    encode_snapshot,
+    outline_snapshot,
+)
 from little.replay._state import (
     STATE_VERSION,
     AgentCall,
@@ -57,6 +64,7 @@ __all__ = [
     "SessionState",
     "Snapshot",
     "SnapshotError",
+    "SnapshotOutline",
     "StepState",
     "StreamIntegrityError",
     "SubRun",
@@ -72,6 +80,7 @@ __all__ = [
     "fold_run",
     "manifest_hash",
     "materialize_run_state_from_events",
+    "outline_snapshot",
     "price_usd",
     "replay_run",
 ]

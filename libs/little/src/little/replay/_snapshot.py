@@ -8,6 +8,7 @@ Pure: encoding and decoding only, no store.
 from __future__ import annotations
 
 import io
+import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
@@ -81,8 +82,39 @@ def encode_snapshot(snapshot: Snapshot) -> bytes:
     return out.getvalue()
 
 
-def decode_snapshot(data: bytes) -> Snapshot:
-    """Decode and check a snapshot; raises ``SnapshotError`` saying why it cannot be used."""
+@dataclass(frozen=True)
+class SnapshotOutline:
+    """What any snapshot of any state version says of its run, enough to know whether the
+    run is live (a snapshot of an older state version cannot stand in for the state, but it
+    still tells a coordinator which runs to resume after an upgrade)."""
+
+    run_id: str
+    state_version: int
+    status: str
+    parent_run_id: str | None
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in ("completed", "failed", "cancelled")
+
+
+def outline_snapshot(data: bytes) -> SnapshotOutline:
+    """The outline of a snapshot whatever its state version; ``SnapshotError`` if the bytes
+    are not a RunSnapshot at all."""
+    record = _record(data)
+    try:
+        state = json.loads(record["state_json"])
+        return SnapshotOutline(
+            run_id=str(record["run_id"]),
+            state_version=int(record["state_version"]),
+            status=str(state["status"]),
+            parent_run_id=state.get("parent_run_id"),
+        )
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SnapshotError(f"snapshot state is not a run state: {exc}") from exc
+
+
+def _record(data: bytes) -> Any:
     schema = _schema()
     if data[:2] != SINGLE_OBJECT_MAGIC or data[2:10] != schema.fingerprint:
         raise SnapshotError("not a RunSnapshot v1 (framing or fingerprint differs)")
@@ -95,6 +127,12 @@ def decode_snapshot(data: bytes) -> Snapshot:
         raise
     except Exception as exc:
         raise SnapshotError(f"snapshot body does not decode: {type(exc).__name__}: {exc}") from exc
+    return record
+
+
+def decode_snapshot(data: bytes) -> Snapshot:
+    """Decode and check a snapshot; raises ``SnapshotError`` saying why it cannot be used."""
+    record = _record(data)
     if record["state_version"] != STATE_VERSION:
         raise SnapshotError(
             f"snapshot state version {record['state_version']} is not {STATE_VERSION}"

@@ -42,6 +42,11 @@ class RunControl:
         self.cancelled = False
         self.halted = False
         """Set once the execution reached its boundary: every later append is refused."""
+        self.served_calls = 0
+        """Model calls the execution (and its sub-runs) answered from the log, so far."""
+        self.reinvoked_calls = 0
+        """Model calls it invoked again because the log held their request and no answer
+        (in flight when the previous writer stopped), so far: counted however it ends."""
 
     @property
     def requested(self) -> bool:

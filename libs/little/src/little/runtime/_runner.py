@@ -138,6 +138,16 @@ class Execution:
         self.agent_calls = AgentCalls.of(replayed, source)
         """Agent-call admission, and recorded-call replay from ``source``."""
 
+    def count_served(self) -> None:
+        self.served_calls += 1
+        if self.writer.control is not None:
+            self.writer.control.served_calls += 1
+
+    def count_reinvoked(self) -> None:
+        self.reinvoked_calls += 1
+        if self.writer.control is not None:
+            self.writer.control.reinvoked_calls += 1
+
     # -- payloads ------------------------------------------------------------------------
 
     async def store_json(self, value: Any) -> tuple[str | None, ArtifactRef | None]:

@@ -325,13 +325,13 @@ class AgentSession:
             )
         if recorded is not None and recorded.status == "responded" and recorded.usage is not None:
             text = await self._x.load_text(recorded.response_json, recorded.response_ref)
-            self._x.served_calls += 1
+            self._x.count_served()
             self._count_exchange(recorded.usage)
             return ModelResponse.from_json(text or "{}", recorded.usage)
 
         self._x.check_budget()
         if recorded is not None and recorded.status == "called":  # in flight at a stop
-            self._x.reinvoked_calls += 1
+            self._x.count_reinvoked()
         appended_json, appended_ref = await self._x.store_text(appended_text)
         await self._emit(
             ModelCalled,

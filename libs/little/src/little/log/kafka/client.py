@@ -118,36 +118,50 @@ def consume_ranges(
     one), which are never delivered. ``timeout`` bounds the time with nothing to read.
     """
     left = {p: (start, high) for p, (start, high) in ranges.items() if start < high}
+    assigned = {tp.partition: tp.topic for tp in consumer.assignment()}
+    paused: list[TopicPartition] = []
+
+    def done(partition: int) -> None:
+        del left[partition]
+        if left and partition in assigned:  # stop fetching it; the others may still be read
+            tp = TopicPartition(assigned[partition], partition)
+            consumer.pause([tp])
+            paused.append(tp)
+
     idle_since = time.monotonic()
-    while left:
-        want = min(1000, sum(high - nxt for nxt, high in left.values()))
-        batch = consumer.consume(num_messages=want, timeout=_SHORT_POLL)
-        if batch:
-            idle_since = time.monotonic()
-        for msg in batch:
-            err = msg.error()
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
+    try:
+        while left:
+            want = min(1000, sum(high - nxt for nxt, high in left.values()))
+            batch = consumer.consume(num_messages=want, timeout=_SHORT_POLL)
+            if batch:
+                idle_since = time.monotonic()
+            for msg in batch:
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        continue
+                    raise LogError(f"read failed: {err}")
+                partition = _int(msg.partition())
+                if partition not in left:
                     continue
-                raise LogError(f"read failed: {err}")
-            partition = _int(msg.partition())
-            if partition not in left:
-                continue
-            offset = _int(msg.offset())
-            high = left[partition][1]
-            if offset < high:
-                yield msg
-            if offset + 1 >= high:
-                del left[partition]
-            else:
-                left[partition] = (offset + 1, high)
-        if left and len(batch) < want:
-            for tp in consumer.position(consumer.assignment()):
-                if tp.partition in left and tp.offset >= left[tp.partition][1]:
-                    del left[tp.partition]
-            if left and not batch and time.monotonic() - idle_since > timeout:
-                ends = ", ".join(f"{p}:{h}" for p, (_, h) in sorted(left.items()))
-                raise LogError(f"timed out reading up to offsets {ends} ({timeout:.0f}s idle)")
+                offset = _int(msg.offset())
+                high = left[partition][1]
+                if offset < high:
+                    yield msg
+                if offset + 1 >= high:
+                    done(partition)
+                else:
+                    left[partition] = (offset + 1, high)
+            if left and len(batch) < want:
+                for tp in consumer.position(consumer.assignment()):
+                    if tp.partition in left and tp.offset >= left[tp.partition][1]:
+                        done(tp.partition)
+                if left and not batch and time.monotonic() - idle_since > timeout:
+                    ends = ", ".join(f"{p}:{h}" for p, (_, h) in sorted(left.items()))
+                    raise LogError(f"timed out reading up to offsets {ends} ({timeout:.0f}s idle)")
+    finally:
+        if paused:
+            consumer.resume(paused)
 
 
 class Readers:
