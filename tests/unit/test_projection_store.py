@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,11 +52,13 @@ def record(
     status: str = "running",
     workflow: str = "research",
     mark: IntegrityMark | None = None,
+    **state_fields: Any,
 ) -> RunRecord:
     state = MaterializedRunState(
         run_id=run_id,
         status=status,  # type: ignore[arg-type]
         workflow=workflow,
+        **state_fields,
         last_seq=last,
         last_position=LogPosition(partition=partition, offset=last),
         last_event_id=f"e-{run_id}",
@@ -221,22 +224,8 @@ def test_sqlite_store_of_another_schema_version_is_refused(tmp_path: Path) -> No
 
 
 def test_a_parked_run_lists_as_parked_with_why(store: ProjectionStore) -> None:
-    base = record("p")
-    parked = RunRecord(
-        state=base.state.model_copy(update={"parked_reason": "workflow 'x' is not registered"}),
-        partition=0,
-        first_offset=0,
-        last_offset=9,
-        updated_at=T0,
-    )
-    failed = record("f", status="failed")
-    failed = RunRecord(
-        state=failed.state.model_copy(update={"error": "ValueError: boom"}),
-        partition=0,
-        first_offset=10,
-        last_offset=19,
-        updated_at=T0,
-    )
+    parked = record("p", parked_reason="workflow 'x' is not registered")
+    failed = record("f", status="failed", first=10, last=19, error="ValueError: boom")
     store.put(ProjectionWrite(TOPIC, [parked, failed], {0: PartitionCursor(20, 0)}))
     page = store.list_runs(RunQuery(status="parked"))
     assert [(s.run_id, s.status, s.detail) for s in page.runs] == [
@@ -251,14 +240,7 @@ def test_a_sqlite_store_of_schema_1_is_migrated_in_place(tmp_path: Path) -> None
     import sqlite3
 
     path = tmp_path / "p.sqlite3"
-    failed = record("f", status="failed", first=20, last=29)
-    failed = RunRecord(
-        state=failed.state.model_copy(update={"error": "ValueError: boom"}),
-        partition=0,
-        first_offset=20,
-        last_offset=29,
-        updated_at=T0,
-    )
+    failed = record("f", status="failed", first=20, last=29, error="ValueError: boom")
     with SqliteProjectionStore(path) as s:
         s.put(ProjectionWrite(TOPIC, [record("a"), failed], {0: PartitionCursor(10, 0)}))
     with sqlite3.connect(path) as conn:  # what a version-1 file looks like
