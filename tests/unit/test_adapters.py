@@ -922,3 +922,51 @@ def test_anthropic_thinking_blocks_go_back_verbatim_also_after_a_resume(tmp_path
         assert crashing.calls == 2  # turn 1 served from the log, turn 2 called once
         assert len(tool_runs) == 2  # the tool the process died in ran again, once
     assert crashing.body(1) == fresh.body(1)
+
+
+def test_a_resume_and_a_replay_of_a_real_adapter_run_need_no_key_and_no_network(
+    tmp_path: Path,
+) -> None:
+    """Keys are needed only when a call is actually invoked: a process with no OPENAI_API_KEY
+    and an unreachable API resumes a crashed run and replays a recorded one, every call served
+    from the log."""
+    import os
+    import subprocess
+
+    from tests import keyless
+
+    data = tmp_path / "w"
+    recorded = Recorded(*((200, body) for body in PROVIDERS["openai"]["replies"] * 2))
+    keyless.MODEL = lambda: openai_model(recorded)
+    try:
+        with little.local_world(data) as world:
+            done = asyncio.run(run(world, keyless.weather, {"city": "Paris"}, run_id="source"))
+            assert (done.status, recorded.calls) == ("completed", 2)
+            keyless.CRASH_AFTER_SESSION.append(True)
+            with pytest.raises(keyless.Crash):
+                asyncio.run(execute(world, "crashed", keyless.weather, {"city": "Paris"}))
+            assert recorded.calls == 4
+    finally:
+        keyless.MODEL = lambda: OpenAIModel("gpt-4o-mini")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LITTLE_"))}
+    env["OPENAI_BASE_URL"] = "http://127.0.0.1:9/v1"  # nothing listens: a call would fail
+    code = (
+        "import asyncio, json, sys, little\n"
+        "from tests import keyless\n"
+        "from little.runtime import resume, run\n"
+        "with little.local_world(sys.argv[1]) as world:\n"
+        "    a = asyncio.run(resume(world, 'crashed'))\n"
+        "    b = asyncio.run(run(world, keyless.weather, {'city': 'Paris'}, replay_from='source'))\n"
+        "    print(json.dumps([a.status, a.output, a.served_calls, b.status, b.output]))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(data)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert out.returncode == 0, out.stderr
+    answer = "It is 18 degrees in Paris."
+    assert json.loads(out.stdout) == ["completed", answer, 2, "completed", answer]

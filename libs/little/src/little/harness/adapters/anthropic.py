@@ -92,13 +92,21 @@ class AnthropicModel:
         max_tokens: int = 1024,
         **kw: Any,
     ) -> None:
-        if client is None:
-            client = _sdk().AsyncAnthropic(api_key=api_key)
+        self._sdk = _sdk()  # a missing SDK is an error now; a missing key only when called
+        self._client: AsyncAnthropic | None = client
+        self._api_key = api_key
         self.provider = PROVIDER
         self.name = model
-        self.client: AsyncAnthropic = client
         self.max_tokens = max_tokens
         self.options: dict[str, Any] = dict(kw)
+
+    @property
+    def client(self) -> AsyncAnthropic:
+        """The SDK client, made on first use: a resume or replay whose every call is served
+        from the log needs no key and no network."""
+        if self._client is None:
+            self._client = self._sdk.AsyncAnthropic(api_key=self._api_key)
+        return self._client
 
     def __repr__(self) -> str:
         return f"AnthropicModel({self.name!r})"
