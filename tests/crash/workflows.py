@@ -21,6 +21,7 @@ import asyncio
 import json
 import os
 import signal
+from pathlib import Path
 from typing import Any
 
 from little.events import Usage
@@ -229,3 +230,30 @@ async def busy(ctx: WorkflowContext, input: dict[str, Any]) -> dict[str, Any]:
     answers = await ctx.parallel("fan", {"a": branch(1), "b": branch(2)})
     total = await ctx.step("total", lambda step: [answers["a"], answers["b"]])
     return {"i": i, "answers": total}
+
+
+def _route(step: StepContext) -> str:
+    """Answers "left" the first time it is ever asked, "right" after: a resume that decided
+    again would take the other route."""
+    asked = _calls_logged("steps", step.step_path)
+    _log_call("steps", step=step.step_path)
+    return "left" if asked == 0 else "right"
+
+
+def _calls_logged(kind: str, step_path: str) -> int:
+    d = os.environ.get("LITTLE_EXAMPLE_CALLS_DIR")
+    path = Path(d) / f"{kind}.jsonl" if d else None
+    if path is None or not path.exists():
+        return 0
+    return sum(1 for line in path.read_text().splitlines() if json.loads(line)["step"] == step_path)
+
+
+@workflow("decides", version="1")
+async def decides(ctx: WorkflowContext, input: Any) -> str:
+    target = await ctx.decide("route", _route)
+
+    def go(step: StepContext) -> str:
+        _log_call("steps", step=step.step_path)
+        return f"went {target}"
+
+    return str(await ctx.step(str(target), go))

@@ -18,7 +18,7 @@ StepStatus = Literal["pending", "running", "completed", "failed"]
 CallStatus = Literal["called", "responded", "failed"]
 ToolStatus = Literal["started", "succeeded", "failed"]
 
-STATE_VERSION = 5
+STATE_VERSION = 6
 """Bumped whenever the shape or meaning of the state changes; older snapshots are ignored.
 
 2: ``replay_source_run_id`` and ``replay_refused_reason`` (RunStarted v2). A version-1
@@ -28,6 +28,7 @@ fold never sees that RunStarted again: such a snapshot would show a replay as an
 3: ``AgentCall.scope`` (agent.call.admitted v2): the same reasoning for the admitting scope.
 4: replayed agent calls count as avoided usage (agent.call.settled v2).
 5: ``parked_reason`` (RunParked): a version-4 snapshot of a parked run would show it running.
+6: ``StepState.decision_visit``: an older snapshot would let a resume decide again.
 """
 
 
@@ -265,6 +266,9 @@ class StepState(_Frozen):
     """Outputs of committed visits, for steps with ``max_visits > 1`` (loops)."""
     error: str | None = None
     decision_target: str | None = None
+    decision_visit: int | None = None
+    """The visit ``decision_target`` was decided at (DecisionRecorded): a resume before that
+    visit's StepCompleted takes the recorded target instead of deciding again."""
     completed_event_id: str | None = None
     completed_position: LogPosition | None = None
     """Where the latest StepCompleted of this step sits, for error messages."""

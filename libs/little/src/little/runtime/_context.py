@@ -245,10 +245,19 @@ class WorkflowContext(_ValuesMixin):
         """A decision step: ``fn`` returns the next step's name (or None to stop).
 
         The target is recorded (DecisionRecorded) before the step commits, so a resume goes to
-        the decided target without deciding again.
+        the decided target without deciding again, also when the process died between the
+        two (``fn`` is not called again for that visit).
         """
 
         async def decision(sctx: StepContext, *a: Any) -> str | None:
+            recorded = self._x.replayed.step(sctx.step_path)
+            if (
+                recorded is not None
+                and recorded.decision_visit == sctx.visit
+                and recorded.visits < sctx.visit
+            ):
+                # decided before a crash, not committed yet: the log's answer, not a new one
+                return recorded.decision_target
             target = fn(sctx, *a)
             if inspect.isawaitable(target):
                 target = await target
