@@ -318,9 +318,7 @@ class _Fold:
 
     def decision(self, e: DecisionRecorded) -> None:
         step = self._step(e, e.step_id)
-        self.steps[step.step_path] = evolve(
-            step, decision_target=e.target, decision_visit=e.visit
-        )
+        self.steps[step.step_path] = evolve(step, decision_target=e.target, decision_visit=e.visit)
         self.run["pending_decision_target"] = e.target
 
     def artifact(self, e: ArtifactCommitted) -> None:
