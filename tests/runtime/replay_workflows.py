@@ -135,3 +135,40 @@ def fanned(v: str, **edits: str) -> Any:
         return [angles, merged]
 
     return workflow(FANNED, version=v)(flow)
+
+
+SESSION = "tests.replay.two_exchanges"
+
+
+@tool(description="Look a word up.")
+def look_up(args: dict[str, Any], ctx: ToolContext) -> str:
+    return f"{args.get('q')}: a word"
+
+
+def two_exchanges(v: str, second: str) -> Any:
+    """One session, two exchanges: the first calls a tool (two turns), the second does not
+    (one turn); ``second`` is the second exchange's prompt (edit it to make that call fresh)."""
+
+    async def talk(step: StepContext) -> list[str | None]:
+        model = ScriptedModel(
+            (
+                ModelResponse(
+                    tool_calls=(ToolCallRequest("c1", "look_up", {"q": "kafka"}),),
+                    usage=USAGE,
+                    finish_reason="tool_calls",
+                ),
+                ModelResponse(content="kafka is a log", usage=USAGE, finish_reason="stop"),
+                ModelResponse(content="in short: a log", usage=USAGE, finish_reason="stop"),
+            ),
+            provider="openai",
+            name="gpt-4o-mini",
+        )
+        MODELS.setdefault("talk", []).append(model)
+        async with step.session("talk", model=model, tools=[look_up]) as agent:
+            first = await agent.run("What is kafka? Look it up.")
+            return [first, await agent.run(second)]
+
+    async def flow(ctx: WorkflowContext, _: Any) -> Any:
+        return await ctx.step("talk", talk)
+
+    return workflow(SESSION, version=v)(flow)

@@ -258,7 +258,8 @@ class AgentSession:
         assert served is not None
         text = await self._x.load_text(served.result_json, served.result_ref) or "{}"
         result = json.loads(text)
-        self._messages.extend(result.get("messages") or [])
+        added: list[Message] = result.get("messages") or []
+        self._advance_through(added)
         answer: str | None = result.get("answer")
         self._answer = answer
         if not ticket.settled:  # served from the source run: record that it was
@@ -299,6 +300,17 @@ class AgentSession:
             model=self.model.name,
             model_calls=self._exchange_calls,
         )
+
+    def _advance_through(self, added: list[Message]) -> None:
+        """Add a served exchange's messages and advance the session as the recorded exchange
+        did: one turn, and one link of the request hash chain, per model answer in it (the
+        request of that turn being the conversation up to the answer)."""
+        for message in added:
+            if message.get("role") == "assistant":
+                self.turns += 1
+                self._chain = chain_hash(self._chain, self._json_of(self._hashed_messages))
+                self._hashed_messages = len(self._messages)
+            self._messages.append(message)
 
     def _json_of(self, start: int) -> str:
         """``canonical_json(self._messages[start:])``, serialising each message once: the

@@ -1,0 +1,37 @@
+"""A session whose exchange is served from a recorded run advances exactly as the recorded one
+did: turn numbers, the request hash chain, and its turn count."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import little
+from little.events import AgentCallSettled, ModelCalled, SessionCompleted
+from little.runtime import run
+from tests.runtime import replay_workflows as rw
+
+
+def test_a_served_exchange_advances_the_session_as_the_recorded_one_did(tmp_path: Path) -> None:
+    with little.local_world(tmp_path / "w") as world:
+        source = asyncio.run(run(world, rw.two_exchanges("s1", "Say it shorter."), None))
+        assert source.status == "completed"
+        edited = rw.two_exchanges("s2", "Say it in five words.")
+        replay = asyncio.run(run(world, edited, None, replay_from=source.run_id))
+        assert replay.status == "completed"
+
+        def events(run_id: str) -> list[object]:
+            return [r.event for r in world.read_run(run_id)]
+
+        src, rep = events(source.run_id), events(replay.run_id)
+    settled = [(e.ordinal, e.replayed) for e in rep if isinstance(e, AgentCallSettled)]
+    assert settled == [(0, True), (1, False)]  # the first exchange served, the edited one fresh
+    src_calls = [e for e in src if isinstance(e, ModelCalled)]
+    (fresh,) = [e for e in rep if isinstance(e, ModelCalled)]
+    assert [e.turn for e in src_calls] == [1, 2, 3]
+    assert fresh.turn == 3  # numbered after the served exchange's two turns, as recorded
+    assert fresh.previous_request_hash == src_calls[1].request_hash  # the chain goes on
+    (src_done,) = [e for e in src if isinstance(e, SessionCompleted)]
+    (rep_done,) = [e for e in rep if isinstance(e, SessionCompleted)]
+    assert (src_done.turns, rep_done.turns) == (3, 3)
+    assert rw.invocations("talk") == 4  # 3 for the source run, 1 for the edited exchange
