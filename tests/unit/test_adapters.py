@@ -970,3 +970,13 @@ def test_a_resume_and_a_replay_of_a_real_adapter_run_need_no_key_and_no_network(
     assert out.returncode == 0, out.stderr
     answer = "It is 18 degrees in Paris."
     assert json.loads(out.stdout) == ["completed", answer, 2, "completed", answer]
+
+
+def test_a_missing_key_is_a_configuration_error_when_a_call_is_made(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_ADMIN_KEY", raising=False)
+    model = OpenAIModel("gpt-4o-mini")  # building it needs no key
+    with pytest.raises(little.ConfigurationError, match="set OPENAI_API_KEY or pass api_key="):
+        _ = model.client

@@ -105,7 +105,12 @@ class AnthropicModel:
         """The SDK client, made on first use: a resume or replay whose every call is served
         from the log needs no key and no network."""
         if self._client is None:
-            self._client = self._sdk.AsyncAnthropic(api_key=self._api_key)
+            try:
+                self._client = self._sdk.AsyncAnthropic(api_key=self._api_key)
+            except self._sdk.AnthropicError as exc:
+                raise ConfigurationError(
+                    f"{self!r} cannot call its API: {exc} (set ANTHROPIC_API_KEY or pass api_key=)"
+                ) from exc
         return self._client
 
     def __repr__(self) -> str:

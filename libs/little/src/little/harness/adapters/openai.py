@@ -101,7 +101,12 @@ class OpenAIModel:
         """The SDK client, made on first use: a resume or replay whose every call is served
         from the log needs no key and no network."""
         if self._client is None:
-            self._client = self._sdk.AsyncOpenAI(api_key=self._api_key)
+            try:
+                self._client = self._sdk.AsyncOpenAI(api_key=self._api_key)
+            except self._sdk.OpenAIError as exc:
+                raise ConfigurationError(
+                    f"{self!r} cannot call its API: {exc} (set OPENAI_API_KEY or pass api_key=)"
+                ) from exc
         return self._client
 
     def __repr__(self) -> str:
