@@ -172,3 +172,36 @@ def two_exchanges(v: str, second: str) -> Any:
         return await ctx.step("talk", talk)
 
     return workflow(SESSION, version=v)(flow)
+
+
+LONG = "tests.replay.long_answers"
+
+
+def long_answers(v: str) -> Any:
+    """Two sessions, one exchange each, with answers too long to sit in a record (artifacts):
+    the first exchange's error is caught by the workflow, which goes on to the second session
+    (whose request does not depend on the first: a replay could serve it on its own)."""
+
+    def model(answer: str) -> ScriptedModel:
+        made = ScriptedModel(
+            (ModelResponse(content=answer * 70_000, usage=USAGE, finish_reason="stop"),),
+            provider="openai",
+            name="gpt-4o-mini",
+        )
+        MODELS.setdefault("long", []).append(made)
+        return made
+
+    async def talk(step: StepContext) -> list[str | None]:
+        async with step.session("first", model=model("a")) as agent:
+            try:
+                first: str | None = await agent.run("Say a lot.")
+            except Exception as exc:  # the workflow carries on without the first answer
+                first = f"failed: {type(exc).__name__}"
+        async with step.session("second", model=model("b")) as agent:
+            second = await agent.run("Say more.")
+        return [None if first is None else first[:40], None if second is None else second[:3]]
+
+    async def flow(ctx: WorkflowContext, _: Any) -> Any:
+        return await ctx.step("talk", talk)
+
+    return workflow(LONG, version=v)(flow)

@@ -37,6 +37,9 @@ MISS_KEY = "key-mismatch"
 MISS_RECORDED_FAILURE = "recorded-failure"
 MISS_SIDE_EFFECTING = "side-effecting-call"
 MISS_DIVERGED = "diverged"
+MISS_RECORD_UNUSABLE = "recorded-result-unusable"
+"""Serving the recorded answer failed (its artifact is missing or damaged): the call fails,
+and the replay is refused from there on, as after any miss."""
 
 # why a replay was refused before the run began (RunStarted.replay_refused_reason)
 REFUSED_SOURCE_UNUSABLE = "source-run-unusable"
@@ -171,6 +174,12 @@ class AgentCalls:
         self._by_node[node] = ordinal
         self._places[ordinal] = place
         return ordinal, place
+
+    def refuse(self, ordinal: int) -> None:
+        """Serving call ``ordinal`` failed: latch the replay as after a miss there."""
+        miss = (ordinal, *self._places[ordinal])
+        if miss not in self.misses:
+            self.misses.append(miss)
 
     def decide(
         self, ordinal: int, place: Place, request_key: str, node: Node, side_effecting: bool

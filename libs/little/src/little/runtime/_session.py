@@ -45,6 +45,7 @@ from little.replay import (
     manifest_hash,
 )
 from little.runtime._errors import SessionDivergedError
+from little.runtime._recorded import MISS_RECORD_UNUSABLE
 from little.runtime._writer import FAULTS
 
 if TYPE_CHECKING:
@@ -256,8 +257,29 @@ class AgentSession:
         conversation (so a later exchange sees what the model saw the first time)."""
         served = ticket.served
         assert served is not None
-        text = await self._x.load_text(served.result_json, served.result_ref) or "{}"
-        result = json.loads(text)
+        try:
+            text = await self._x.load_text(served.result_json, served.result_ref) or "{}"
+            result = json.loads(text)
+        except Exception as exc:
+            if self._x.is_fatal(exc):
+                raise
+            # a recorded answer that cannot be served ends the replay here, even if the
+            # workflow catches the error: no later call may be answered from the record
+            self._x.agent_calls.refuse(ticket.ordinal)
+            if not ticket.settled:
+                self._defer(
+                    AgentCallSettled,
+                    ordinal=ticket.ordinal,
+                    outcome="failed",
+                    replayed=False,
+                    source_run_id=ticket.source_run_id,
+                    miss_reason=MISS_RECORD_UNUSABLE,
+                    provider=self.model.provider,
+                    model=self.model.name,
+                    model_calls=0,
+                )
+                await self._x.writer.flush()
+            raise
         added: list[Message] = result.get("messages") or []
         self._advance_through(added)
         answer: str | None = result.get("answer")
