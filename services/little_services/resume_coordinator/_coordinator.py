@@ -73,8 +73,6 @@ class LocalRun:
     """Commands settled once the run is claimed, started and snapshotted (durable)."""
     until_done: list[CommandRef] = field(default_factory=list)
     """Commands settled when the execution ends (a cancel: once RunCancelled is written)."""
-    keep_commands: bool = False
-    """Parked before it started: its StartRun stays unsettled for a coordinator that can."""
 
 
 @dataclass(eq=False)
@@ -522,6 +520,8 @@ class Coordinator:
                 log.warning("run_unknown", run_id=run_id, reason=local.reason)
                 return "unknown_run"
         if state is not None:
+            if state.workflow is not None:
+                entry.start = None  # started: its log holds the input, not only the StartRun
             if state.terminal:
                 return state.status
             if state.parent_run_id is not None and not control.cancelled:
@@ -592,8 +592,6 @@ class Coordinator:
         if state.terminal:
             return state.status
         await writer.emit(RunParked, reason=str(error), workflow=workflow, workflow_version=version)
-        if state.workflow is None and entry.local is not None:
-            entry.local.keep_commands = True
         self._set_parked(entry, f"{type(error).__name__}: {error}")
         log.warning(
             "run_parked",
@@ -699,19 +697,16 @@ class Coordinator:
             entry.cancel = local.control.reason  # not cancelled yet: the next execution will be
             entry.carried.extend(local.until_done)
             local.until_done.clear()
-        if local.keep_commands:
-            # its StartRun stays unsettled: a coordinator that has the workflow reads it
-            entry.start_refs.extend(local.until_running)
-            local.until_running.clear()
-        elif (
+        if (
             entry.start is not None
             and not local.running
             and outcome not in TERMINAL_OUTCOMES
             and outcome != "unknown_run"
             and owned
         ):
-            # ended before the run started (a log error, a rejected claim): its StartRun is
-            # still the only input, so its command waits for the execution that starts it
+            # ended before the run started (a log error, a rejected claim, parked): its
+            # StartRun is still the only input, so its command waits for the execution that
+            # starts it (here after a retry, or a coordinator that has the workflow)
             entry.start_refs.extend(local.until_running)
             local.until_running.clear()
             self._settle_all(local.until_done)
