@@ -205,3 +205,33 @@ def long_answers(v: str) -> Any:
         return await ctx.step("talk", talk)
 
     return workflow(LONG, version=v)(flow)
+
+
+DATED = "tests.replay.dated"
+
+
+def dated(v: str, extra_random: bool = False, random_first: bool = False) -> Any:
+    """The pipeline with recorded values in its prompts, as the README advises: the run's date
+    (``ctx.now()``, the run's scope) in research's prompt and a request id (``step.uuid4()``,
+    the step's scope) in outline's. ``extra_random`` asks for a ``ctx.random()`` the recorded
+    run never asked for, between outline and write (write's prompt does not use it);
+    ``random_first`` asks for a random where the recorded run read the clock."""
+
+    async def research(step: StepContext, prompt: str) -> str | None:
+        return await ask(step, "research", prompt)
+
+    async def outline(step: StepContext, prompt: str) -> str | None:
+        return await ask(step, "outline", f"[{step.uuid4()}] {prompt}")
+
+    async def flow(ctx: WorkflowContext, topic: str) -> Any:
+        if random_first:
+            ctx.random()
+        day = ctx.now().isoformat()
+        found = await ctx.step("research", research, f"As of {day}, find facts about {topic}")
+        planned = await ctx.step("outline", outline, f"Outline: {found}")
+        if extra_random:
+            ctx.random()
+        final = await ctx.step("write", ask, "write", f"Write up: {planned}")
+        return [found, planned, final]
+
+    return workflow(DATED, version=v)(flow)

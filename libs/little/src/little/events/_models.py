@@ -242,6 +242,8 @@ class ValueRecorded(Event):
     kind: str
     ordinal: int
     value_json: str
+    source_run_id: str | None = None
+    """Recorded-call replay: the run whose value at this place was served (v2)."""
 
 
 # -- harness sessions ------------------------------------------------------------------------

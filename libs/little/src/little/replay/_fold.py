@@ -346,6 +346,8 @@ class _Fold:
                 ordinal=e.ordinal,
                 value_json=e.value_json,
                 step_path=e.step_path,
+                source_run_id=e.source_run_id,
+                admitted_calls=len(self.agent_calls),
             )
         )
 
@@ -462,7 +464,19 @@ class _Fold:
 
     # -- recorded-call replay (seed 003) -----------------------------------------------------
 
+    def _agent_defect(self, ordinal: int, message: str, e: Event) -> None:
+        """Keep the first record of an ordinal and remember the first defect (where it is)."""
+        if self.run["agent_calls_defect"] is not None:
+            return
+        pos = self.position
+        where = f" at partition {pos[0]} offset {pos[1]}" if pos is not None else ""
+        self.run["agent_calls_defect"] = f"{message} (seq {e.seq}{where})"
+        self.run["agent_calls_defect_ordinal"] = ordinal
+
     def agent_admitted(self, e: AgentCallAdmitted) -> None:
+        if e.ordinal in self.agent_calls:
+            self._agent_defect(e.ordinal, f"agent call {e.ordinal} admitted twice", e)
+            return
         self.agent_calls[e.ordinal] = construct(
             AgentCall,
             ordinal=e.ordinal,
@@ -479,6 +493,9 @@ class _Fold:
         admitted = self.agent_calls.get(e.ordinal)
         if admitted is None:
             self._fail(f"settlement of agent call {e.ordinal}, which was never admitted", e)
+        if admitted.outcome == "succeeded":
+            self._agent_defect(e.ordinal, f"agent call {e.ordinal} settled after it succeeded", e)
+            return
         self.agent_calls[e.ordinal] = evolve(
             admitted,
             outcome=e.outcome,

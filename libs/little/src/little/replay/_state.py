@@ -18,7 +18,7 @@ StepStatus = Literal["pending", "running", "completed", "failed"]
 CallStatus = Literal["called", "responded", "failed"]
 ToolStatus = Literal["started", "succeeded", "failed"]
 
-STATE_VERSION = 6
+STATE_VERSION = 7
 """Bumped whenever the shape or meaning of the state changes; older snapshots are ignored.
 
 2: ``replay_source_run_id`` and ``replay_refused_reason`` (RunStarted v2). A version-1
@@ -29,6 +29,8 @@ fold never sees that RunStarted again: such a snapshot would show a replay as an
 4: replayed agent calls count as avoided usage (agent.call.settled v2).
 5: ``parked_reason`` (RunParked): a version-4 snapshot of a parked run would show it running.
 6: ``StepState.decision_visit``: an older snapshot would let a resume decide again.
+7: ``RecordedValue.source_run_id`` / ``admitted_calls`` (ValueRecorded v2) and
+``agent_calls_defect``: an older snapshot would let a resumed replay serve past a fresh value.
 """
 
 
@@ -295,6 +297,10 @@ class RecordedValue(_Frozen):
     ordinal: int
     value_json: str
     step_path: str | None = None
+    source_run_id: str | None = None
+    """Recorded-call replay: the run this value was served from; None when produced here."""
+    admitted_calls: int = 0
+    """Agent calls admitted before it in log order (where it stands among the calls)."""
 
 
 class CommittedArtifact(_Frozen):
@@ -368,6 +374,11 @@ class MaterializedRunState(_Frozen):
     values: tuple[RecordedValue, ...] = ()
     artifacts: tuple[CommittedArtifact, ...] = ()
     agent_calls: tuple[AgentCall, ...] = ()
+    agent_calls_defect: str | None = None
+    """The first defect of the agent-call record (an ordinal admitted twice, a success settled
+    again), naming the event; the first record is kept, never overwritten."""
+    agent_calls_defect_ordinal: int | None = None
+    """The ordinal of that defect: a replay serves no call from this ordinal on."""
     pending_decision_target: str | None = None
 
     usage: UsageTotals = UsageTotals()

@@ -59,12 +59,16 @@ class Retry:
 class _RecordedValues:
     """Clock, random and uuid values of one scope (run, branch or step), recorded in order.
 
-    Keyed by (scope, ordinal within the scope), so concurrent branches cannot swap values.
+    Keyed by (scope, ordinal within the scope), so concurrent branches cannot swap values. In
+    a run replaying a recorded one, a value this run has not recorded yet is the source run's
+    value at the same place, while the replay's prefix holds; otherwise it is produced fresh,
+    and that ends the prefix (``AgentCalls.value``).
     """
 
-    def __init__(self, execution: Execution, scope: str | None) -> None:
+    def __init__(self, execution: Execution, scope: str | None, workflow_scope: str) -> None:
         self._x = execution
         self._scope = scope
+        self._workflow_scope = workflow_scope
         self._ordinal = 0
 
     def get(self, kind: str, produce: Callable[[], Any]) -> Any:
@@ -79,7 +83,12 @@ class _RecordedValues:
                         f"for a {kind}: the code changed"
                     )
                 return json.loads(v.value_json)
-        value = produce()
+        recorded = self._x.agent_calls.value(self._workflow_scope, (self._scope, ordinal), kind)
+        if recorded is not None:
+            value_json, value = recorded.value_json, json.loads(recorded.value_json)
+        else:
+            value = produce()
+            value_json = canonical_json(value)
         # Deferred: it reaches the log with the run's next acked event, ahead of anything that
         # could depend on it; a crash before that loses it with everything that saw it.
         self._x.writer.defer(
@@ -87,7 +96,8 @@ class _RecordedValues:
             step_path=self._scope,
             kind=kind,
             ordinal=ordinal,
-            value_json=canonical_json(value),
+            value_json=value_json,
+            source_run_id=None if recorded is None else self._x.agent_calls.source_run_id,
         )
         return value
 
@@ -125,7 +135,7 @@ class WorkflowContext(_ValuesMixin):
         self._x = execution
         self._scope = scope
         self._branch_path = branch_path
-        self._values = _RecordedValues(execution, scope or None)
+        self._values = _RecordedValues(execution, scope or None, scope)
         self._calls: dict[str, int] = {}
 
     @property
@@ -325,7 +335,7 @@ class StepContext(_ValuesMixin):
         self.step_path = step_path
         self.visit = visit
         self.artifact_refs: list[ArtifactRef] = []
-        self._values = _RecordedValues(self._x, step_path)
+        self._values = _RecordedValues(self._x, step_path, self.scope)
         self._sub_runs = 0
         self._sessions: set[str] = set()
 

@@ -24,11 +24,11 @@ import ast
 import functools
 import inspect
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from little.replay import AgentCall, MaterializedRunState
+from little.replay import AgentCall, MaterializedRunState, RecordedValue
 
 # why a call was not served from the record (AgentCallSettled.miss_reason)
 MISS_NO_RECORD = "no-record"
@@ -40,6 +40,12 @@ MISS_DIVERGED = "diverged"
 MISS_RECORD_UNUSABLE = "recorded-result-unusable"
 """Serving the recorded answer failed (its artifact is missing or damaged): the call fails,
 and the replay is refused from there on, as after any miss."""
+MISS_SEQUENCE_INVALID = "recorded-sequence-invalid"
+"""The source's record is not a proven sequence here: an ordinal is missing (a later call
+would otherwise be closed up into its place) or recorded twice. Calls from there on run fresh."""
+MISS_LOG_UNREADABLE = "recorded-log-unreadable"
+"""The source run's log stops being readable before this call (an undecodable record, or a
+broken stream): the reader stopped there, so nothing past it is proven."""
 
 # why a replay was refused before the run began (RunStarted.replay_refused_reason)
 REFUSED_SOURCE_UNUSABLE = "source-run-unusable"
@@ -85,24 +91,78 @@ def _after(miss: tuple[int, str, int], ordinal: int, scope: str, index: int) -> 
     return related and m_ordinal < ordinal
 
 
+def _proven_ordinals(calls: Mapping[int, AgentCall], defect: int | None) -> int:
+    """How many ordinals from 0 are proven: each recorded once, none missing before it."""
+    proven = 0
+    while proven in calls and (defect is None or proven < defect):
+        proven += 1
+    return proven
+
+
+ValuePlace = tuple[str | None, int]
+"""``(values scope, ordinal)``: a recorded value's place (the run, a branch or a step)."""
+
+
+def _proven_values(values: Iterable[RecordedValue]) -> dict[ValuePlace, RecordedValue]:
+    """The values at proven places: per scope, ordinals 0, 1, ... each recorded once; the
+    first missing or duplicated ordinal ends that scope's proven values (never closed up)."""
+    by_scope: dict[str | None, dict[int, list[RecordedValue]]] = {}
+    for v in values:
+        by_scope.setdefault(v.step_path, {}).setdefault(v.ordinal, []).append(v)
+    proven: dict[ValuePlace, RecordedValue] = {}
+    for scope, ordinals in by_scope.items():
+        n = 0
+        while len(ordinals.get(n, ())) == 1:
+            proven[(scope, n)] = ordinals[n][0]
+            n += 1
+    return proven
+
+
 @dataclass
 class RecordedCalls:
-    """The settled agent calls of a source run, offered to a replaying run by place."""
+    """The settled agent calls and recorded values of a source run, offered by place.
+
+    Only a proven prefix is offered: ordinals from 0 each recorded once (``defect`` is the
+    first ordinal the fold found recorded twice), and only the records read before the log
+    stopped being readable (``damage`` says where and why)."""
 
     source_run_id: str
     calls: Mapping[int, AgentCall]
+    values: Iterable[RecordedValue] = ()
+    damage: str | None = None
+    defect: int | None = None
+    proven: int = 0
+    """Ordinals ``0 .. proven-1`` are offered; a call past them is not."""
     _by_place: dict[Place, AgentCall] = field(default_factory=dict)
+    _values: dict[ValuePlace, RecordedValue] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        places = _places(self.calls)
-        self._by_place = {places[o]: c for o, c in self.calls.items()}
+        self.proven = _proven_ordinals(self.calls, self.defect)
+        offered = {o: c for o, c in self.calls.items() if o < self.proven}
+        places = _places(offered)
+        self._by_place = {places[o]: c for o, c in offered.items()}
+        self._values = _proven_values(self.values)
+
+    @classmethod
+    def of(cls, source: MaterializedRunState, damage: str | None = None) -> RecordedCalls:
+        return cls(
+            source.run_id,
+            {c.ordinal: c for c in source.agent_calls},
+            source.values,
+            damage,
+            source.agent_calls_defect_ordinal,
+        )
 
     def lookup(
         self, place: Place, request_key: str, node: Node, side_effecting: bool
     ) -> tuple[AgentCall | None, str | None]:
         """The recorded call to serve at ``place``, or why there is none."""
         recorded = self._by_place.get(place)
-        if recorded is None or recorded.outcome is None:
+        if recorded is None:
+            if self.proven < len(self.calls):
+                return None, MISS_SEQUENCE_INVALID
+            return None, MISS_LOG_UNREADABLE if self.damage is not None else MISS_NO_RECORD
+        if recorded.outcome is None:
             return None, MISS_NO_RECORD
         if _node(recorded) != node:
             return None, MISS_NODE
@@ -113,6 +173,11 @@ class RecordedCalls:
         if side_effecting or recorded.side_effecting:
             return None, MISS_SIDE_EFFECTING
         return recorded, None
+
+    def value(self, place: ValuePlace, kind: str) -> RecordedValue | None:
+        """The source's value at ``place`` if it is proven and of this kind."""
+        recorded = self._values.get(place)
+        return recorded if recorded is not None and recorded.kind == kind else None
 
 
 @dataclass
@@ -159,6 +224,16 @@ class AgentCalls:
                 )
                 if fresh or in_flight_miss:
                     calls.misses.append((c.ordinal, *place))
+            scopes = _workflow_scopes(state)
+            for v in state.values:
+                if v.source_run_id is None:  # produced fresh: it latched where it stood
+                    scope = _workflow_scope(scopes, v.step_path)
+                    index = sum(
+                        1
+                        for o, (s, _) in calls._places.items()
+                        if s == scope and o < v.admitted_calls
+                    )
+                    calls.misses.append((v.admitted_calls - 1, scope, index - 1))
         return calls
 
     def admit(self, node: Node, scope: str) -> tuple[int, Place]:
@@ -174,6 +249,26 @@ class AgentCalls:
         self._by_node[node] = ordinal
         self._places[ordinal] = place
         return ordinal, place
+
+    @property
+    def source_run_id(self) -> str | None:
+        return None if self.source is None else self.source.source_run_id
+
+    def value(self, scope: str, place: ValuePlace, kind: str) -> RecordedValue | None:
+        """For a replay: the source's value at ``place`` (asked for in workflow scope
+        ``scope``), or None: the value is produced fresh, and that latches the replay as a
+        missed call would at this point (it stands where the scope's next call would)."""
+        if self.source is None:
+            return None
+        index = self._counts.get(scope, 0)
+        recorded = None
+        if not any(_after(m, self.next_ordinal, scope, index) for m in self.misses):
+            recorded = self.source.value(place, kind)
+        if recorded is None:
+            miss = (self.next_ordinal - 1, scope, index - 1)
+            if miss not in self.misses:
+                self.misses.append(miss)
+        return recorded
 
     def refuse(self, ordinal: int) -> None:
         """Serving call ``ordinal`` failed: latch the replay as after a miss there."""
@@ -196,6 +291,18 @@ class AgentCalls:
         if reason is not None and (ordinal, scope, index) not in self.misses:
             self.misses.append((ordinal, scope, index))
         return recorded, reason
+
+
+def _workflow_scopes(state: MaterializedRunState) -> list[str]:
+    """Every workflow scope of a run (the run, then each parallel branch), longest first."""
+    scopes = [""] + [f"{g.group_path}/{b}/" for g in state.parallel_groups for b in g.branches]
+    return sorted(scopes, key=len, reverse=True)
+
+
+def _workflow_scope(scopes: list[str], values_scope: str | None) -> str:
+    """The workflow scope a value was asked for in: the innermost one enclosing its own."""
+    path = values_scope or ""
+    return next(s for s in scopes if path.startswith(s))
 
 
 # -- the replay-safety scan -------------------------------------------------------------------

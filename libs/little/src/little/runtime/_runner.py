@@ -19,13 +19,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from little._canonical import canonical_json
-from little._world import World
+from little._world import RecordDecodeError, World
 from little.errors import LogError, RuntimeIntegrityError
 from little.events import ArtifactRef, LoggedEvent, RunClaimed, RunCompleted, RunFailed, RunStarted
 from little.log import Position
 from little.logs import get_logger
 from little.replay import (
     MaterializedRunState,
+    StreamIntegrityError,
     assert_completed_step_artifacts_valid,
     fold_run,
     materialize_run_state_from_events,
@@ -382,7 +383,7 @@ async def _execute_claimed(
     if state.steps:
         await asyncio.to_thread(assert_completed_step_artifacts_valid, state, world.artifacts.get)
 
-    source: MaterializedRunState | None = None  # the replay's source run, as folded at start
+    source: RecordedCalls | None = None  # the replay's source record, as read at start
     if state.workflow is None:
         if workflow is None:  # another process claimed it meanwhile and has not started it
             raise RunNotStartedError(
@@ -470,18 +471,40 @@ async def _execute_claimed(
     )
 
 
+def fold_source(world: World, run_id: str) -> tuple[MaterializedRunState, str | None]:
+    """A replay's source run folded from its log, as far as the log is proven: the fold stops
+    before a record that does not decode or breaks the stream, and says where (a worker
+    thread). The whole log is read: a snapshot cannot vouch for the records it stands for."""
+    events: list[LoggedEvent] = []
+    damage: str | None = None
+    try:
+        for item in world.read_run(run_id):
+            events.append(item)
+    except RecordDecodeError as exc:
+        damage = str(exc)
+    try:
+        return materialize_run_state_from_events(events, run_id=run_id), damage
+    except StreamIntegrityError as exc:
+        cut = next(i for i, item in enumerate(events) if item.event is exc.event)
+        state = materialize_run_state_from_events(events[:cut], run_id=run_id)
+        return state, str(exc)
+
+
 def _replay_refusal(
     world: World, workflow: AnyWorkflow, source_run_id: str
-) -> tuple[str | None, MaterializedRunState | None]:
+) -> tuple[str | None, RecordedCalls | None]:
     """Why the agent calls of ``source_run_id`` cannot be offered to a new run of
-    ``workflow`` (the run then executes fresh), or None; and the source run as folded.
+    ``workflow`` (the run then executes fresh), or None; and the source's record.
     Reads source files and the log: a worker thread."""
     safe, reads = replay_safe(workflow.fn)
     if not safe:
         log.warning("replay_refused", reason=REFUSED_UNSAFE, workflow=workflow.name, reads=reads)
         return REFUSED_UNSAFE, None
-    source, _, _ = fold_run(world, source_run_id)
-    if source.workflow != workflow.name or not source.terminal:
+    source, damage = fold_source(world, source_run_id)
+    if damage is not None:
+        log.warning("replay_source_damaged", source_run_id=source_run_id, damage=damage)
+    # A damaged log ends where it stops being readable: what came before is the proven record
+    if source.workflow != workflow.name or not (source.terminal or damage is not None):
         log.warning(
             "replay_refused",
             reason=REFUSED_SOURCE_UNUSABLE,
@@ -489,24 +512,24 @@ def _replay_refusal(
             source_workflow=source.workflow,
             source_status=source.status,
         )
-        return REFUSED_SOURCE_UNUSABLE, source
+        return REFUSED_SOURCE_UNUSABLE, None
     if not any(c.outcome is not None for c in source.agent_calls):
         log.warning("replay_refused", reason=REFUSED_NO_CALLS, source_run_id=source_run_id)
-        return REFUSED_NO_CALLS, source
-    return None, source
+        return REFUSED_NO_CALLS, None
+    return None, RecordedCalls.of(source, damage)
 
 
 def _recorded_calls(
-    world: World, state: MaterializedRunState, source: MaterializedRunState | None
+    world: World, state: MaterializedRunState, source: RecordedCalls | None
 ) -> RecordedCalls | None:
-    """The source run's calls for a replaying run: ``source`` as just folded when the run
-    starts, folded again on every resume of it (a worker thread)."""
-    source_run_id = state.replay_source_run_id
-    if source_run_id is None or state.replay_refused_reason is not None:
+    """The source run's record for a replaying run: ``source`` as just read when the run
+    starts, read again on every resume of it (a worker thread)."""
+    if state.replay_source_run_id is None or state.replay_refused_reason is not None:
         return None
     if source is None:
-        source, _, _ = fold_run(world, source_run_id)
-    return RecordedCalls(source_run_id, {c.ordinal: c for c in source.agent_calls})
+        folded, damage = fold_source(world, state.replay_source_run_id)
+        source = RecordedCalls.of(folded, damage)
+    return source
 
 
 async def run(
