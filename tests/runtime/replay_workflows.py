@@ -235,3 +235,50 @@ def dated(v: str, extra_random: bool = False, random_first: bool = False) -> Any
         return [found, planned, final]
 
     return workflow(DATED, version=v)(flow)
+
+
+def reshaped(v: str, outline_step: str = "outline", review: bool = False) -> Any:
+    """The pipeline with its structure edited, its prompts not: the outline step renamed (a
+    call at the same place under another node), or a fourth stage after write (a call the
+    record never had)."""
+
+    async def flow(ctx: WorkflowContext, topic: str) -> Any:
+        research = await ctx.step("research", ask, "research", BASE["research"] + topic)
+        outline = await ctx.step(outline_step, ask, "outline", BASE["outline"] + str(research))
+        final = await ctx.step("write", ask, "write", BASE["write"] + str(outline))
+        if review:
+            final = await ctx.step("review", ask, "review", f"Review: {final}")
+        return [research, outline, final]
+
+    return workflow(NAME, version=v)(flow)
+
+
+def callless(v: str) -> Any:
+    """The pipeline's workflow, in a version that makes no agent call."""
+
+    async def flow(ctx: WorkflowContext, topic: str) -> Any:
+        return await ctx.step("research", lambda step: f"nothing to ask about {topic}")
+
+    return workflow(NAME, version=v)(flow)
+
+
+TOLERANT = "tests.replay.tolerant"
+
+
+def tolerant(v: str) -> Any:
+    """Outline's failure is caught and the run goes on; write's request reads research only,
+    so it is the same whether outline answered or failed."""
+
+    async def outline(step: StepContext, prompt: str) -> str:
+        try:
+            return str(await ask(step, "outline", prompt))
+        except ModelDown:
+            return "no outline"
+
+    async def flow(ctx: WorkflowContext, topic: str) -> Any:
+        research = await ctx.step("research", ask, "research", BASE["research"] + topic)
+        planned = await ctx.step("outline", outline, BASE["outline"] + str(research))
+        final = await ctx.step("write", ask, "write", BASE["write"] + str(research))
+        return [research, planned, final]
+
+    return workflow(TOLERANT, version=v)(flow)
