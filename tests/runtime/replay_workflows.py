@@ -282,3 +282,31 @@ def tolerant(v: str) -> Any:
         return [research, planned, final]
 
     return workflow(TOLERANT, version=v)(flow)
+
+
+STAGED = "tests.replay.five_stages"
+STAGES = ("gather", "analyse", "outline", "draft", "polish")
+STAGE_PROMPTS = {
+    "gather": "Gather sources on ",
+    "analyse": "Analyse: ",
+    "outline": "Outline: ",
+    "draft": "Draft from: ",
+    "polish": "Polish: ",
+}
+
+
+def five_stages(v: str, **edits: str) -> Any:
+    """The issue's main scenario: a five-stage pipeline, each stage reading the one before
+    (edit ``draft``, stage 4, to re-run it and the stage after it)."""
+    prompts = {**STAGE_PROMPTS, **edits}
+
+    async def flow(ctx: WorkflowContext, topic: str) -> Any:
+        answers: list[str | None] = []
+        previous = topic
+        for stage in STAGES:
+            answer = await ctx.step(stage, ask, stage, prompts[stage] + previous)
+            answers.append(answer)
+            previous = str(answer)
+        return answers
+
+    return workflow(STAGED, version=v)(flow)

@@ -194,7 +194,7 @@ def test_a_source_run_of_another_workflow_is_refused_and_the_run_executes_fresh(
     assert [e.miss_reason for e in settled(world, result.run_id)] == [None, None, None]
 
 
-def test_a_source_run_with_no_recorded_calls_is_refused(world: little.World) -> None:
+def test_a_source_run_that_does_not_exist_is_refused_as_unusable(world: little.World) -> None:
     v = fresh_version()
     missing = asyncio.run(run(world, v, "Kafka", replay_from="run_that_never_was"))
     assert replay_run(world, missing.run_id).state.replay_refused_reason == "source-run-unusable"
