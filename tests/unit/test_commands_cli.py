@@ -149,7 +149,6 @@ def test_status_when_the_projector_answers_nonsense_is_one_line(body: Any) -> No
     "args",
     [
         ["submit", "research", "--input", "{}"],
-        ["resume", "run-1"],
         ["cancel", "run-1", "--reason", "x"],
     ],
 )

@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 
 from little.errors import ConfigurationError
-from little.runtime import registered
-from little_services.resume_coordinator._registry import load_workflows
+from little.runtime import load_workflows, registered
 from little_services.resume_coordinator._scheduling import Ledger
 from little_services.resume_coordinator._settings import CoordinatorSettings
 

@@ -16,11 +16,11 @@ import structlog
 from little import tune_gc
 from little.errors import ConfigurationError, LittleError
 from little.logs import configure
+from little.runtime import load_workflows
 from little_services._entry import handle_arguments
 from little_services.resume_coordinator._coordinator import Coordinator
 from little_services.resume_coordinator._http import HttpServer, make_app
 from little_services.resume_coordinator._metrics import Metrics
-from little_services.resume_coordinator._registry import load_workflows
 from little_services.resume_coordinator._settings import CoordinatorSettings
 from little_services.resume_coordinator._world import open_world
 

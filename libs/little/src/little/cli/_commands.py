@@ -1,4 +1,5 @@
-"""``little submit / resume / cancel / status``: commands for the resume coordinator.
+"""``little submit / resume / cancel / status``: commands for the resume coordinator
+(``little resume`` on the embedded world resumes in this process, ``little.cli._local``).
 
 ``submit``, ``resume`` and ``cancel`` publish a command to the commands topic on Kafka (keyed by
 run id, so it reaches the coordinator that owns the run); ``status`` lists runs from the
@@ -17,7 +18,8 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from little.cli._app import Bootstrap, app, console
+from little.cli._app import Bootstrap, DataDir, app, console
+from little.cli._local import AsJson, Workflows, resume_here
 from little.commands import Budgets, CancelRun, Command, ResumeRun, StartRun
 from little.errors import ConfigurationError, LittleError
 from little.settings import LittleSettings
@@ -169,8 +171,15 @@ def resume(
     run_id: Annotated[str, typer.Argument(help="The run to resume from its log.")],
     bootstrap_servers: Bootstrap = None,
     commands_topic: CommandsTopic = None,
+    data_dir: DataDir = None,
+    workflows: Workflows = None,
+    as_json: AsJson = False,
 ) -> None:
-    """Ask the coordinator that owns the run to resume it now (ResumeRun)."""
+    """Resume a run: on Kafka, ask the coordinator that owns it (ResumeRun); on the embedded
+    world, resume it in this process and print its outcome."""
+    if not (bootstrap_servers or CommandSettings().kafka_bootstrap):
+        resume_here(run_id, workflows, data_dir, as_json)
+        return
     _live_run(bootstrap_servers, run_id, "resume")
     _publish(bootstrap_servers, commands_topic, ResumeRun(run_id=run_id))
     print(run_id)

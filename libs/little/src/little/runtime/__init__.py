@@ -14,6 +14,7 @@ from little.runtime._errors import (
     UnknownWorkflowError,
     WorkflowVersionError,
 )
+from little.runtime._loading import load_workflows
 from little.runtime._outer_loop import (
     OuterLoopManifest,
     load_manifest,
@@ -46,6 +47,7 @@ __all__ = [
     "execute",
     "fold_run_off_loop",
     "load_manifest",
+    "load_workflows",
     "lookup",
     "outer_loop",
     "register",

@@ -2,7 +2,8 @@
 
 Importing a module registers its ``@workflow`` functions; an entry point or a ``module:attr``
 may also name a ``Workflow`` (or a list of them) directly. A module that does not import is a
-configuration error of the service (it exits); a run naming an unknown workflow fails that run.
+configuration error (the resume coordinator exits, ``little run`` prints one line); a run
+naming an unknown workflow fails that run.
 """
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from little.errors import ConfigurationError
-from little.runtime import Workflow, register, registered
+from little.runtime._registry import Workflow, register, registered
 
 GROUP = "little.workflows"
 
 
-def load_workflows(spec: str = "") -> list[str]:
-    """Import every entry point of the group and every ``module[:attr]`` of ``spec``."""
+def load_workflows(spec: str = "", *, source: str = "LITTLE_WORKFLOWS") -> list[str]:
+    """Import every entry point of the group and every ``module[:attr]`` of ``spec`` (which
+    errors call ``source``); returns the names registered."""
     for ep in entry_points(group=GROUP):
         try:
             obj = ep.load()
@@ -36,14 +38,14 @@ def load_workflows(spec: str = "") -> list[str]:
             module = importlib.import_module(module_name)
         except Exception as exc:
             raise ConfigurationError(
-                f"LITTLE_WORKFLOWS: cannot import {module_name}: {type(exc).__name__}: {exc}"
+                f"{source}: cannot import {module_name}: {type(exc).__name__}: {exc}"
             ) from exc
         if attr:
             try:
                 obj = getattr(module, attr)
             except AttributeError:
                 raise ConfigurationError(
-                    f"LITTLE_WORKFLOWS: module {module_name} has no attribute {attr}"
+                    f"{source}: module {module_name} has no attribute {attr}"
                 ) from None
             _register(obj, item)
     return sorted(registered())

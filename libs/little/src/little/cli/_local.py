@@ -1,0 +1,317 @@
+"""``little run / runs`` and the in-process ``little resume``: a world from the command line,
+with no service running.
+
+``little run MODULE:WORKFLOW`` starts (or continues) a run in this process, on the embedded
+world by default or on Kafka; ``little resume RUN`` on the embedded world resumes the run here
+(on Kafka it asks the coordinator, ``little.cli._commands``); ``little runs`` lists the runs
+of a world from its log, without a projector.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.table import Table
+
+from little.cli._app import Bootstrap, DataDir, app, console, open_world
+from little.errors import ConfigurationError, LittleError
+
+if TYPE_CHECKING:
+    from little._world import World
+    from little.replay import MaterializedRunState
+    from little.runtime import RunResult, Workflow
+
+Workflows = Annotated[
+    str | None,
+    typer.Option(
+        "--workflows",
+        help="module[:attr],... to import first, registering their workflows "
+        "[env LITTLE_WORKFLOWS]",
+    ),
+]
+AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+
+
+def load(workflows: str | None) -> None:
+    """Import ``--workflows`` (or ``LITTLE_WORKFLOWS``) and the ``little.workflows`` entry
+    points, with the current directory importable (as ``python -m`` has it)."""
+    from little.runtime import load_workflows
+
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    spec = workflows if workflows is not None else os.environ.get("LITTLE_WORKFLOWS", "")
+    load_workflows(spec, source="--workflows" if workflows is not None else "LITTLE_WORKFLOWS")
+
+
+def resolve(target: str, workflows: str | None) -> Workflow[..., Any]:
+    """``module:attr`` (a ``Workflow`` object, or the name of one the module registers) or
+    the name of a registered workflow."""
+    from little.runtime import Workflow, lookup
+
+    load(workflows)
+    module_name, colon, attr = target.partition(":")
+    if not colon:
+        try:
+            return lookup(target)
+        except LittleError as exc:
+            raise ConfigurationError(
+                f"{exc}: name it as MODULE:WORKFLOW, or import its module with --workflows"
+            ) from None
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise ConfigurationError(
+            f"{target}: cannot import {module_name}: {type(exc).__name__}: {exc}"
+        ) from exc
+    found = getattr(module, attr, None)
+    if isinstance(found, Workflow):
+        return found
+    if found is None:
+        try:
+            return lookup(attr)
+        except LittleError:
+            raise ConfigurationError(
+                f"{target}: module {module_name} has no attribute {attr} and registers no "
+                f"workflow named {attr}"
+            ) from None
+    raise ConfigurationError(
+        f"{target}: {module_name}.{attr} is a {type(found).__name__}, not a workflow "
+        "(decorate it with @little.runtime.workflow)"
+    )
+
+
+def quiet() -> None:
+    """A run's failure is the command's last line: the runtime's warning about it (with a
+    traceback) shows only with ``--verbose`` or ``LITTLE_LOG_LEVEL``."""
+    from little.cli._app import _state
+    from little.logs import configure
+
+    if not _state["verbose"] and "LITTLE_LOG_LEVEL" not in os.environ:
+        configure(json=False, level="error")
+
+
+def _json_arg(text: str, option: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise ConfigurationError(f"{option} is not JSON: {exc}") from exc
+
+
+def finish(world: World, result: RunResult, as_json: bool) -> None:
+    """Print what a run in this process came to; exit 1 (one line) unless it completed."""
+    from little.replay import fold_run
+    from little.report import dollars, replay_line, replay_section
+
+    state, _, _ = fold_run(world, result.run_id)
+    replay = replay_section(state)
+    if as_json:
+        print(
+            json.dumps(
+                {
+                    "run_id": result.run_id,
+                    "status": result.status,
+                    "output": result.output,
+                    "error": result.error,
+                    "served_calls": result.served_calls,
+                    "reinvoked_calls": result.reinvoked_calls,
+                    "replay": replay,
+                },
+                default=str,
+            )
+        )
+    else:
+        console.print(f"run {result.run_id}: [bold]{result.status}[/]")
+        if result.status == "completed":
+            print(json.dumps(result.output, indent=2, default=str))
+        if replay is not None:
+            console.print(replay_line(replay), markup=False, highlight=False, soft_wrap=True)
+        console.print(
+            f"billed: {state.usage.calls} model call(s), {dollars(state.usage)}; avoided: "
+            f"{state.avoided_usage.calls} model call(s), {dollars(state.avoided_usage)}"
+        )
+    if result.status != "completed":
+        raise LittleError(f"run {result.run_id} {result.status}: {result.error or ''}".rstrip())
+
+
+@app.command("run")
+def run_command(
+    target: Annotated[
+        str,
+        typer.Argument(
+            help="MODULE:WORKFLOW (a module importable from here and its workflow), or the "
+            "name of a workflow --workflows registers."
+        ),
+    ],
+    input: Annotated[str, typer.Option("--input", help="The workflow's input, as JSON.")] = "null",
+    run_id: Annotated[
+        str | None,
+        typer.Option(
+            "--run-id", help="Run id [default: a new one]; a run that exists is continued."
+        ),
+    ] = None,
+    replay_from: Annotated[
+        str | None,
+        typer.Option(
+            "--replay-from",
+            help="A recorded run of this workflow: agent calls that match it are answered "
+            "from its record, up to the first that does not (pay only for what changed).",
+        ),
+    ] = None,
+    max_agent_calls: Annotated[
+        int | None, typer.Option("--max-agent-calls", help="Cap on fresh model calls.")
+    ] = None,
+    max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="Cap on tokens.")] = None,
+    workflows: Workflows = None,
+    data_dir: DataDir = None,
+    bootstrap_servers: Bootstrap = None,
+    as_json: AsJson = False,
+) -> None:
+    """Run a workflow in this process (embedded world by default) and print its outcome."""
+    from little.runtime import run
+
+    wf = resolve(target, workflows)
+    value = _json_arg(input, "--input")
+    quiet()
+    with open_world(data_dir, bootstrap_servers) as world:
+        result = asyncio.run(
+            run(
+                world,
+                wf,
+                value,
+                run_id=run_id,
+                max_agent_calls=max_agent_calls,
+                max_tokens=max_tokens,
+                replay_from=replay_from,
+            )
+        )
+        finish(world, result, as_json)
+
+
+def resume_here(
+    run_id: str, workflows: str | None, data_dir: Path | None, as_json: bool = False
+) -> None:
+    """``little resume`` on the embedded world: resume the run in this process."""
+    from little.replay import fold_run
+    from little.runtime import lookup, resume
+
+    load(workflows)
+    quiet()
+    with open_world(data_dir, None) as world:
+        state, _, _ = fold_run(world, run_id)
+        if state.last_position is None:
+            raise ConfigurationError(f"run {run_id} has no events in {world.description}")
+        if state.terminal:
+            raise ConfigurationError(
+                f"run {run_id} has already ended ({state.status}) in {world.description}: "
+                "nothing to resume"
+            )
+        workflow = None
+        if state.workflow is not None:
+            workflow = lookup(state.workflow, run_id=run_id)
+        finish(world, asyncio.run(resume(world, run_id, workflow)), as_json)
+
+
+# -- little runs ---------------------------------------------------------------------------
+
+
+def run_ids(world: World) -> list[str]:
+    """Every run id of the world's log, in the order the runs first appear in it
+    (partition by partition); reads record keys only."""
+    seen: dict[str, None] = {}
+    for partition, end in sorted(world.log.end_offsets().items()):
+        offset = 0
+        while offset < end:
+            batch = world.log.read_partition(partition, offset, limit=1000)
+            if not batch:  # the offsets left hold no records (transaction markers)
+                break
+            for record in batch:
+                seen.setdefault(record.run_id, None)
+            offset = batch[-1].offset + 1
+    return list(seen)
+
+
+def _row(state: MaterializedRunState) -> dict[str, Any]:
+    from little.report import replay_section
+
+    replay = replay_section(state)
+    settled = [c for c in state.agent_calls if c.outcome is not None]
+    return {
+        "run_id": state.run_id,
+        "workflow": state.workflow,
+        "status": state.status,
+        "agent_calls": len(settled),
+        "replayed_calls": sum(c.replayed for c in settled),
+        "billed_usd": None if state.usage.cost_usd is None else str(state.usage.cost_usd),
+        "avoided_usd": (
+            None if state.avoided_usage.cost_usd is None else str(state.avoided_usage.cost_usd)
+        ),
+        "replay_source_run_id": state.replay_source_run_id,
+        "replay": replay,
+        "detail": state.parked_reason or state.error,
+    }
+
+
+@app.command()
+def runs(
+    data_dir: DataDir = None,
+    bootstrap_servers: Bootstrap = None,
+    status_filter: Annotated[
+        str | None,
+        typer.Option("--status", help="Only runs in this status (running, completed, ...)."),
+    ] = None,
+    workflow: Annotated[str | None, typer.Option("--workflow", help="Only this workflow.")] = None,
+    limit: Annotated[int, typer.Option("--limit", help="At most this many runs.")] = 100,
+    as_json: AsJson = False,
+) -> None:
+    """List the runs of a world from its log (no projector needed): status, workflow, billed
+    and avoided dollars, and how many agent calls were replayed from a recorded run."""
+    from little.replay import fold_run
+    from little.report import dollars
+
+    rows: list[dict[str, Any]] = []
+    with open_world(data_dir, bootstrap_servers) as world:
+        where = world.description
+        for run_id in run_ids(world):
+            try:
+                state, _, _ = fold_run(world, run_id)
+            except LittleError as exc:  # one broken run does not hide the others
+                rows.append({"run_id": run_id, "status": "unreadable", "detail": str(exc)})
+                continue
+            if status_filter and state.status != status_filter:
+                continue
+            if workflow and state.workflow != workflow:
+                continue
+            row = _row(state)
+            row["_billed"], row["_avoided"] = dollars(state.usage), dollars(state.avoided_usage)
+            rows.append(row)
+    more = len(rows) > limit
+    rows = rows[:limit]
+    if as_json:
+        for row in rows:
+            print(json.dumps({k: v for k, v in row.items() if not k.startswith("_")}))
+        return
+    table = Table(title=f"runs in {where}" + (f" ({status_filter})" if status_filter else ""))
+    for col in ("run", "workflow", "status", "agent calls", "$ billed", "$ avoided", "detail"):
+        table.add_column(col)
+    for row in rows:
+        calls = row.get("agent_calls")
+        replayed = row.get("replayed_calls") or 0
+        table.add_row(
+            row["run_id"],
+            str(row.get("workflow") or ""),
+            row["status"],
+            "" if calls is None else f"{calls}" + (f" (replayed={replayed})" if replayed else ""),
+            str(row.get("_billed", "")),
+            str(row.get("_avoided", "")),
+            str(row.get("detail") or ""),
+        )
+    console.print(table)
+    if more:
+        console.print(f"(more runs than --limit {limit})")

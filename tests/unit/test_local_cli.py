@@ -1,0 +1,177 @@
+"""``little run``, ``little resume`` and ``little runs`` on the embedded world (issue 15 item
+10): a user starts their own workflow, replays it against a recorded run, resumes a run a
+SIGKILL left behind, and lists the world's runs, all from the command line with no service."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.cli import little_cli
+
+FLOWS = """
+import os
+from little.harness import ModelResponse, ScriptedModel
+from little.runtime import workflow
+
+
+def model(stage):
+    log = os.path.join(os.environ["CALLS"], stage + ".jsonl")
+    answer = ModelResponse(content=stage + " answer", finish_reason="stop")
+    return ScriptedModel((answer,), invocation_log=log)
+
+
+async def ask(step, stage, prompt):
+    async with step.session(stage, model=model(stage)) as agent:
+        return await agent.run(prompt)
+
+
+@workflow("brief")
+async def brief(ctx, topic):
+    facts = await ctx.step("research", ask, "research", "Facts on " + topic)
+    prompt = os.environ.get("WRITE_PROMPT", "Write: ")
+    return await ctx.step("write", ask, "write", prompt + str(facts))
+
+
+@workflow("broken")
+async def broken(ctx, value):
+    raise ValueError("no luck with " + str(value))
+
+
+not_a_workflow = 42
+"""
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A user's project directory: their workflow module, and where its models log calls."""
+    (tmp_path / "flows.py").write_text(FLOWS)
+    (tmp_path / "calls").mkdir()
+    return tmp_path
+
+
+def little(project: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("LITTLE_") or k == "LITTLE_LOG_LEVEL"
+    }
+    return little_cli(
+        *args,
+        "--data-dir",
+        str(project / "world"),
+        cwd=project,
+        env={**base, "CALLS": str(project / "calls"), **env},
+    )
+
+
+def invocations(project: Path, stage: str) -> int:
+    path = project / "calls" / f"{stage}.jsonl"
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def one_line_error(out: subprocess.CompletedProcess[str], starts: str) -> None:
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert out.stderr.startswith(f"error: {starts}"), out.stderr
+    assert out.stderr.strip().count("\n") == 0, out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_run_a_workflow_of_ones_own_then_replay_it_edited(project: Path) -> None:
+    out = little(project, "run", "flows:brief", "--input", '"Kafka"', "--run-id", "run_a")
+    assert out.returncode == 0, out.stderr
+    assert "run run_a: completed" in out.stdout
+    assert '"write answer"' in out.stdout
+    assert (invocations(project, "research"), invocations(project, "write")) == (1, 1)
+
+    edited = little(
+        project,
+        "run",
+        "flows:brief",
+        "--input",
+        '"Kafka"',
+        "--run-id",
+        "run_b",
+        "--replay-from",
+        "run_a",
+        "--json",
+        WRITE_PROMPT="Write briefly: ",
+    )
+    assert edited.returncode == 0, edited.stderr
+    result = json.loads(edited.stdout)
+    assert (result["run_id"], result["status"], result["output"]) == (
+        "run_b",
+        "completed",
+        "write answer",
+    )
+    assert result["replay"]["source_run_id"] == "run_a"
+    assert (result["replay"]["replayed_calls"], result["replay"]["fresh_calls"]) == (1, 1)
+    # research was answered from run_a's record; only the edited stage ran again
+    assert (invocations(project, "research"), invocations(project, "write")) == (1, 2)
+
+    listed = little(project, "runs", "--json")
+    assert listed.returncode == 0, listed.stderr
+    rows = {r["run_id"]: r for r in map(json.loads, listed.stdout.splitlines())}
+    assert {
+        k: (r["workflow"], r["status"], r["agent_calls"], r["replayed_calls"])
+        for k, r in rows.items()
+    } == {
+        "run_a": ("brief", "completed", 2, 0),
+        "run_b": ("brief", "completed", 2, 1),
+    }
+    assert rows["run_b"]["replay_source_run_id"] == "run_a"
+    text = little(project, "runs")
+    assert text.returncode == 0, text.stderr
+    assert "2 (replayed=1)" in text.stdout
+
+
+def test_resume_on_the_embedded_world_continues_a_killed_run_here(project: Path) -> None:
+    killed = little(
+        project,
+        "run",
+        "flows:brief",
+        "--input",
+        '"Kafka"',
+        "--run-id",
+        "run_c",
+        LITTLE_CRASH_AFTER_CALL="1",  # after write's model call, before its record
+    )
+    assert killed.returncode == -9, killed.stdout + killed.stderr
+    running = little(project, "runs", "--status", "running", "--json")
+    assert [json.loads(line)["run_id"] for line in running.stdout.splitlines()] == ["run_c"]
+
+    resumed = little(project, "resume", "run_c", "--workflows", "flows")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "run run_c: completed" in resumed.stdout
+    # research came from the log; write, in flight at the kill, was invoked once more
+    assert (invocations(project, "research"), invocations(project, "write")) == (1, 2)
+    one_line_error(
+        little(project, "resume", "run_c", "--workflows", "flows"),
+        "run run_c has already ended (completed)",
+    )
+
+
+def test_bad_input_is_one_line_and_records_nothing(project: Path) -> None:
+    one_line_error(little(project, "run", "nosuch:flow"), "nosuch:flow: cannot import nosuch")
+    one_line_error(
+        little(project, "run", "flows:not_a_workflow"),
+        "flows:not_a_workflow: flows.not_a_workflow is a int, not a workflow",
+    )
+    one_line_error(little(project, "run", "flows:missing"), "flows:missing: module flows has no")
+    one_line_error(
+        little(project, "run", "flows:brief", "--input", "{not json"), "--input is not JSON"
+    )
+    unknown = little(project, "run", "brief")
+    one_line_error(unknown, "workflow 'brief' is not registered in this process")
+    assert "name it as MODULE:WORKFLOW, or import its module with --workflows" in unknown.stderr
+    one_line_error(little(project, "resume", "run_nope"), "run run_nope has no events")
+    # nothing above reached the log
+    assert little(project, "runs", "--json").stdout == ""
+    failed = little(project, "run", "flows:broken", "--input", "7", "--run-id", "run_f")
+    assert failed.returncode == 1
+    assert "run run_f: failed" in failed.stdout
+    assert failed.stderr.startswith("error: run run_f failed: ValueError: no luck with 7")
