@@ -76,7 +76,8 @@ def events(
     bootstrap_servers: Bootstrap = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
 ) -> None:
-    """Print a run's events in log order, decoded, with their offsets."""
+    """Print a run's events in log order, decoded, with their offsets; an agent call served
+    from a recorded run is marked ``[replayed]``."""
     with open_world(data_dir, bootstrap_servers) as world:
         rows = list(world.read_run(run_id))
     if not rows:
