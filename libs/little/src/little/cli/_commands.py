@@ -243,7 +243,8 @@ def status(
     from little.report import replay_line
 
     table = Table(title=f"runs at {base}" + (f" ({status_filter})" if status_filter else ""))
-    for col in ("run", "workflow", "status", "updated"):
+    table.add_column("run", overflow="fold")  # a run id is copied from here: never cut short
+    for col in ("workflow", "status", "updated"):
         table.add_column(col)
     table.add_column("replay", no_wrap=True)
     table.add_column("error / parked")
