@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -16,12 +17,17 @@ def little_cli(
     cwd: Path | None = None,
     timeout: float = 120,
 ) -> subprocess.CompletedProcess[str]:
-    """``little *args``; ``env`` replaces the environment when given."""
+    """``little *args``; ``env`` replaces the environment when given (but for PYTHONPATH, kept
+    unless ``env`` sets it: the CLI under test is the one these tests import)."""
+    if env is not None:
+        env = dict(env)
+        if "PYTHONPATH" in os.environ:
+            env.setdefault("PYTHONPATH", os.environ["PYTHONPATH"])
     return subprocess.run(
         [*LITTLE, *args],
         capture_output=True,
         text=True,
         cwd=cwd,
-        env=None if env is None else dict(env),
+        env=env,
         timeout=timeout,
     )

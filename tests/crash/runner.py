@@ -70,10 +70,10 @@ def main(argv: list[str]) -> int:
             )
         else:
             raise SystemExit(f"unknown mode {mode!r}")
-    print(
-        RESULT
-        + json.dumps({"status": result.status, "output": result.output, "error": result.error})
-    )
+    out = {"status": result.status, "output": result.output, "error": result.error}
+    if mode == "replay-pipeline":  # and its replay envelope, as the run's result carries it
+        out["replay"] = None if result.replay is None else result.replay.to_json()
+    print(RESULT + json.dumps(out))
     return 0
 
 

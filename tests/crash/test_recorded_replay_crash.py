@@ -48,6 +48,20 @@ def test_a_replay_killed_anywhere_resumes_to_the_uncrashed_outcome(tmp_path: Pat
     assert expected["status"] == "completed"
     expected_marks = marks(reference)
     assert expected_marks == [(0, True, None), (1, True, None), (2, False, "key-mismatch")]
+    # the result's envelope; a resumed execution's (the state it claimed, plus the agent calls
+    # it landed) must equal it: ``resumed == expected`` below compares it too
+    assert expected["replay"] == {
+        "replayed": True,
+        "recorded": True,
+        "source_run_id": SOURCE,
+        "refused_reason": None,
+        "not_recorded_reason": None,
+        "replayed_calls": 2,
+        "fresh_calls": 1,
+        "diverged_at_call": 2,
+        "diverged_at_node": ["write", "write", 0],
+        "miss_reason": "key-mismatch",
+    }
     # every event the replaying process acked: its claim, and the run's own events
     appended = len(reference.events(REPLAY))
 

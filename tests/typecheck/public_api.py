@@ -15,6 +15,7 @@ from typing import Any, assert_type
 from little import LittleError, MaterializedRunState, ReplayResult, World, local_world, replay_run
 from little.events import Usage
 from little.harness import ModelResponse, ScriptedModel, Tool, ToolContext, tool
+from little.replay import ReplayEnvelope, replay_envelope
 from little.runtime import (
     RunResult,
     StepContext,
@@ -78,6 +79,11 @@ async def main(data_dir: Path) -> MaterializedRunState:
         assert_type(replay, ReplayResult)
         state = replay.state
         assert_type(state, MaterializedRunState)
+        assert_type(result.replay, ReplayEnvelope | None)
+        envelope = replay_envelope(state)
+        assert envelope == result.replay  # every result carries it
+        assert_type(envelope.diverged_at_node, tuple[str | None, str | None, int | None] | None)
+        assert not envelope.replayed
     assert lookup("typed_brief") is brief is typed
     assert registered()["typed_brief"] is brief
     assert list(inspect.signature(brief).parameters) == ["ctx", "topic"]

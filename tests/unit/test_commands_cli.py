@@ -160,3 +160,20 @@ def test_commands_need_kafka(args: list[str]) -> None:
 def test_submit_rejects_input_that_is_not_json(tmp_path: Path) -> None:
     line = one_line_error(little("submit", "research", "--input", "{oops"))
     assert "--input is not JSON" in line
+
+
+def test_status_refuses_a_row_with_an_invalid_replay_envelope_in_one_line() -> None:
+    bad = {**RUNS[1], "replay": {"replayed": True, "replayed_calls": "many"}}
+    p = Projector(body={"runs": [RUNS[0], bad], "next_cursor": None})
+    try:
+        line = one_line_error(little("status", "--projector-url", p.url))
+    finally:
+        p.close()
+    assert "run 'run-b' in GET /runs has an invalid replay envelope" in line
+
+
+def test_status_of_a_projector_without_envelopes_lists_runs_unmarked(projector: Projector) -> None:
+    out = little("status", "--projector-url", projector.url)  # RUNS carry no "replay"
+    assert out.returncode == 0, out.stderr
+    assert "replayed=" not in out.stdout
+    assert "reused a recorded run" not in out.stdout

@@ -13,7 +13,7 @@ from structlog.testing import capture_logs
 
 import little
 from little.log import OutgoingRecord
-from little.replay import replay_run
+from little.replay import replay_envelope, replay_run
 from little.report import report_data
 from little_services.projection import (
     ProjectionConfig,
@@ -129,7 +129,9 @@ def test_run_state_is_the_materialized_run_state(populated: Populated, client: T
     assert body.status_code == 200
     assert body.headers["Little-Run-Status"] == "completed"
     expected = replay_run(populated.world, "run-4", use_snapshot=False).state
-    assert body.json() == expected.model_dump(mode="json")
+    got = body.json()
+    assert got.pop("replay") == replay_envelope(expected).to_json()
+    assert got == expected.model_dump(mode="json")
     nested = client.get("/runs/sub~step/call")  # sub-run ids hold a slash
     assert nested.status_code == 200
     assert nested.json()["run_id"] == "sub~step/call"
@@ -219,7 +221,10 @@ def test_openapi_is_published(client: TestClient) -> None:
         "/metrics",
     ):
         assert path in paths, sorted(paths)
-    assert "MaterializedRunState" in spec["components"]["schemas"]
+    schemas = spec["components"]["schemas"]
+    assert {"RunStateOut", "ReplayEnvelope", "RunSummaryOut"} <= set(schemas)
+    assert {"agent_calls", "replay"} <= set(schemas["RunStateOut"]["properties"])
+    assert "replay" in schemas["RunSummaryOut"]["required"]
 
 
 def test_bearer_token_protects_everything_but_the_probes(populated: Populated) -> None:

@@ -13,7 +13,14 @@ from typing import Any
 import pytest
 
 from little.errors import ConfigurationError
-from little.replay import LogPosition, MaterializedRunState, materialize_run_state_from_events
+from little.replay import (
+    AgentCall,
+    LogPosition,
+    MaterializedRunState,
+    ReplayEnvelope,
+    materialize_run_state_from_events,
+    replay_envelope,
+)
 from little_services.projection import (
     IntegrityMark,
     MemoryProjectionStore,
@@ -252,5 +259,64 @@ def test_a_sqlite_store_of_schema_1_is_migrated_in_place(tmp_path: Path) -> None
         assert details == {"a": None, "f": "ValueError: boom"}  # filled from the states
         s.put(ProjectionWrite(TOPIC, [record("b", status="failed")], {0: PartitionCursor(11, 10)}))
         assert {r.run_id for r in s.list_runs(RunQuery()).runs} == {"a", "b", "f"}
+    with sqlite3.connect(path) as conn:  # and on to schema 3 (the replay envelope)
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() == ("3",)
+
+
+def replayed_record(run_id: str, **kw: Any) -> RunRecord:
+    """A replay of ``run-src`` that served call 0 and missed at call 1 (node write/write#0)."""
+    calls = (
+        AgentCall(
+            ordinal=0,
+            request_key="k0",
+            node_phase="research",
+            node_label="research",
+            node_occurrence=0,
+            outcome="succeeded",
+            replayed=True,
+            source_run_id="run-src",
+        ),
+        AgentCall(
+            ordinal=1,
+            request_key="k1",
+            node_phase="write",
+            node_label="write",
+            node_occurrence=0,
+            outcome="succeeded",
+            miss_reason="key-mismatch",
+        ),
+    )
+    return record(run_id, replay_source_run_id="run-src", agent_calls=calls, **kw)
+
+
+def test_each_listed_run_carries_its_replay_envelope(store: ProjectionStore) -> None:
+    replay = replayed_record("r", minute=1)
+    plain = record("p")
+    store.put(ProjectionWrite(TOPIC, [replay, plain], {0: PartitionCursor(10, 0)}))
+    rows = {s.run_id: s for s in store.list_runs(RunQuery()).runs}
+    assert rows["r"].replay == replay_envelope(replay.state)
+    assert (rows["r"].replay.replayed_calls, rows["r"].replay.fresh_calls) == (1, 1)
+    assert rows["r"].replay.diverged_at_node == ("write", "write", 0)
+    assert rows["p"].replay == ReplayEnvelope()  # not a replay, no agent calls: not recorded
+    assert rows["r"] == replay.summary()
+
+
+def test_a_sqlite_store_of_schema_2_gets_the_replay_envelopes_of_its_rows(
+    tmp_path: Path,
+) -> None:
+    import sqlite3
+
+    path = tmp_path / "p.sqlite3"
+    replay = replayed_record("r", first=10, last=19)
+    with SqliteProjectionStore(path) as s:
+        s.put(ProjectionWrite(TOPIC, [record("a"), replay], {0: PartitionCursor(20, 0)}))
+    with sqlite3.connect(path) as conn:  # what a version-2 file looks like
+        conn.execute("ALTER TABLE runs DROP COLUMN replay")
+        conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema'")
+    with SqliteProjectionStore(path) as s:
+        rows = {r.run_id: r.replay for r in s.list_runs(RunQuery()).runs}
+        assert rows == {"a": ReplayEnvelope(), "r": replay_envelope(replay.state)}
+        assert rows["r"].replayed  # computed from the state the row holds
+        assert s.get("r") == replay
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() == ("2",)
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() == ("3",)

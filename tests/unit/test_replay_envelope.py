@@ -1,6 +1,6 @@
 """Recorded-call replay (seed 003) in the log and the report: RunStarted v2 names the source run
-and a refusal, the fold carries both into the state, and ``little report`` has a ``replay``
-section (JSON) and line (text) computed from the run's agent calls."""
+and a refusal, the fold carries both into the state, and the replay envelope computed from the
+run's agent calls is in ``little report --json`` (and a line of the text report)."""
 
 from __future__ import annotations
 
@@ -29,14 +29,16 @@ from little.events import (
 from little.replay import (
     STATE_VERSION,
     MaterializedRunState,
+    ReplayEnvelope,
     ReplayResult,
     Snapshot,
     SnapshotError,
     decode_snapshot,
     encode_snapshot,
     materialize_run_state_from_events,
+    replay_envelope,
 )
-from little.report import replay_line, replay_section, report_data
+from little.report import replay_line, report_data
 
 RUN = "run-replay-2"
 SOURCE = "run-recorded-1"
@@ -107,15 +109,22 @@ def test_a_replay_carries_its_source_into_the_state_and_the_report() -> None:
     assert state.replay_refused_reason is None
     report = report_data(ReplayResult.of(state))
     assert report["replay"] == {
+        "replayed": True,
+        "recorded": True,
         "source_run_id": SOURCE,
         "refused_reason": None,
+        "not_recorded_reason": None,
         "replayed_calls": 2,
         "fresh_calls": 2,
         "diverged_at_call": 2,  # the lowest ordinal with a miss, not the first settled
-        "diverged_at_node": "agent/summarise#0",
+        "diverged_at_node": ["agent", "summarise", 0],
         "miss_reason": "key-mismatch",
     }
-    assert replay_line(report["replay"]) == (
+    assert json.loads(json.dumps(report["replay"])) == report["replay"]  # JSON-ready
+    envelope = replay_envelope(state)
+    assert ReplayEnvelope.model_validate(report["replay"]) == envelope  # and back
+    assert envelope.diverged_at_node == ("agent", "summarise", 0)
+    assert replay_line(envelope) == (
         f"replay of {SOURCE}: 2/4 agent call(s) reused a recorded run (not fresh evidence); "
         "diverged at call 2 (agent/summarise#0): key-mismatch"
     )
@@ -129,16 +138,29 @@ def test_a_replay_that_never_diverged() -> None:
         run.admit(ordinal, f"step{ordinal}")
         run.settle(ordinal, replayed=True)
     run.add(RunCompleted, output_json="{}")
-    section = replay_section(run.fold())
-    assert section is not None
-    assert section["replayed_calls"] == 3
-    assert section["fresh_calls"] == 0
-    assert section["diverged_at_call"] is None
-    assert section["diverged_at_node"] is None
-    assert section["miss_reason"] is None
-    assert replay_line(section) == (
+    envelope = replay_envelope(run.fold())
+    assert (envelope.replayed, envelope.recorded) == (True, True)
+    assert (envelope.replayed_calls, envelope.fresh_calls) == (3, 0)
+    assert envelope.diverged_at_call is None
+    assert envelope.diverged_at_node is None
+    assert envelope.miss_reason is None
+    assert replay_line(envelope) == (
         f"replay of {SOURCE}: 3/3 agent call(s) reused a recorded run (not fresh evidence)"
     )
+
+
+def test_divergence_at_call_0_serves_nothing() -> None:
+    run = Run(replay_source_run_id=SOURCE)
+    run.admit(0, "plan")
+    run.settle(0, miss="key-mismatch")
+    run.admit(1, "act")
+    run.settle(1, miss="diverged")
+    envelope = replay_envelope(run.fold())
+    assert envelope.replayed is False  # a replay that served nothing is not replayed
+    assert envelope.recorded is True
+    assert (envelope.replayed_calls, envelope.fresh_calls) == (0, 2)
+    assert (envelope.diverged_at_call, envelope.diverged_at_node) == (0, ("agent", "plan", 0))
+    assert envelope.miss_reason == "key-mismatch"
 
 
 def test_divergence_at_an_unlabelled_call_has_no_node() -> None:
@@ -147,10 +169,10 @@ def test_divergence_at_an_unlabelled_call_has_no_node() -> None:
     run.settle(0, replayed=True)
     run.admit(1)
     run.settle(1, miss="no-record")
-    section = replay_section(run.fold())
-    assert section is not None
-    assert (section["diverged_at_call"], section["diverged_at_node"]) == (1, None)
-    assert replay_line(section) == (
+    envelope = replay_envelope(run.fold())
+    assert (envelope.diverged_at_call, envelope.diverged_at_node) == (1, None)
+    assert envelope.to_json()["diverged_at_node"] is None
+    assert replay_line(envelope) == (
         f"replay of {SOURCE}: 1/2 agent call(s) reused a recorded run (not fresh evidence); "
         "diverged at call 1: no-record"
     )
@@ -167,42 +189,104 @@ def test_a_refused_replay_runs_fresh_and_says_why() -> None:
     assert state.replay_refused_reason == "replay-unsafe-script"
     section = report_data(ReplayResult.of(state))["replay"]
     assert section == {
+        "replayed": False,
+        "recorded": True,
         "source_run_id": SOURCE,
         "refused_reason": "replay-unsafe-script",
+        "not_recorded_reason": None,
         "replayed_calls": 0,
         "fresh_calls": 2,
         "diverged_at_call": None,
         "diverged_at_node": None,
         "miss_reason": None,
     }
-    assert replay_line(section) == f"replay of {SOURCE} refused: replay-unsafe-script; ran fresh"
+    assert replay_line(replay_envelope(state)) == (
+        f"replay of {SOURCE} refused: replay-unsafe-script; ran fresh"
+    )
 
 
-def test_a_refused_replay_with_no_calls_yet_still_has_a_section() -> None:
+def test_a_refused_replay_with_no_calls_yet_is_a_replay_that_recorded_nothing() -> None:
     state = Run(replay_source_run_id=SOURCE, replay_refused_reason="no-recorded-calls").fold()
-    section = replay_section(state)
-    assert section is not None
-    assert (section["replayed_calls"], section["fresh_calls"]) == (0, 0)
-    assert replay_line(section) == f"replay of {SOURCE} refused: no-recorded-calls; ran fresh"
+    envelope = replay_envelope(state)
+    assert envelope.is_replay
+    assert (envelope.replayed_calls, envelope.fresh_calls) == (0, 0)
+    assert (envelope.recorded, envelope.not_recorded_reason) == (False, "no-agent-calls")
+    assert replay_line(envelope) == f"replay of {SOURCE} refused: no-recorded-calls; ran fresh"
 
 
-def test_an_ordinary_run_has_no_replay_section() -> None:
+def test_an_ordinary_run_has_an_envelope_that_says_it_is_not_a_replay() -> None:
     run = Run()
     run.add(RunCompleted, output_json="{}")
     state = run.fold()
     assert state.replay_source_run_id is None
     assert state.replay_refused_reason is None
-    assert replay_section(state) is None
-    assert "replay" not in report_data(ReplayResult.of(state))
+    envelope = replay_envelope(state)
+    assert envelope == ReplayEnvelope()  # the defaults: nothing replayed, nothing recorded
+    assert not envelope.is_replay
+    assert (envelope.recorded, envelope.not_recorded_reason) == (False, "no-agent-calls")
+    assert replay_line(envelope) is None
+    assert report_data(ReplayResult.of(state))["replay"] == envelope.to_json()
 
 
-def test_an_ordinary_run_with_agent_calls_has_no_replay_section() -> None:
+def test_an_ordinary_run_with_agent_calls_is_recorded_and_fresh() -> None:
     run = Run()
     run.admit(0, "plan")
     run.settle(0)
+    run.admit(1, "act")  # in flight: neither served nor fresh
+    state = run.fold()
+    assert len(state.agent_calls) == 2
+    envelope = replay_envelope(state)
+    assert (envelope.replayed, envelope.recorded, envelope.not_recorded_reason) == (
+        False,
+        True,
+        None,
+    )
+    assert (envelope.replayed_calls, envelope.fresh_calls, envelope.diverged_at_call) == (
+        0,
+        1,
+        None,
+    )
+    assert replay_line(envelope) is None
+    assert report_data(ReplayResult.of(state))["replay"]["source_run_id"] is None
+
+
+def test_a_recorded_failure_counts_as_a_record() -> None:
+    run = Run()
+    run.admit(0, "plan")
+    run.add(AgentCallSettled, ordinal=0, outcome="failed")
+    assert replay_envelope(run.fold()).recorded is True
+
+
+def test_an_unusable_recorded_answer_is_where_the_replay_diverged() -> None:
+    run = Run(replay_source_run_id=SOURCE)
+    run.admit(0, "plan")
+    run.settle(0, replayed=True)
     run.admit(1, "act")
-    assert len(run.fold().agent_calls) == 2
-    assert "replay" not in report_data(ReplayResult.of(run.fold()))
+    run.add(
+        AgentCallSettled,
+        ordinal=1,
+        outcome="failed",
+        replayed=False,
+        source_run_id=SOURCE,
+        miss_reason="recorded-result-unusable",
+    )
+    envelope = replay_envelope(run.fold())
+    assert (envelope.replayed_calls, envelope.fresh_calls) == (1, 1)
+    assert (envelope.diverged_at_call, envelope.miss_reason) == (1, "recorded-result-unusable")
+
+
+@pytest.mark.parametrize("split", range(2, 13))
+def test_the_envelope_after_a_writers_agent_events_is_the_envelope_of_the_fold(
+    split: int,
+) -> None:
+    """What the runtime does at the end of an execution: the state as claimed, plus the
+    agent-call events its writer landed, gives the envelope of the whole fold."""
+    events = diverged_replay().logged()
+    claimed = materialize_run_state_from_events(events[:split])
+    later = [x.event for x in events[split:]]
+    assert replay_envelope(claimed, after=later) == replay_envelope(
+        materialize_run_state_from_events(events)
+    )
 
 
 def test_the_text_report_prints_the_replay_line(capsys: pytest.CaptureFixture[str]) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from little.errors import ConfigurationError
-from little.replay import MaterializedRunState
+from little.replay import MaterializedRunState, ReplayEnvelope, replay_envelope
 from little_services.projection._store import (
     IntegrityMark,
     PartitionCursor,
@@ -35,8 +35,9 @@ from little_services.projection._store import (
     to_ms,
 )
 
-SCHEMA_VERSION = 2
-"""2: ``detail`` (an error, why a run is parked); a version-1 file is migrated on open."""
+SCHEMA_VERSION = 3
+"""2: ``detail`` (an error, why a run is parked). 3: ``replay`` (the run's replay envelope, as
+JSON, for the listing). An older file is migrated on open, one version at a time."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -55,7 +56,8 @@ CREATE TABLE IF NOT EXISTS runs (
     stale INTEGER NOT NULL,
     integrity TEXT,
     detail TEXT,
-    state TEXT NOT NULL
+    state TEXT NOT NULL,
+    replay TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_by_updated ON runs (updated_at_ms DESC, run_id);
 CREATE INDEX IF NOT EXISTS runs_by_status ON runs (status, updated_at_ms DESC, run_id);
@@ -87,6 +89,7 @@ _RUN_COLUMNS = (
     "integrity",
     "detail",
     "state",
+    "replay",
 )
 # A run's row never moves back in the log (see ProjectionStore.put) unless it is stale.
 _UPSERT_RUN = (
@@ -98,7 +101,7 @@ _UPSERT_RUN = (
 
 _UPSERT_CURSOR = "INSERT OR REPLACE INTO cursors VALUES (?, ?, ?, ?, ?)"
 
-# Every column but the state: what a page of summaries reads.
+# Every column but the state: what a page of summaries reads (the replay envelope included).
 _SUMMARY_COLUMNS = ", ".join(c for c in _RUN_COLUMNS if c != "state")
 
 
@@ -121,8 +124,10 @@ class SqliteProjectionStore(ProjectionStore):
             row = self._write.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
             if row is None:
                 self._write.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
-            elif int(row[0]) == 1:
-                self._migrate_from_1()
+            elif int(row[0]) in (1, 2):
+                if int(row[0]) == 1:
+                    self._migrate_from_1()
+                self._migrate_from_2()
             elif int(row[0]) != SCHEMA_VERSION:
                 raise ConfigurationError(
                     f"projection store {self.path} has schema {row[0]}, not {SCHEMA_VERSION}: "
@@ -147,6 +152,31 @@ class SqliteProjectionStore(ProjectionStore):
                     "ELSE json_extract(state, '$.error') END"
                 )
                 conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema'")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def _migrate_from_2(self) -> None:
+        """Schema 2 -> 3 in one transaction: add ``replay`` and fill it with the envelope of
+        each row's state (computed here: it is a fold of the state's agent calls, not SQL)."""
+        conn = self._write
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            (version,) = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+            if int(version) == 2:
+                columns = {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
+                if "replay" not in columns:
+                    conn.execute("ALTER TABLE runs ADD COLUMN replay TEXT")
+                rows = conn.execute("SELECT run_id, state FROM runs").fetchall()
+                conn.executemany(
+                    "UPDATE runs SET replay = ? WHERE run_id = ?",
+                    [
+                        (_replay_json(MaterializedRunState.model_validate_json(state)), run_id)
+                        for run_id, state in rows
+                    ],
+                )
+                conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema'")
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -216,6 +246,7 @@ class SqliteProjectionStore(ProjectionStore):
                 None if r.integrity is None else json.dumps(asdict(r.integrity)),
                 r.detail,
                 r.state.model_dump_json(),
+                _replay_json(r.state),
             )
             for r in write.records
         ]
@@ -320,6 +351,10 @@ class SqliteProjectionStore(ProjectionStore):
             self._read.close()
 
 
+def _replay_json(state: MaterializedRunState) -> str:
+    return replay_envelope(state).model_dump_json()
+
+
 def _mark(text: str | None) -> IntegrityMark | None:
     return None if text is None else IntegrityMark(**json.loads(text))
 
@@ -340,6 +375,7 @@ def _summary(row: tuple[Any, ...]) -> RunSummary:
         stale,
         mark,
         detail,
+        replay,
     ) = row
     return RunSummary(
         run_id=run_id,
@@ -356,4 +392,5 @@ def _summary(row: tuple[Any, ...]) -> RunSummary:
         stale=bool(stale),
         integrity=_mark(mark),
         detail=detail,
+        replay=ReplayEnvelope.model_validate_json(replay),
     )

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from little.errors import ConfigurationError
-from little.replay import MaterializedRunState
+from little.replay import MaterializedRunState, ReplayEnvelope, replay_envelope
 
 INTEGRITY_ERROR = "integrity_error"
 """The status of a run whose stream could not be decoded or folded (see ``IntegrityMark``)."""
@@ -102,6 +102,7 @@ class RunRecord:
             stale=self.stale,
             integrity=self.integrity,
             detail=self.detail,
+            replay=replay_envelope(s),
         )
 
 
@@ -124,6 +125,8 @@ class RunSummary:
     integrity: IntegrityMark | None = None
     detail: str | None = None
     """The integrity mark's message, why the run is parked, or its error."""
+    replay: ReplayEnvelope = field(default_factory=ReplayEnvelope)
+    """The run's replay envelope (``little.replay.replay_envelope`` of its state)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,8 +24,10 @@ from little.log import Position
 from little.replay import (
     LogPosition,
     MaterializedRunState,
+    ReplayEnvelope,
     ReplayPlanStep,
     ReplayResult,
+    replay_envelope,
     replay_run,
 )
 from little.report import report_data
@@ -72,10 +74,19 @@ class RunSummaryOut(BaseModel):
     integrity: IntegrityOut | None
     detail: str | None = None
     """Why it is parked, its integrity mark's message, or its error."""
+    replay: ReplayEnvelope
+    """Recorded-call replay of the run (every run has one; ``source_run_id`` null for a run
+    that is not a replay)."""
 
     @classmethod
     def of(cls, s: RunSummary) -> RunSummaryOut:
         return cls.model_validate(s, from_attributes=True)
+
+
+class RunStateOut(MaterializedRunState):
+    """The run's MaterializedRunState, and its replay envelope beside the fields."""
+
+    replay: ReplayEnvelope
 
 
 class RunPageOut(BaseModel):
@@ -343,11 +354,12 @@ def create_app(
     @app.get(
         "/runs/{run_id:path}",
         tags=["runs"],
-        response_model=MaterializedRunState,
+        response_model=RunStateOut,
         responses=_RUN_404,
     )
-    def get_run(run_id: str, response: Response) -> Any:
-        """The run's MaterializedRunState as the projection holds it.
+    def get_run(run_id: str) -> Any:
+        """The run's MaterializedRunState as the projection holds it, with its replay envelope
+        (``replay``, as in ``GET /runs``).
 
         Header ``Little-Run-Status`` is ``integrity_error`` for a run whose stream broke (see
         ``integrity`` in ``GET /runs``) and ``Little-Stale: 1`` for one awaiting a refold.
@@ -355,10 +367,13 @@ def create_app(
         record = store.get(run_id)
         if record is None:
             return _not_found(run_id)
-        response.headers["Little-Run-Status"] = record.status
+        # the state is valid already: dumped as is, not validated again into a RunStateOut
+        body = record.state.model_dump(mode="json")
+        body["replay"] = replay_envelope(record.state).to_json()
+        headers = {"Little-Run-Status": record.status}
         if record.stale:
-            response.headers["Little-Stale"] = "1"
-        return record.state
+            headers["Little-Stale"] = "1"
+        return JSONResponse(body, headers=headers)
 
     return app
 

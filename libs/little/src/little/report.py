@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
-from little.replay import AgentCall, MaterializedRunState, ReplayResult, UsageTotals
+from little.replay import ReplayEnvelope, ReplayResult, UsageTotals, replay_envelope
 
 __all__ = [
     "dollars",
     "node_name",
     "replay_line",
-    "replay_section",
     "report_data",
     "tokens",
     "usage_dict",
@@ -33,8 +33,8 @@ def usage_dict(u: UsageTotals) -> dict[str, Any]:
 def report_data(result: ReplayResult) -> dict[str, Any]:
     """A JSON-ready report of a replayed run. Dollars are decimal strings, never floats.
 
-    ``replay`` (see ``replay_section``) is there only for a recorded-call replay or a run with
-    agent calls."""
+    ``replay`` is the run's replay envelope (``little.replay.ReplayEnvelope``): every run has
+    one, a run that is not a replay with ``source_run_id`` null."""
     s = result.state
     report: dict[str, Any] = {
         "run_id": s.run_id,
@@ -67,57 +67,39 @@ def report_data(result: ReplayResult) -> dict[str, Any]:
         "sub_runs": [r.sub_run_id for r in s.sub_runs],
         "billed": usage_dict(s.usage),
         "avoided": usage_dict(s.avoided_usage),
+        "replay": replay_envelope(s).to_json(),
     }
-    replay = replay_section(s)
-    if replay is not None:
-        report["replay"] = replay
     return report
 
 
-def node_name(call: AgentCall) -> str | None:
-    """``phase/label#occurrence`` of a recorded-call node; None for a call without a label."""
-    if call.node_label is None:
+def node_name(node: Sequence[str | int | None] | None) -> str | None:
+    """``phase/label#occurrence`` of a node ``(phase, label, occurrence)``; None for none."""
+    if node is None:
         return None
-    name = call.node_label if call.node_phase is None else f"{call.node_phase}/{call.node_label}"
-    return name if call.node_occurrence is None else f"{name}#{call.node_occurrence}"
-
-
-def replay_section(s: MaterializedRunState) -> dict[str, Any] | None:
-    """Recorded-call replay (seed 003) of a run: how many settled agent calls reused a recorded
-    run, how many ran fresh, and where reuse ended (the fresh call with the lowest ordinal that
-    names a miss reason). None for a run that is not a replay (every run records its agent
-    calls; only a replay has something to say about them here)."""
-    if s.replay_source_run_id is None:
+    phase, label, occurrence = node
+    if label is None:
         return None
-    settled = [c for c in s.agent_calls if c.outcome is not None]
-    misses = [c for c in settled if not c.replayed and c.miss_reason is not None]
-    diverged = min(misses, key=lambda c: c.ordinal, default=None)
-    return {
-        "source_run_id": s.replay_source_run_id,
-        "refused_reason": s.replay_refused_reason,
-        "replayed_calls": sum(c.replayed for c in settled),
-        "fresh_calls": sum(not c.replayed for c in settled),
-        "diverged_at_call": None if diverged is None else diverged.ordinal,
-        "diverged_at_node": None if diverged is None else node_name(diverged),
-        "miss_reason": None if diverged is None else diverged.miss_reason,
-    }
+    name = str(label) if phase is None else f"{phase}/{label}"
+    return name if occurrence is None else f"{name}#{occurrence}"
 
 
-def replay_line(replay: dict[str, Any]) -> str:
-    """The report's one line about recorded-call replay (a ``replay_section``)."""
-    subject = f"replay of {replay['source_run_id']}"
-    if replay["refused_reason"] is not None:
-        return f"{subject} refused: {replay['refused_reason']}; ran fresh"
-    replayed, fresh = replay["replayed_calls"], replay["fresh_calls"]
+def replay_line(replay: ReplayEnvelope) -> str | None:
+    """The one line about recorded-call replay that the report and ``little status`` print;
+    None for a run that is not a replay."""
+    if replay.source_run_id is None:
+        return None
+    subject = f"replay of {replay.source_run_id}"
+    if replay.refused_reason is not None:
+        return f"{subject} refused: {replay.refused_reason}; ran fresh"
     line = (
-        f"{subject}: {replayed}/{replayed + fresh} agent call(s) reused a recorded run "
-        "(not fresh evidence)"
+        f"{subject}: {replay.replayed_calls}/{replay.agent_calls} agent call(s) reused a "
+        "recorded run (not fresh evidence)"
     )
-    if replay["diverged_at_call"] is not None:
-        node = replay["diverged_at_node"]
-        line += f"; diverged at call {replay['diverged_at_call']}"
+    if replay.diverged_at_call is not None:
+        node = node_name(replay.diverged_at_node)
+        line += f"; diverged at call {replay.diverged_at_call}"
         line += f" ({node})" if node is not None else ""
-        line += f": {replay['miss_reason']}"
+        line += f": {replay.miss_reason}"
     return line
 
 

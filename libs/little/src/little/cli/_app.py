@@ -76,7 +76,8 @@ def events(
     bootstrap_servers: Bootstrap = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
 ) -> None:
-    """Print a run's events in log order, decoded, with their offsets."""
+    """Print a run's events in log order, decoded, with their offsets; an agent call served
+    from a recorded run is marked ``[replayed]``."""
     with open_world(data_dir, bootstrap_servers) as world:
         rows = list(world.read_run(run_id))
     if not rows:
@@ -95,18 +96,24 @@ def events(
                 )
             )
         return
+    from rich.text import Text
+
+    from little.events import AgentCallSettled
+
     table = Table(title=f"run {run_id}")
     for col in ("offset", "seq", "epoch", "type", "step", "session"):
         table.add_column(col)
     for row in rows:
         e = row.event
-        table.add_row(
+        # an agent call served from a recorded run is recorded evidence, not fresh evidence
+        served = isinstance(e, AgentCallSettled) and e.replayed
+        table.add_row(  # Text: names and "[replayed]" are not rich markup
             f"{row.partition}:{row.offset}",
             str(e.seq),
             str(e.epoch),
-            e.type,
-            e.step_path or "",
-            e.session_id or "",
+            Text(f"{e.type} [replayed]" if served else e.type),
+            Text(e.step_path or ""),
+            Text(e.session_id or ""),
         )
     console.print(table)
 
@@ -136,7 +143,8 @@ def report(
 
 
 def print_report(result: Any) -> None:
-    from little.report import dollars, replay_line, replay_section, tokens
+    from little.replay import replay_envelope
+    from little.report import dollars, replay_line, tokens
 
     s = result.state
     console.print(
@@ -152,9 +160,9 @@ def print_report(result: Any) -> None:
             else ""
         )
     )
-    replay = replay_section(s)
+    replay = replay_line(replay_envelope(s))
     if replay is not None:  # labels and reasons are not rich markup
-        console.print(replay_line(replay), markup=False, highlight=False, soft_wrap=True)
+        console.print(replay, markup=False, highlight=False, soft_wrap=True)
     table = Table()
     for col in ("step", "status", "visits", "attempts", "tokens billed", "$ billed", "$ avoided"):
         table.add_column(col)

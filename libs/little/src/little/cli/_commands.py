@@ -13,7 +13,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -23,6 +23,9 @@ from little.cli._local import AsJson, Workflows, resume_here
 from little.commands import Budgets, CancelRun, Command, ResumeRun, StartRun
 from little.errors import ConfigurationError, LittleError
 from little.settings import LittleSettings
+
+if TYPE_CHECKING:
+    from little.replay import ReplayEnvelope
 
 DEFAULT_PROJECTOR_URL = "http://127.0.0.1:8080"
 
@@ -223,7 +226,10 @@ def status(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait.")] = 10.0,
 ) -> None:
-    """List runs, newest first, from the projector's read model (GET /runs)."""
+    """List runs, newest first, from the projector's read model (GET /runs).
+
+    A replay run shows ``replayed=N`` (agent calls served from its recorded run) and a line
+    ``N/M agent call(s) reused a recorded run (not fresh evidence)``."""
     settings = CommandSettings()
     base = (projector_url or settings.projector_url or DEFAULT_PROJECTOR_URL).rstrip("/")
     query = {"limit": str(limit)}
@@ -241,20 +247,54 @@ def status(
         for r in runs:
             print(json.dumps(r))
         return
+    from rich.text import Text
+
+    from little.report import replay_line
+
     table = Table(title=f"runs at {base}" + (f" ({status_filter})" if status_filter else ""))
-    for col in ("run", "workflow", "status", "updated", "error / parked"):
+    table.add_column("run", overflow="fold")  # a run id is copied from here: never cut short
+    for col in ("workflow", "status", "updated"):
         table.add_column(col)
+    table.add_column("replay", no_wrap=True)
+    table.add_column("error / parked")
+    lines: list[str] = []
     for r in runs:
-        table.add_row(
-            str(r.get("run_id", "")),
-            str(r.get("workflow") or ""),
-            str(r.get("status", "")),
-            str(r.get("updated_at") or ""),
-            str(r.get("detail") or ""),
+        replay = _replay_of(base, r)
+        replayed = ""
+        if replay is not None and replay.is_replay:
+            replayed = f"replayed={replay.replayed_calls}"
+            lines.append(f"{r.get('run_id', '')}: {replay_line(replay)}")
+        table.add_row(  # Text: ids, reasons and errors are not rich markup
+            Text(str(r.get("run_id", ""))),
+            Text(str(r.get("workflow") or "")),
+            Text(str(r.get("status", ""))),
+            Text(str(r.get("updated_at") or "")),
+            Text(replayed),
+            Text(str(r.get("detail") or "")),
         )
     console.print(table)
+    for line in lines:  # recorded evidence, not fresh evidence: said in words too
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     if body.get("next_cursor"):
         console.print(f"(more runs than --limit {limit})")
+
+
+def _replay_of(base: str, row: dict[str, Any]) -> ReplayEnvelope | None:
+    """The row's replay envelope (None from a projector that does not send one)."""
+    from pydantic import ValidationError
+
+    from little.replay import ReplayEnvelope
+
+    raw = row.get("replay")
+    if raw is None:
+        return None
+    try:
+        return ReplayEnvelope.model_validate(raw)
+    except ValidationError as exc:
+        raise LittleError(
+            f"projector at {base}: run {row.get('run_id')!r} in GET /runs has an invalid "
+            f"replay envelope ({exc.error_count()} error(s), first: {exc.errors()[0]['msg']})"
+        ) from exc
 
 
 def _get_json(base: str, path: str, token: str | None, timeout: float) -> Any:

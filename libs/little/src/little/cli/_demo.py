@@ -165,15 +165,16 @@ def _replay_edited(
             )
         )
         replayed = replay_run(world, result.run_id)
-    from little.report import replay_line, replay_section
+    from little.replay import replay_envelope
+    from little.report import replay_line
 
-    section = replay_section(replayed.state)
+    section = replay_line(replay_envelope(replayed.state))
     if result.status != "completed" or section is None:
         raise little.LittleError(f"the demo's replay did not complete: {result.error}")
     usage = replayed.state.usage
     console.print(
         f"\nthen the last stage (write) was edited and the workflow re-run as {result.run_id} "
-        f"with replay_from={run_id}: {replay_line(section)}."
+        f"with replay_from={run_id}: {section}."
     )
     from little.report import dollars
 

@@ -106,11 +106,11 @@ def _json_arg(text: str, option: str) -> Any:
 
 def finish(world: World, result: RunResult, as_json: bool) -> None:
     """Print what a run in this process came to; exit 1 (one line) unless it completed."""
-    from little.replay import fold_run
-    from little.report import dollars, replay_line, replay_section
+    from little.replay import fold_run, replay_envelope
+    from little.report import dollars, replay_line
 
     state, _, _ = fold_run(world, result.run_id)
-    replay = replay_section(state)
+    replay = result.replay if result.replay is not None else replay_envelope(state)
     if as_json:
         print(
             json.dumps(
@@ -121,7 +121,7 @@ def finish(world: World, result: RunResult, as_json: bool) -> None:
                     "error": result.error,
                     "served_calls": result.served_calls,
                     "reinvoked_calls": result.reinvoked_calls,
-                    "replay": replay,
+                    "replay": replay.model_dump(mode="json"),
                 },
                 default=str,
             )
@@ -130,8 +130,9 @@ def finish(world: World, result: RunResult, as_json: bool) -> None:
         console.print(f"run {result.run_id}: [bold]{result.status}[/]")
         if result.status == "completed":
             print(json.dumps(result.output, indent=2, default=str))
-        if replay is not None:
-            console.print(replay_line(replay), markup=False, highlight=False, soft_wrap=True)
+        line = replay_line(replay)
+        if line is not None:
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
         console.print(
             f"billed: {state.usage.calls} model call(s), {dollars(state.usage)}; avoided: "
             f"{state.avoided_usage.calls} model call(s), {dollars(state.avoided_usage)}"
@@ -238,22 +239,21 @@ def run_ids(world: World) -> list[str]:
 
 
 def _row(state: MaterializedRunState) -> dict[str, Any]:
-    from little.report import replay_section
+    from little.replay import replay_envelope
 
-    replay = replay_section(state)
-    settled = [c for c in state.agent_calls if c.outcome is not None]
+    replay = replay_envelope(state)
     return {
         "run_id": state.run_id,
         "workflow": state.workflow,
         "status": state.status,
-        "agent_calls": len(settled),
-        "replayed_calls": sum(c.replayed for c in settled),
+        "agent_calls": replay.agent_calls,
+        "replayed_calls": replay.replayed_calls,
         "billed_usd": None if state.usage.cost_usd is None else str(state.usage.cost_usd),
         "avoided_usd": (
             None if state.avoided_usage.cost_usd is None else str(state.avoided_usage.cost_usd)
         ),
         "replay_source_run_id": state.replay_source_run_id,
-        "replay": replay,
+        "replay": replay.model_dump(mode="json"),
         "detail": state.parked_reason or state.error,
     }
 

@@ -12,6 +12,7 @@ from little.replay._checks import (
     branch_set_hash,
     manifest_hash,
 )
+from little.replay._envelope import ReplayEnvelope, replay_envelope
 from little.replay._fold import StreamIntegrityError, materialize_run_state_from_events
 from little.replay._pricing import price_usd
 from little.replay._replay import (
@@ -59,6 +60,7 @@ __all__ = [
     "ParallelBranchMismatchError",
     "ParallelGroup",
     "RecordedValue",
+    "ReplayEnvelope",
     "ReplayPlanStep",
     "ReplayResult",
     "SessionState",
@@ -82,5 +84,6 @@ __all__ = [
     "materialize_run_state_from_events",
     "outline_snapshot",
     "price_usd",
+    "replay_envelope",
     "replay_run",
 ]

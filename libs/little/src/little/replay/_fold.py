@@ -580,3 +580,18 @@ def materialize_run_state_from_events(
     for item in iterator:
         fold.apply(item)
     return fold.freeze()
+
+
+def agent_calls_after(
+    start: MaterializedRunState, events: Iterable[Event]
+) -> tuple[AgentCall, ...]:
+    """The agent calls of ``start`` after these events (one writer's, accepted, in log order),
+    folded by the fold's own handlers; events other than agent.call.* are skipped. For a
+    writer that kept only its agent-call events: the state's seq chain is not checked."""
+    fold = _Fold(start)
+    for event in events:
+        if isinstance(event, AgentCallAdmitted):
+            fold.agent_admitted(event)
+        elif isinstance(event, AgentCallSettled):
+            fold.agent_settled(event)
+    return tuple(fold.agent_calls.values())

@@ -26,10 +26,12 @@ from little.log import Position
 from little.logs import get_logger
 from little.replay import (
     MaterializedRunState,
+    ReplayEnvelope,
     StreamIntegrityError,
     assert_completed_step_artifacts_valid,
     fold_run,
     materialize_run_state_from_events,
+    replay_envelope,
 )
 from little.runtime._context import LARGE_PAYLOAD, WorkflowContext
 from little.runtime._control import ExecutionStopped, RunControl
@@ -66,6 +68,10 @@ class RunResult:
     reinvoked_calls: int = 0
     """Model calls invoked again because the log holds their request but no answer (they were
     in flight when the previous writer stopped: the provider may have billed them twice)."""
+    replay: ReplayEnvelope | None = None
+    """Recorded-call replay of the run (``little.replay.ReplayEnvelope``): set on every result
+    ``run``, ``resume`` and ``execute`` return, a run that is not a replay included (its
+    ``source_run_id`` is None, ``replayed`` False); None only for a result built by hand."""
 
 
 def default_owner() -> str:
@@ -138,6 +144,11 @@ class Execution:
         self.reinvoked_calls = 0
         self.agent_calls = AgentCalls.of(replayed, source)
         """Agent-call admission, and recorded-call replay from ``source``."""
+
+    def replay(self) -> ReplayEnvelope:
+        """The run's replay envelope now: the state as claimed plus the agent calls this
+        execution's writer landed (neither a read nor a fold of the run)."""
+        return replay_envelope(self.replayed, after=self.writer.agent_events)
 
     def count_served(self) -> None:
         self.served_calls += 1
@@ -218,7 +229,7 @@ class Execution:
 
 async def _result(state: MaterializedRunState, world: World) -> RunResult:
     output = await load_json(world, state.output_json, state.output_ref)
-    return RunResult(state.run_id, state.status, output, state.error)
+    return RunResult(state.run_id, state.status, output, state.error, replay=replay_envelope(state))
 
 
 async def claim(
@@ -463,11 +474,18 @@ async def _execute_claimed(
             f"{type(cause).__name__}: {exc}",
             execution.served_calls,
             execution.reinvoked_calls,
+            execution.replay(),
         )
     output_json, output_ref = await execution.store_json(output)
     await writer.emit(RunCompleted, output_json=output_json, output_ref=output_ref)
     return RunResult(
-        run_id, "completed", output, None, execution.served_calls, execution.reinvoked_calls
+        run_id,
+        "completed",
+        output,
+        None,
+        execution.served_calls,
+        execution.reinvoked_calls,
+        execution.replay(),
     )
 
 

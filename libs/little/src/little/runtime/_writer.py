@@ -16,7 +16,14 @@ import socket
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from little.errors import LogError
-from little.events import Event, RunCancelled, RunCompleted, RunFailed
+from little.events import (
+    AgentCallAdmitted,
+    AgentCallSettled,
+    Event,
+    RunCancelled,
+    RunCompleted,
+    RunFailed,
+)
 from little.log import PendingAppend, Position
 from little.runtime._control import RunControl
 
@@ -64,6 +71,7 @@ FAULTS = FaultInjection()
 
 
 _TERMINAL = (RunCompleted, RunFailed, RunCancelled)
+_AGENT_CALL = (AgentCallAdmitted, AgentCallSettled)
 
 
 class RunWriter:
@@ -96,6 +104,9 @@ class RunWriter:
         self._last: PendingAppend | None = None
         """The last append submitted: the next one is refused if it failed (``after``)."""
         self._broken: BaseException | None = None
+        self.agent_events: list[Event] = []
+        """The agent.call.* events of this writer the log acknowledged, in seq order: with the
+        state as claimed they give the run's replay envelope at the end (no fold, no read)."""
 
     async def emit(self, cls: type[E], **fields: Any) -> tuple[E, Position]:
         """Build one event, append it (after the deferred ones) and await its ack; returns it
@@ -217,6 +228,7 @@ class RunWriter:
             self._broken = exc
             raise
         self._in_flight.discard(pending)
+        self.agent_events += [e for e in batch if isinstance(e, _AGENT_CALL)]
         FAULTS.events_acked(len(batch))
         if isinstance(batch[-1], _TERMINAL):
             self.finished = True
