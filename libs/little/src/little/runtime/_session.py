@@ -201,10 +201,11 @@ class AgentSession:
                 for call_request in response.tool_calls:
                     messages.append(await self._tool_call(turn, call_request))
         except Exception as exc:
-            # a branch stopped between turns settles its call (the run is ending); a stop or
-            # a fenced writer leaves it in flight, for the resume to run on
-            stopped = isinstance(exc, BranchStopped)
-            if not call.settled and (stopped or not self._x.is_fatal(exc)):
+            # a branch stopped between turns, or a spent budget, settles its call (it did
+            # not finish, and the run is ending); a stop or a fenced writer leaves it in
+            # flight, for the resume to run on
+            ended = isinstance(exc, BranchStopped | BudgetExceededError)
+            if not call.settled and (ended or not self._x.is_fatal(exc)):
                 await self._settle(call, "failed", None, messages[start:])
             raise
         self._answer = answer
