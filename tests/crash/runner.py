@@ -4,7 +4,8 @@
 a run; ``python -m tests.crash.runner DATA_DIR RUN_ID resume`` resumes one by the workflow
 name in its log; ``... PREFIX many N`` starts (or resumes) the runs ``PREFIX-0..N-1`` of the
 ``busy`` workflow all at once in this one process; ``... replay-pipeline VERSION EDITS_JSON INPUT_JSON [SOURCE_RUN_ID]`` starts
-or resumes a run of the recorded-call replay tests' pipeline (``tests.runtime``). The crash hooks (``LITTLE_CRASH_AFTER_EVENT`` / ``LITTLE_CRASH_AFTER_CALL``)
+or resumes a run of the recorded-call replay tests' pipeline (``tests.runtime``); ``... panel VERSION EDITS_JSON INPUT_JSON [SOURCE_RUN_ID]`` the
+same for the panel tests' workflow (research, then a panel of three judges). The crash hooks (``LITTLE_CRASH_AFTER_EVENT`` / ``LITTLE_CRASH_AFTER_CALL``)
 come from the environment; the result is printed as one JSON line after ``RESULT``.
 """
 
@@ -59,6 +60,20 @@ def main(argv: list[str]) -> int:
 
             version, edits, input_json, *source = rest
             wf = replay_workflows.version(version, **json.loads(edits))
+            result = asyncio.run(
+                run(
+                    world,
+                    wf,
+                    json.loads(input_json),
+                    run_id=run_id,
+                    replay_from=source[0] if source else None,
+                )
+            )
+        elif mode == "panel":  # VERSION EDITS_JSON INPUT_JSON [SOURCE_RUN_ID]
+            from tests.runtime import panel_workflows
+
+            version, edits, input_json, *source = rest
+            wf = panel_workflows.panel_flow("tests.crash.panel", version, **json.loads(edits))
             result = asyncio.run(
                 run(
                     world,

@@ -67,6 +67,15 @@ async def _checked_not_run(ctx: WorkflowContext) -> None:
     del wrong
 
 
+async def _panel_not_run(step: StepContext) -> None:
+    """A panel: (session, prompt) legs of one step, answers in leg order."""
+    model = ScriptedModel([ModelResponse(content="yes")])
+    async with step.session("a", model=model) as a, step.session("b", model=model) as b:
+        answers = await step.panel([(a, "Is it a log?"), (b, "Is it a log?")], max_turns=2)
+        assert_type(answers, list[str | None])
+    await step.panel([a])  # type: ignore[list-item]
+
+
 async def main(data_dir: Path) -> MaterializedRunState:
     world = local_world(data_dir, partitions=2)
     assert_type(world, World)

@@ -28,6 +28,8 @@
     ├── SubRunFailedError          (little.runtime)  a sub-run ended failed or cancelled
     ├── BudgetExceededError        (little.runtime)  a run's cap on fresh calls or tokens is spent
     ├── LoopLimitError             (little.runtime)  a step was visited more than its max_visits
+    ├── PanelMixedError            (little.runtime)  a replayed panel's legs were recorded and fresh
+    ├── BranchStopped              (little.runtime)  a sibling branch failed: stopped, not failed
     └── ToolError                  (little.harness)  a tool's failure, reported to the model
 
 The drawing is the class hierarchy (a test holds it to the code): indentation is inheritance

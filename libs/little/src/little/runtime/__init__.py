@@ -4,9 +4,11 @@ and fencing."""
 from little.runtime._context import Retry, StepContext, WorkflowContext
 from little.runtime._control import ExecutionStopped, RunControl
 from little.runtime._errors import (
+    BranchStopped,
     BudgetExceededError,
     ClaimRejectedError,
     LoopLimitError,
+    PanelMixedError,
     RunNotStartedError,
     SessionDivergedError,
     StepFailedError,
@@ -26,11 +28,13 @@ from little.runtime._session import AgentSession, workflow_tool
 
 __all__ = [
     "AgentSession",
+    "BranchStopped",
     "BudgetExceededError",
     "ClaimRejectedError",
     "ExecutionStopped",
     "LoopLimitError",
     "OuterLoopManifest",
+    "PanelMixedError",
     "Retry",
     "RunControl",
     "RunNotStartedError",

@@ -13,13 +13,13 @@ import json
 import random as _random
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from little._canonical import canonical_json
-from little.errors import ConfigurationError
+from little.errors import ConfigurationError, LogError, RuntimeIntegrityError
 from little.events import (
     ArtifactCommitted,
     ArtifactRef,
@@ -31,18 +31,27 @@ from little.events import (
     SubRunReserved,
     ValueRecorded,
 )
+from little.logs import get_logger
 from little.replay import (
     MaterializedRunState,
     assert_completed_parallel_replay_matches_input,
     branch_set_hash,
 )
-from little.runtime._errors import LoopLimitError, StepFailedError
+from little.runtime._control import ExecutionStopped
+from little.runtime._errors import (
+    BranchStopped,
+    ClaimRejectedError,
+    LoopLimitError,
+    StepFailedError,
+)
 from little.runtime._registry import lookup
 
 if TYPE_CHECKING:
     from little.harness import Model, Tool
     from little.runtime._runner import Execution
     from little.runtime._session import AgentSession
+
+log = get_logger("little.runtime")
 
 LARGE_PAYLOAD = 64 * 1024
 """Outputs and bodies larger than this (bytes of canonical JSON) go to the artifact store."""
@@ -54,6 +63,71 @@ class Retry:
 
     max_attempts: int = 1
     backoff: float = 0.0
+
+
+_WRITER_ENDING = (ExecutionStopped, LogError, ClaimRejectedError, RuntimeIntegrityError)
+"""Errors that end the writer, not the run (stopped, fenced, log or integrity failure): the
+run's next owner decides, so nothing waits for siblings to drain first."""
+
+
+class _Group:
+    """One execution of a parallel group: once a branch fails, every branch of it (and of
+    the groups inside them) stops at its next recorded boundary (``check``)."""
+
+    __slots__ = ("failed", "parent", "path")
+
+    def __init__(self, path: str, parent: _Group | None) -> None:
+        self.path = path
+        self.parent = parent
+        self.failed: str | None = None
+        """The branch whose failure drains the group."""
+
+    def check(self, run_id: str) -> None:
+        """Before new work (a step, a group, a sub-run, an agent call, a model or tool call):
+        raise ``BranchStopped`` if this group or an enclosing one is draining."""
+        group: _Group | None = self
+        while group is not None:
+            if group.failed is not None:
+                raise BranchStopped(run_id, group.path, group.failed)
+            group = group.parent
+
+
+async def drain(
+    tasks: list[asyncio.Task[Any]], names: list[str], on_failure: Callable[[str], None]
+) -> list[Any]:
+    """Await ``tasks`` (one per name) to their end and return their results in order, or
+    raise the first failure once every task ended: a failure calls ``on_failure(name)`` (the
+    group tells its other branches to stop at their next boundary) and the rest are awaited,
+    so whatever they had in flight settles and is logged before the caller goes on. An error
+    that ends the writer (``_WRITER_ENDING``) cancels the rest at once instead: nothing more
+    can be recorded, and a stop must be prompt. If the caller itself is cancelled, so are
+    the tasks."""
+    index = {task: i for i, task in enumerate(tasks)}
+    first: BaseException | None = None
+    pending: set[asyncio.Task[Any]] = set(tasks)
+    try:
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_EXCEPTION)
+            for task in sorted(done, key=index.__getitem__):
+                exc = None if task.cancelled() else task.exception()
+                if exc is None:
+                    continue
+                if isinstance(exc, _WRITER_ENDING):
+                    raise exc
+                if first is None or (
+                    isinstance(first, BranchStopped) and not isinstance(exc, BranchStopped)
+                ):
+                    first = exc  # a real failure explains more than a stop it caused
+                if not isinstance(exc, BranchStopped):
+                    on_failure(names[index[task]])
+    finally:
+        if pending:
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+    if first is not None:
+        raise first
+    return [task.result() for task in tasks]
 
 
 class _RecordedValues:
@@ -131,10 +205,17 @@ class _ValuesMixin:
 class WorkflowContext(_ValuesMixin):
     """The durable API of one scope of a run (the run itself or a parallel branch)."""
 
-    def __init__(self, execution: Execution, scope: str = "", branch_path: str | None = None):
+    def __init__(
+        self,
+        execution: Execution,
+        scope: str = "",
+        branch_path: str | None = None,
+        group: _Group | None = None,
+    ):
         self._x = execution
         self._scope = scope
         self._branch_path = branch_path
+        self._group = group
         self._values = _RecordedValues(execution, scope or None, scope)
         self._calls: dict[str, int] = {}
 
@@ -180,6 +261,7 @@ class WorkflowContext(_ValuesMixin):
         recorded = await self._recorded_visit(full, visit, max_visits)
         if recorded is not None:
             return recorded[0]
+        self._check_group()
         policy = retry or Retry()
         attempt = self._attempts_before(full)
         while True:
@@ -233,6 +315,10 @@ class WorkflowContext(_ValuesMixin):
                 artifact_refs=tuple(sctx.artifact_refs),
             )
             return result
+
+    def _check_group(self) -> None:
+        if self._group is not None:
+            self._group.check(self._x.run_id)
 
     def _attempts_before(self, full: str) -> int:
         step = self.replayed.step(full)
@@ -291,9 +377,13 @@ class WorkflowContext(_ValuesMixin):
         """Run branches concurrently, each ``async fn(branch_ctx)``; returns outputs by name.
 
         The resolved branch set is recorded (ParallelBranchScheduled) and checked on resume.
+        The group drains: when a branch fails, the others stop at their next recorded
+        boundary (what they have in flight settles and is logged; they start nothing new),
+        and the first failure is raised once every branch has ended.
         """
         full = self._path(path)
         names = list(branches)
+        self._check_group()
         if self.replayed.parallel_group(full) is not None:
             assert_completed_parallel_replay_matches_input(self.replayed, full, names)
         else:
@@ -303,8 +393,22 @@ class WorkflowContext(_ValuesMixin):
                 branches=tuple(names),
                 branch_set_hash=branch_set_hash(names),
             )
-        contexts = {n: WorkflowContext(self._x, f"{full}/{n}/", f"{full}/{n}") for n in names}
-        results = await asyncio.gather(*(branches[n](contexts[n]) for n in names))
+        group = _Group(full, self._group)
+        tasks = [
+            asyncio.ensure_future(
+                branches[n](WorkflowContext(self._x, f"{full}/{n}/", f"{full}/{n}", group))
+            )
+            for n in names
+        ]
+
+        def stop_siblings(branch: str) -> None:
+            if group.failed is None:
+                group.failed = branch
+                log.warning(
+                    "parallel_group_draining", run_id=self.run_id, group=full, failed=branch
+                )
+
+        results = await drain(tasks, names, stop_siblings)
         return dict(zip(names, results, strict=True))
 
     # -- sub-runs ------------------------------------------------------------------------
@@ -336,12 +440,18 @@ class StepContext(_ValuesMixin):
         self.visit = visit
         self.artifact_refs: list[ArtifactRef] = []
         self._values = _RecordedValues(self._x, step_path, self.scope)
+        self._group = parent._group
         self._sub_runs = 0
         self._sessions: set[str] = set()
 
     @property
     def run_id(self) -> str:
         return self._x.run_id
+
+    def _check_group(self) -> None:
+        """Raise ``BranchStopped`` if the parallel group this step runs in is draining."""
+        if self._group is not None:
+            self._group.check(self._x.run_id)
 
     def session(
         self,
@@ -364,6 +474,24 @@ class StepContext(_ValuesMixin):
             )
         self._sessions.add(session_id)
         return AgentSession(self._x, self, session_id, name, model, tools or [], system, manifest)
+
+    async def panel(
+        self, legs: Sequence[tuple[AgentSession, str]], *, max_turns: int = 10
+    ) -> list[str | None]:
+        """Several agent calls at once (a vote, a fusion of answers); their answers in order.
+
+        ``await step.panel([(critic, prompt), (judge, prompt)])``: each leg is a session of
+        this step (one session per leg: a session is one conversation) and the prompt it is
+        asked, exactly as ``await critic.run(prompt)`` would ask it. Legs are admitted in list
+        order before any runs, so their ordinals and places never depend on timing. In a run
+        with ``replay_from`` a panel is served entirely from the record or runs entirely fresh:
+        a mix of recorded and fresh legs ends the run (``PanelMixedError``). A fresh panel
+        reserves one agent call per leg against ``max_agent_calls`` before any leg runs; a
+        served one costs nothing. If a leg fails, the others run to their settlement first.
+        """
+        from little.runtime._session import run_panel
+
+        return await run_panel(self, legs, max_turns)
 
     async def artifact(
         self, name: str, data: bytes, media_type: str = "application/octet-stream"
@@ -395,6 +523,7 @@ class StepContext(_ValuesMixin):
         self, name: str, input: Any = None, *, call_id: str | None = None
     ) -> Any:
         """Run a sub-run from inside a step (or a tool); see WorkflowContext.start_workflow."""
+        self._check_group()
         self._sub_runs += 1
         call_id = call_id or f"{self.step_path}/sub{self._sub_runs}"
         sub_run_id = await self.reserve_sub_run(name, input, call_id)

@@ -91,6 +91,31 @@ class BudgetExceededError(LittleError):
     retryable = False
 
 
+class PanelMixedError(LittleError):
+    """A panel's legs, before the replay's divergence point, were some recorded and some
+    fresh: one panel never mixes recorded and live answers, so the run ends. Terminal: the
+    same record and the same workflow make the same mix."""
+
+    retryable = False
+
+
+class BranchStopped(LittleError):
+    """A parallel branch stopped at a recorded boundary because a sibling branch (of its
+    group or of an enclosing one) failed: the group drains, and no branch starts new work.
+    Never the error a run ends with (the group raises the sibling's). Terminal."""
+
+    retryable = False
+
+    def __init__(self, run_id: str, group_path: str, failed_branch: str) -> None:
+        super().__init__(
+            f"run {run_id}: stopped before new work: branch {failed_branch!r} of parallel "
+            f"group {group_path} failed"
+        )
+        self.run_id = run_id
+        self.group_path = group_path
+        self.failed_branch = failed_branch
+
+
 class LoopLimitError(LittleError):
     """A step was visited more often than its ``max_visits``. Terminal."""
 

@@ -37,6 +37,9 @@ MISS_KEY = "key-mismatch"
 MISS_RECORDED_FAILURE = "recorded-failure"
 MISS_SIDE_EFFECTING = "side-effecting-call"
 MISS_DIVERGED = "diverged"
+MISS_PANEL_MIXED = "panel-mixed"
+"""A panel leg that the record would have answered, refused because another leg of its panel
+was fresh (a panel never mixes recorded and live answers): the run ends there."""
 MISS_RECORD_UNUSABLE = "recorded-result-unusable"
 """Serving the recorded answer failed (its artifact is missing or damaged): the call fails,
 and the replay is refused from there on, as after any miss."""

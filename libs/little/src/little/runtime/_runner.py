@@ -36,8 +36,10 @@ from little.replay import (
 from little.runtime._context import LARGE_PAYLOAD, WorkflowContext
 from little.runtime._control import ExecutionStopped, RunControl
 from little.runtime._errors import (
+    BranchStopped,
     BudgetExceededError,
     ClaimRejectedError,
+    PanelMixedError,
     RunNotStartedError,
     StepFailedError,
     SubRunFailedError,
@@ -142,6 +144,8 @@ class Execution:
         self.billed_tokens = replayed.usage.input_tokens + replayed.usage.output_tokens
         self.served_calls = 0
         self.reinvoked_calls = 0
+        self.reserved_calls = 0
+        """Model calls reserved by fresh panels' legs and not made yet (``reserve_calls``)."""
         self.agent_calls = AgentCalls.of(replayed, source)
         """Agent-call admission, and recorded-call replay from ``source``."""
 
@@ -176,18 +180,46 @@ class Execution:
 
     # -- budget --------------------------------------------------------------------------
 
-    def check_budget(self) -> None:
-        """Before a fresh model call: calls served from the log never count here."""
+    def check_budget(self, *, reserved: bool = False) -> None:
+        """Before a fresh model call: calls served from the log never count here. Calls
+        reserved by fresh panels count as spent, except the caller's own (``reserved``: a
+        panel leg's first call, which its reservation covers and consumes)."""
         cap_calls, cap_tokens = self.replayed.max_agent_calls, self.replayed.max_tokens
-        if cap_calls is not None and self.billed_calls >= cap_calls:
+        held = self.reserved_calls - (1 if reserved else 0)
+        if cap_calls is not None and self.billed_calls + held >= cap_calls:
             raise BudgetExceededError(
                 f"run {self.run_id}: budget of {cap_calls} agent call(s) spent "
-                f"({self.served_calls} more served from the log, free)"
+                f"({self.billed_calls} made, {held} reserved by panels; "
+                f"{self.served_calls} more served from the log, free)"
             )
         if cap_tokens is not None and self.billed_tokens >= cap_tokens:
             raise BudgetExceededError(
                 f"run {self.run_id}: budget of {cap_tokens:,} tokens spent ({self.billed_tokens:,})"
             )
+        if reserved:
+            self.reserved_calls -= 1
+
+    def reserve_calls(self, count: int, where: str) -> None:
+        """A fresh panel's worst case, up front: one call per leg, or BudgetExceededError
+        before any leg runs. Each leg's first model call consumes its reservation (a leg that
+        ends without one gives it back, ``release_call``)."""
+        cap_calls, cap_tokens = self.replayed.max_agent_calls, self.replayed.max_tokens
+        left = None if cap_calls is None else cap_calls - self.billed_calls - self.reserved_calls
+        if left is not None and count > left:
+            raise BudgetExceededError(
+                f"run {self.run_id}: the panel at {where} has {count} fresh leg(s) but the "
+                f"budget of {cap_calls} agent call(s) has {max(left, 0)} left "
+                f"({self.billed_calls} made, {self.reserved_calls} reserved): no leg was run"
+            )
+        if cap_tokens is not None and self.billed_tokens >= cap_tokens:
+            raise BudgetExceededError(
+                f"run {self.run_id}: budget of {cap_tokens:,} tokens spent "
+                f"({self.billed_tokens:,}): the panel at {where} ran no leg"
+            )
+        self.reserved_calls += count
+
+    def release_call(self) -> None:
+        self.reserved_calls -= 1
 
     def billed(self, input_tokens: int, output_tokens: int) -> None:
         self.billed_calls += 1
@@ -204,6 +236,8 @@ class Execution:
             | ClaimRejectedError
             | RuntimeIntegrityError
             | BudgetExceededError
+            | PanelMixedError
+            | BranchStopped
             | ExecutionStopped,
         )
 

@@ -9,12 +9,14 @@ the same arguments and idempotency key.
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from little._canonical import canonical_hash, canonical_json, chain_hash, sha256_hex
+from little.errors import ConfigurationError
 from little.events import (
     AgentCallAdmitted,
     AgentCallSettled,
@@ -44,8 +46,14 @@ from little.replay import (
     assert_harness_manifest_consistent,
     manifest_hash,
 )
-from little.runtime._errors import SessionDivergedError
-from little.runtime._recorded import MISS_RECORD_UNUSABLE
+from little.runtime._context import drain
+from little.runtime._errors import (
+    BranchStopped,
+    BudgetExceededError,
+    PanelMixedError,
+    SessionDivergedError,
+)
+from little.runtime._recorded import MISS_PANEL_MIXED, MISS_RECORD_UNUSABLE
 from little.runtime._writer import FAULTS
 
 if TYPE_CHECKING:
@@ -106,6 +114,7 @@ class AgentSession:
         self._exchanges = 0  # run() calls so far: the occurrence of each agent call's node
         self._exchange_tokens = [0, 0, 0, 0]  # this exchange's usage, served turns included
         self._exchange_calls = 0  # this exchange's model calls, served turns included
+        self._reserved = False  # a panel leg holding a budget reservation for its first call
 
     async def __aenter__(self) -> AgentSession:
         if self._recorded is not None:
@@ -165,9 +174,15 @@ class AgentSession:
         run started with ``replay_from``, one whose ordinal and request match the recorded
         run's is answered from that record without invoking the model or any tool.
         """
+        self._step._check_group()  # a branch stopped by a failed sibling admits nothing
+        return await self._run_admitted(self._admit(prompt, max_turns), prompt, max_turns)
+
+    async def _run_admitted(
+        self, call: _AgentCallTicket, prompt: str, max_turns: int
+    ) -> str | None:
+        """Run an admitted agent call to its settlement: served, or fresh."""
         messages = self._messages
         start = len(messages)
-        call = self._admit(prompt, max_turns)
         if call.served is not None:
             return await self._serve(call)
         messages.append({"role": "user", "content": prompt})
@@ -186,7 +201,11 @@ class AgentSession:
                 for call_request in response.tool_calls:
                     messages.append(await self._tool_call(turn, call_request))
         except Exception as exc:
-            if not call.settled and not self._x.is_fatal(exc):
+            # a branch stopped between turns, or a spent budget, settles its call (it did
+            # not finish, and the run is ending); a stop or a fenced writer leaves it in
+            # flight, for the resume to run on
+            ended = isinstance(exc, BranchStopped | BudgetExceededError)
+            if not call.settled and (ended or not self._x.is_fatal(exc)):
                 await self._settle(call, "failed", None, messages[start:])
             raise
         self._answer = answer
@@ -303,6 +322,23 @@ class AgentSession:
             await self._x.writer.flush()
         return answer
 
+    def _refuse(self, ticket: _AgentCallTicket, miss: str | None) -> None:
+        """Settle an admitted call that will not run (its panel was refused) as failed, and
+        latch the replay there: nothing is left in flight, no later call is served."""
+        if ticket.settled:
+            return
+        self._x.agent_calls.refuse(ticket.ordinal)
+        self._defer(
+            AgentCallSettled,
+            ordinal=ticket.ordinal,
+            outcome="failed",
+            replayed=False,
+            miss_reason=miss,
+            provider=self.model.provider,
+            model=self.model.name,
+            model_calls=0,
+        )
+
     async def _settle(
         self, ticket: _AgentCallTicket, outcome: str, answer: str | None, added: list[Message]
     ) -> None:
@@ -363,7 +399,9 @@ class AgentSession:
             self._count_exchange(recorded.usage)
             return ModelResponse.from_json(text or "{}", recorded.usage)
 
-        self._x.check_budget()
+        self._step._check_group()
+        self._x.check_budget(reserved=self._reserved)
+        self._reserved = False
         if recorded is not None and recorded.status == "called":  # in flight at a stop
             self._x.count_reinvoked()
         appended_json, appended_ref = await self._x.store_text(appended_text)
@@ -428,6 +466,7 @@ class AgentSession:
         key = f"{self._x.run_id}/{self._step.step_path}/{call_id}"
         tool = self.tools.get(call.name)
         attempt = 2 if recorded is not None else 1
+        self._step._check_group()
         await self._emit(
             ToolCallStarted,
             call_id=call_id,
@@ -466,6 +505,81 @@ class AgentSession:
             result_ref=result_ref,
         )
         return _tool_message(call.id, result_text)
+
+
+async def run_panel(
+    step: StepContext, legs: Sequence[tuple[AgentSession, str]], max_turns: int
+) -> list[str | None]:
+    """``StepContext.panel``: admit every leg in list order, decide the panel as a whole
+    (served, fresh, or a refused mix), reserve a fresh panel's calls, then run the legs at
+    once and drain them."""
+    x = step._x
+    where = f"run {x.run_id}: step {step.step_path}"
+    if isinstance(legs, str | bytes) or not legs:
+        raise ConfigurationError(f"{where}: a panel needs a non-empty list of legs, not {legs!r}")
+    sessions: list[AgentSession] = []
+    for i, leg in enumerate(legs):
+        if not (
+            isinstance(leg, tuple)
+            and len(leg) == 2
+            and isinstance(leg[0], AgentSession)
+            and isinstance(leg[1], str)
+        ):
+            raise ConfigurationError(
+                f"{where}: panel leg {i} is {leg!r}, not a (session, prompt) pair"
+            )
+        session = leg[0]
+        if session._step is not step:
+            raise ConfigurationError(
+                f"{where}: panel leg {i} uses session {session.session_id}, opened by another "
+                "step: open each leg's session in the step that runs the panel"
+            )
+        if session in sessions:
+            raise ConfigurationError(
+                f"{where}: panel legs {sessions.index(session)} and {i} share session "
+                f"{session.name!r}, which holds one conversation: give each leg its own session"
+            )
+        sessions.append(session)
+    step._check_group()
+    tickets = [s._admit(prompt, max_turns) for s, prompt in legs]  # in list order, no await
+    recorded = [t.served is not None for t in tickets]
+    if any(recorded) and not all(recorded):
+        for session, ticket in zip(sessions, tickets, strict=True):
+            session._refuse(ticket, ticket.miss or MISS_PANEL_MIXED)
+        await x.writer.flush()
+        legs_of = ", ".join(
+            f"{i} {'recorded' if r else f'fresh ({t.miss})'}"
+            for i, (r, t) in enumerate(zip(recorded, tickets, strict=True))
+        )
+        raise PanelMixedError(
+            f"{where}: panel resume cannot mix recorded and fresh agent calls (legs: {legs_of}); "
+            "edit the workflow so the panel's legs all change or none does, or run it without "
+            "replay_from"
+        )
+    fresh = [i for i, t in enumerate(tickets) if t.served is None and not t.settled]
+    if fresh:
+        try:
+            x.reserve_calls(len(fresh), step.step_path)
+        except BudgetExceededError:
+            for i in fresh:
+                sessions[i]._refuse(tickets[i], tickets[i].miss)
+            await x.writer.flush()
+            raise
+        for i in fresh:
+            sessions[i]._reserved = True
+
+    async def run_leg(i: int) -> str | None:
+        session = sessions[i]
+        try:
+            return await session._run_admitted(tickets[i], legs[i][1], max_turns)
+        finally:
+            if session._reserved:  # ended without a fresh model call: give it back
+                session._reserved = False
+                x.release_call()
+
+    tasks = [asyncio.ensure_future(run_leg(i)) for i in range(len(legs))]
+    answers = await drain(tasks, [s.name for s in sessions], lambda _: None)
+    return list(answers)
 
 
 class _AgentCallTicket:

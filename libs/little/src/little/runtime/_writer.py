@@ -228,7 +228,14 @@ class RunWriter:
             self._broken = exc
             raise
         self._in_flight.discard(pending)
-        self.agent_events += [e for e in batch if isinstance(e, _AGENT_CALL)]
+        landed = [e for e in batch if isinstance(e, _AGENT_CALL)]
+        if landed:
+            # concurrent flushes (parallel branches, a panel's legs) hear of their acks in any
+            # order: keep seq order, which is the log's
+            out_of_order = bool(self.agent_events) and self.agent_events[-1].seq > landed[0].seq
+            self.agent_events += landed
+            if out_of_order:
+                self.agent_events.sort(key=lambda e: e.seq)
         FAULTS.events_acked(len(batch))
         if isinstance(batch[-1], _TERMINAL):
             self.finished = True
