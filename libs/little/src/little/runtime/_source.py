@@ -259,7 +259,7 @@ class _Scan:
         if isinstance(node, ast.Name) and node.id not in self.aliases:
             return  # a variable that happens to be called ``time``: not the module
         name = self.stands_for(node, loose=False)
-        if name is not None:
+        if name is not None and name not in _RANDOM_MODULES:  # those: flagged where reached
             self.flag(node, f"binds {name}")
 
 
@@ -378,21 +378,28 @@ class _Module:
     is_package: bool
 
 
-@functools.lru_cache(maxsize=1024)
 def _read(
-    path: str, mtime_ns: int, size: int, name: str, package: str | None
+    path: Path, package: str | None
 ) -> tuple[str, tuple[tuple[int, str, tuple[str, ...]], ...], tuple[str, ...], tuple[str, ...]]:
-    """A module file's sha256, static imports, unresolved imports and unsafe reads, cached by
-    the file's path, mtime and size (an edited file is read again)."""
-    data = Path(path).read_bytes()
+    """A module file's sha256, static imports, unresolved imports and unsafe reads. The file
+    is read every time (an edit within the file system's timestamp resolution must show);
+    parsing is cached by content."""
+    data = path.read_bytes()
     digest = hashlib.sha256(data).hexdigest()
+    return (digest, *_parse(digest, data, package))
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse(
+    digest: str, data: bytes, package: str | None
+) -> tuple[tuple[tuple[int, str, tuple[str, ...]], ...], tuple[str, ...], tuple[str, ...]]:
     try:
         text = data.decode("utf-8")
         imports, unresolved = static_imports(text, package)
         reads = unsafe_reads(text)
     except (SyntaxError, UnicodeDecodeError, ValueError) as exc:
-        return digest, (), (f"0: cannot be parsed ({type(exc).__name__}: {exc})",), ()
-    return digest, tuple(imports), tuple(unresolved), tuple(reads)
+        return (), (f"0: cannot be parsed ({type(exc).__name__}: {exc})",), ()
+    return tuple(imports), tuple(unresolved), tuple(reads)
 
 
 def _find(name: str, root: Path) -> list[_Module] | None:
@@ -462,10 +469,7 @@ def source_identity(name: str, path: Path) -> SourceIdentity:
         seen[module.name] = module
         package = module.name if module.is_package else module.name.rpartition(".")[0]
         try:
-            stat = module.path.stat()
-            digest, imports, missed, found = _read(
-                str(module.path), stat.st_mtime_ns, stat.st_size, module.name, package or None
-            )
+            digest, imports, missed, found = _read(module.path, package or None)
         except OSError as exc:
             if module is entry:
                 return SourceIdentity(None, None)
