@@ -161,3 +161,14 @@ def test_commands_need_kafka(args: list[str]) -> None:
 def test_submit_rejects_input_that_is_not_json(tmp_path: Path) -> None:
     line = one_line_error(little("submit", "research", "--input", "{oops"))
     assert "--input is not JSON" in line
+
+
+def test_submit_replay_mode_needs_a_run_to_replay() -> None:
+    line = one_line_error(little("submit", "research", "--replay-mode", "strict"))
+    assert "--replay-mode needs --replay-from" in line
+
+
+def test_submit_replay_mode_is_repairable_or_strict() -> None:
+    out = little("submit", "research", "--replay-from", "r0", "--replay-mode", "exact")
+    assert out.returncode != 0
+    assert "'exact' is not one of 'repairable', 'strict'" in out.stderr
