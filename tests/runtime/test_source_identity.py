@@ -287,3 +287,16 @@ def test_each_hole_of_the_scan_refuses_a_replay_end_to_end(
     assert second.status == "completed"
     assert started(world, second.run_id).replay_refused_reason == "replay-unsafe-script"
     assert invocations() == {"research": 2, "outline": 2}
+
+
+def test_a_source_run_that_settled_no_agent_call_is_refused_as_no_recorded_calls(
+    world: little.World, project: Project
+) -> None:
+    project.flow(body="if topic == 'nothing':\n        return []")
+    wf = project.load()
+    empty = asyncio.run(run(world, wf, "nothing"))
+    assert (empty.status, empty.output) == ("completed", [])
+    second = asyncio.run(run(world, wf, "Kafka", replay_from=empty.run_id))
+    assert second.status == "completed"
+    assert started(world, second.run_id).replay_refused_reason == "no-recorded-calls"
+    assert served(world, second.run_id) == [(False, None), (False, None)]
