@@ -10,14 +10,28 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from little.harness import Model
+from little.harness import Model, tool
 from little.harness.adapters import OpenAIModel
 from little.runtime import StepContext, WorkflowContext, workflow
-from tests.unit.test_adapters import get_time, get_weather
 
 NAME = "tests.keyless.weather"
 MODEL: Callable[[], Model] = lambda: OpenAIModel("gpt-4o-mini")  # noqa: E731
 CRASH_AFTER_SESSION: list[bool] = []  # a test appends True to crash once, after the answer
+
+
+# The tools live here, not in the adapter tests that use them too: a replay of this workflow
+# scans the project modules it imports, and those tests read the clock and make uuids.
+@tool(
+    description="Current weather for a city.",
+    parameters={"type": "object", "properties": {"city": {"type": "string"}}},
+)
+def get_weather(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    return {"city": args["city"], "temp": 18}
+
+
+@tool(description="Local time.", parameters={"type": "object", "properties": {"tz": {}}})
+def get_time(args: dict[str, Any], ctx: Any) -> str:
+    return "19:05"
 
 
 class Crash(BaseException):

@@ -161,6 +161,27 @@ def test_start_run_with_replay_from_reuses_the_recorded_calls(solo: Solo, unique
     assert solo.watcher.state(replay).replay_source_run_id == source
 
 
+def test_start_run_in_strict_replay_mode_refuses_a_changed_source(solo: Solo, unique: str) -> None:
+    """``little submit --replay-from R --replay-mode strict``: the coordinator's version of
+    the workflow is not the one R recorded, so reuse is refused (``source-changed``) and the
+    run executes fresh, every call of it."""
+    from little.events import AgentCallSettled, RunStarted
+    from little.runtime import run
+    from tests.runtime import replay_workflows as rw
+
+    source = f"src-strict-{unique}"
+    with open_world(solo.bootstrap, solo.topics, solo.workdir / "data" / "artifacts") as world:
+        recorded = asyncio.run(run(world, rw.version(f"coord-{unique}"), "Kafka", run_id=source))
+    assert recorded.status == "completed"
+    replay = f"replay-strict-{unique}"
+    solo.send(StartRun.of(replay, rw.NAME, "Kafka", replay_from=source, replay_mode="strict"))
+    solo.wait_status(replay, "completed")
+    events = solo.events(replay)
+    (started,) = [e for e in events if isinstance(e, RunStarted)]
+    assert (started.replay_mode, started.replay_refused_reason) == ("strict", "source-changed")
+    assert [e.replayed for e in events if isinstance(e, AgentCallSettled)] == [False] * 3
+
+
 def test_unknown_workflow_parks_that_run_not_the_service(solo: Solo, unique: str) -> None:
     """A deployment mistake (a workflow this coordinator lacks) parks the run, recorded with
     why, instead of failing it (issue 17: it used to write RunFailed, and the run was lost)."""

@@ -104,7 +104,7 @@ def test_the_runs_are_what_the_surfaces_will_describe(runs: Runs) -> None:
     refused = runs.refused.replay
     assert refused is not None
     assert (refused.refused_reason, refused.replayed, refused.replayed_calls) == (
-        "source-run-unusable",
+        "target-changed",
         False,
         0,
     )
@@ -194,7 +194,7 @@ def test_little_status_marks_the_replay_run(runs: Runs, tmp_path: Path) -> None:
         "recorded run (not fresh evidence); diverged at call 2 (write/write#0): key-mismatch"
     ) in lines
     assert (
-        f"{runs.refused.run_id}: replay of {runs.source.run_id} refused: source-run-unusable; "
+        f"{runs.refused.run_id}: replay of {runs.source.run_id} refused: target-changed; "
         "ran fresh"
     ) in lines
     assert not any(line.startswith(f"{runs.source.run_id}:") for line in lines)

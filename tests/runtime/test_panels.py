@@ -19,7 +19,7 @@ from little.events import AgentCallAdmitted, AgentCallSettled, ModelCalled
 from little.harness import ModelResponse, ScriptedModel
 from little.replay import replay_run
 from little.runtime import StepContext, WorkflowContext, run, workflow
-from little.runtime._recorded import replay_safe
+from little.runtime._source import replay_safe
 from tests.runtime import panel_workflows as pw
 
 _versions = itertools.count()

@@ -18,7 +18,7 @@ import little
 from little.events import AgentCallAdmitted, AgentCallSettled, ModelCalled, RunStarted
 from little.replay import replay_run
 from little.runtime import run
-from little.runtime._recorded import replay_safe, unsafe_reads
+from little.runtime._source import replay_safe, unsafe_reads
 from tests.runtime import replay_workflows as rw
 
 _versions = itertools.count()
@@ -174,7 +174,7 @@ def test_a_side_effecting_call_is_never_served_and_latches(world: little.World) 
     assert calls_by_stage() == {"research": 1, "outline": 4, "write": 2}
 
 
-def test_a_source_run_of_another_workflow_is_refused_and_the_run_executes_fresh(
+def test_a_source_run_of_another_workflow_is_refused_as_target_changed_and_runs_fresh(
     world: little.World,
 ) -> None:
     @little.runtime.workflow("tests.replay.other", version="1")
@@ -188,7 +188,7 @@ def test_a_source_run_of_another_workflow_is_refused_and_the_run_executes_fresh(
     started = next(e for x in world.read_run(result.run_id) if isinstance(e := x.event, RunStarted))
     assert (started.replay_source_run_id, started.replay_refused_reason) == (
         source.run_id,
-        "source-run-unusable",
+        "target-changed",
     )
     assert [e.replayed for e in settled(world, result.run_id)] == [False, False, False]
     assert [e.miss_reason for e in settled(world, result.run_id)] == [None, None, None]

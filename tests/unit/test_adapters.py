@@ -26,6 +26,7 @@ from little.harness import Model, ModelRequest, ModelResponse, ToolCallRequest, 
 from little.harness.adapters import AnthropicModel, OpenAIModel
 from little.replay import replay_run
 from little.runtime import StepContext, WorkflowContext, execute, resume, run, workflow
+from tests.keyless import get_time, get_weather  # the keyless workflow's tools
 
 # -- recorded HTTP -----------------------------------------------------------------------------
 
@@ -591,19 +592,6 @@ def test_missing_sdk_is_a_configuration_error(
 
 
 # -- a whole session through the runtime ---------------------------------------------------------
-
-
-@tool(
-    description="Current weather for a city.",
-    parameters={"type": "object", "properties": {"city": {"type": "string"}}},
-)
-def get_weather(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
-    return {"city": args["city"], "temp": 18}
-
-
-@tool(description="Local time.", parameters={"type": "object", "properties": {"tz": {}}})
-def get_time(args: dict[str, Any], ctx: Any) -> str:
-    return "19:05"
 
 
 class Crash(BaseException):

@@ -97,6 +97,7 @@ def test_start_run_v2_adds_only_an_optional_replay_source() -> None:
         StartRun.of("r", "wf", {"a": [1, 2]}, budgets=Budgets(max_tokens=10)),
         StartRun(run_id="r", workflow="wf"),
         StartRun.of("r", "wf", None, replay_from="run-recorded"),
+        StartRun.of("r", "wf", None, replay_from="run-recorded", replay_mode="strict"),
         ResumeRun(run_id="r"),
         CancelRun(run_id="r", reason="because"),
         CancelRun(run_id="r"),
@@ -158,11 +159,56 @@ GOLDEN_V2_START_HEX = (
 
 def test_start_run_v2_golden_bytes() -> None:
     assert decode_command(bytes.fromhex(GOLDEN_V2_START_HEX)) == GOLDEN_V2_START
-    assert encode_command(GOLDEN_V2_START).hex() == GOLDEN_V2_START_HEX
     # a v1 reader's view: the same bytes minus the field it does not know
-    assert encode_command(GOLDEN_V2_START)[10:].startswith(
+    assert bytes.fromhex(GOLDEN_V2_START_HEX)[10:].startswith(
         bytes.fromhex(GOLDEN["StartRun"][0])[10:]
     )
+
+
+# Written by v3 of StartRun (replay_mode added); decodes forever, and writers write it so.
+GOLDEN_V3_START = GOLDEN_V2_START.model_copy(update={"replay_mode": "strict"})
+GOLDEN_V3_START_HEX = (
+    "c301e9a45478d6405a7a4830303030303030302d303030302d343030302d383030302d303030303030303030"
+    "3030310a72756e2d31eabc9ba48dac95060274107265736561726368227b22746f706963223a224b61666b61"
+    "227d020a00020a72756e2d30020c737472696374"
+)
+
+
+def test_start_run_v3_golden_bytes() -> None:
+    assert decode_command(bytes.fromhex(GOLDEN_V3_START_HEX)) == GOLDEN_V3_START
+    assert encode_command(GOLDEN_V3_START).hex() == GOLDEN_V3_START_HEX
+    # a v2 reader's view: the same bytes minus the field it does not know
+    assert bytes.fromhex(GOLDEN_V3_START_HEX)[10:].startswith(
+        bytes.fromhex(GOLDEN_V2_START_HEX)[10:]
+    )
+    # v2 bytes decode with the default mode (null: repairable)
+    assert decode_command(bytes.fromhex(GOLDEN_V2_START_HEX)).replay_mode is None  # type: ignore[union-attr]
+
+
+def test_start_run_v3_adds_only_an_optional_replay_mode() -> None:
+    v2 = json.loads((SCHEMAS / "StartRun" / "v2.avsc").read_text())
+    v3 = json.loads((SCHEMAS / "StartRun" / "v3.avsc").read_text())
+    assert v3["fields"][: len(v2["fields"])] == v2["fields"]
+    (added,) = v3["fields"][len(v2["fields"]) :]
+    assert (added["name"], added["type"], added["default"]) == (
+        "replay_mode",
+        ["null", "string"],
+        None,
+    )
+    from avro.compatibility import ReaderWriterCompatibilityChecker, SchemaCompatibilityType
+
+    checker = ReaderWriterCompatibilityChecker()
+    for old in ("v1", "v2"):
+        earlier = avro.schema.parse((SCHEMAS / "StartRun" / f"{old}.avsc").read_text())
+        new = avro.schema.parse(json.dumps(v3))
+        for reader, writer in ((new, earlier), (earlier, new)):
+            result = checker.get_compatibility(reader, writer)
+            assert result.compatibility is SchemaCompatibilityType.compatible
+
+
+def test_an_unknown_replay_mode_is_refused_naming_the_field() -> None:
+    with pytest.raises(ValidationError, match="replay_mode"):
+        StartRun(run_id="r", workflow="wf", replay_from="r0", replay_mode="exact")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

@@ -177,3 +177,14 @@ def test_status_of_a_projector_without_envelopes_lists_runs_unmarked(projector: 
     assert out.returncode == 0, out.stderr
     assert "replayed=" not in out.stdout
     assert "reused a recorded run" not in out.stdout
+
+
+def test_submit_replay_mode_needs_a_run_to_replay() -> None:
+    line = one_line_error(little("submit", "research", "--replay-mode", "strict"))
+    assert "--replay-mode needs --replay-from" in line
+
+
+def test_submit_replay_mode_is_repairable_or_strict() -> None:
+    out = little("submit", "research", "--replay-from", "r0", "--replay-mode", "exact")
+    assert out.returncode != 0
+    assert "'exact' is not one of 'repairable', 'strict'" in out.stderr

@@ -316,18 +316,18 @@ def test_folding_from_a_prefix_state_keeps_the_replay_fields(split: int) -> None
 def test_a_snapshot_keeps_the_replay_fields_and_one_of_state_version_1_is_refused() -> None:
     state = Run(replay_source_run_id=SOURCE, replay_refused_reason="source-run-unusable").fold()
     assert decode_snapshot(encode_snapshot(Snapshot.of(state))).state == state
-    assert STATE_VERSION == 7  # RunStarted v2, agent.call.* v2, parked, decision_visit, values
+    assert STATE_VERSION == 8  # RunStarted v2/v3, agent.call.* v2, parked, decisions, values
     old = state.model_copy(update={"state_version": 1})
-    with pytest.raises(SnapshotError, match="state version 1 is not 7"):
+    with pytest.raises(SnapshotError, match=f"state version 1 is not {STATE_VERSION}"):
         decode_snapshot(encode_snapshot(Snapshot.of(old)))
 
 
 # -- the schema ------------------------------------------------------------------------------
 
 
-def test_run_started_is_written_with_v2_and_round_trips_the_replay_fields() -> None:
+def test_run_started_is_written_with_v3_and_round_trips_the_replay_fields() -> None:
     latest = default_catalog().latest("RunStarted")
-    assert latest.version == 2
+    assert latest.version == 3
     event = RunStarted(
         run_id=RUN,
         seq=0,
@@ -335,6 +335,9 @@ def test_run_started_is_written_with_v2_and_round_trips_the_replay_fields() -> N
         workflow_version="1",
         replay_source_run_id=SOURCE,
         replay_refused_reason="replay-unsafe-script",
+        source_sha256="ab" * 32,
+        source_coverage="self-contained",
+        replay_mode="strict",
     )
     codec = EventCodec()
     data = codec.encode(event)

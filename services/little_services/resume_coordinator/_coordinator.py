@@ -555,6 +555,7 @@ class Coordinator:
                 max_agent_calls=start.budgets.max_agent_calls if start is not None else None,
                 max_tokens=start.budgets.max_tokens if start is not None else None,
                 replay_from=start.replay_from if start is not None else None,
+                replay_mode=(start.replay_mode if start is not None else None) or "repairable",
                 control=control,
                 on_running=partial(self._running, entry, local),
             )

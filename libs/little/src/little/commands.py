@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from functools import cache
 from importlib import resources
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from fastavro import schemaless_reader, schemaless_writer
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -84,6 +84,9 @@ class StartRun(_Command):
     budgets: Budgets = Budgets()
     replay_from: str | None = None
     """A recorded run whose agent calls the new run may reuse (``run(..., replay_from=)``)."""
+    replay_mode: Literal["repairable", "strict"] | None = None
+    """How the replay treats a changed source (``run(..., replay_mode=)``); None is
+    ``repairable``. StartRun v3."""
 
     @field_validator("input_json")
     @classmethod
@@ -103,6 +106,7 @@ class StartRun(_Command):
         *,
         budgets: Budgets | None = None,
         replay_from: str | None = None,
+        replay_mode: Literal["repairable", "strict"] | None = None,
     ) -> StartRun:
         """A StartRun whose input is ``input`` as canonical JSON."""
         return cls(
@@ -111,6 +115,7 @@ class StartRun(_Command):
             input_json=canonical_json(input),
             budgets=budgets or Budgets(),
             replay_from=replay_from,
+            replay_mode=replay_mode,
         )
 
     @property

@@ -13,6 +13,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
+from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -28,6 +29,13 @@ if TYPE_CHECKING:
     from little.replay import ReplayEnvelope
 
 DEFAULT_PROJECTOR_URL = "http://127.0.0.1:8080"
+
+
+class ReplayMode(StrEnum):
+    """``little submit --replay-mode``: ``run(..., replay_mode=)``."""
+
+    repairable = "repairable"
+    strict = "strict"
 
 
 class CommandSettings(LittleSettings):
@@ -115,6 +123,15 @@ def submit(
             "from its record, up to the first that does not (pay only for what changed).",
         ),
     ] = None,
+    replay_mode: Annotated[
+        ReplayMode | None,
+        typer.Option(
+            "--replay-mode",
+            help="With --replay-from: repairable (reuse the unchanged prefix of an edited "
+            "workflow) or strict (any change of its source or version refuses reuse, and the "
+            "run executes fresh) [default: repairable].",
+        ),
+    ] = None,
     bootstrap_servers: Bootstrap = None,
     commands_topic: CommandsTopic = None,
     wait: Annotated[
@@ -134,7 +151,16 @@ def submit(
         raise ConfigurationError(f"--input is not JSON: {exc}") from exc
     run_id = run_id or f"run_{uuid.uuid4().hex}"
     budgets = Budgets(max_agent_calls=max_agent_calls, max_tokens=max_tokens)
-    start = StartRun.of(run_id, workflow, value, budgets=budgets, replay_from=replay_from)
+    if replay_mode is not None and replay_from is None:
+        raise ConfigurationError("--replay-mode needs --replay-from (the run to replay)")
+    start = StartRun.of(
+        run_id,
+        workflow,
+        value,
+        budgets=budgets,
+        replay_from=replay_from,
+        replay_mode=None if replay_mode is None else replay_mode.value,
+    )
     _publish(bootstrap_servers, commands_topic, start)
     print(run_id)
     if wait:

@@ -143,6 +143,9 @@ class RunStarted(Event):
     max_tokens: int | None = None
     replay_source_run_id: str | None = None
     replay_refused_reason: str | None = None
+    source_sha256: str | None = None
+    source_coverage: str | None = None
+    replay_mode: str | None = None
 
 
 class RunClaimed(Event):

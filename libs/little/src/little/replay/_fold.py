@@ -230,6 +230,9 @@ class _Fold:
             max_tokens=e.max_tokens,
             replay_source_run_id=e.replay_source_run_id,
             replay_refused_reason=e.replay_refused_reason,
+            source_sha256=e.source_sha256,
+            source_coverage=e.source_coverage,
+            replay_mode=e.replay_mode,
         )
 
     def run_completed(self, e: RunCompleted) -> None:

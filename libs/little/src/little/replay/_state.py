@@ -18,7 +18,7 @@ StepStatus = Literal["pending", "running", "completed", "failed"]
 CallStatus = Literal["called", "responded", "failed"]
 ToolStatus = Literal["started", "succeeded", "failed"]
 
-STATE_VERSION = 7
+STATE_VERSION = 8
 """Bumped whenever the shape or meaning of the state changes; older snapshots are ignored.
 
 2: ``replay_source_run_id`` and ``replay_refused_reason`` (RunStarted v2). A version-1
@@ -31,6 +31,9 @@ fold never sees that RunStarted again: such a snapshot would show a replay as an
 6: ``StepState.decision_visit``: an older snapshot would let a resume decide again.
 7: ``RecordedValue.source_run_id`` / ``admitted_calls`` (ValueRecorded v2) and
 ``agent_calls_defect``: an older snapshot would let a resumed replay serve past a fresh value.
+8: ``source_sha256``, ``source_coverage`` and ``replay_mode`` (RunStarted v3): an older
+snapshot would show a run with a source identity as one logged without, and a replay of it
+would be refused as ``identity-coverage-unproven``.
 """
 
 
@@ -351,6 +354,12 @@ class MaterializedRunState(_Frozen):
     """Recorded-call replay: the recorded run whose agent calls this run may reuse."""
     replay_refused_reason: str | None = None
     """Why reuse of the source run's calls was refused before the run began (it ran fresh)."""
+    source_sha256: str | None = None
+    """The identity of the workflow's source when the run started (``RunStarted`` v3)."""
+    source_coverage: str | None = None
+    """What ``source_sha256`` covers: ``self-contained`` or ``entry-only``."""
+    replay_mode: str | None = None
+    """A replay's mode: ``repairable`` (the default) or ``strict``."""
     output_json: str | None = None
     output_ref: ArtifactRef | None = None
     error: str | None = None

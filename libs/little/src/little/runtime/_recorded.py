@@ -20,13 +20,8 @@ recorded call cost, counted as avoided), and every surface marks it replayed.
 
 from __future__ import annotations
 
-import ast
-import functools
-import inspect
-import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from little.replay import AgentCall, MaterializedRunState, RecordedValue
 
@@ -54,6 +49,20 @@ broken stream): the reader stopped there, so nothing past it is proven."""
 REFUSED_SOURCE_UNUSABLE = "source-run-unusable"
 REFUSED_NO_CALLS = "no-recorded-calls"
 REFUSED_UNSAFE = "replay-unsafe-script"
+REFUSED_TARGET_CHANGED = "target-changed"
+"""The source run was started by another workflow (name) than the replaying run's."""
+REFUSED_COVERAGE_UNPROVEN = "identity-coverage-unproven"
+"""The replaying workflow's source, or the source run's recorded one, is ``entry-only`` (or
+the source run recorded no identity: it was logged before ``RunStarted`` v3)."""
+REFUSED_SOURCE_CHANGED = "source-changed"
+"""Strict mode: the workflow's source identity or version differs from the source run's."""
+
+# how a replay treats a changed source (RunStarted.replay_mode)
+MODE_REPAIRABLE = "repairable"
+"""Reuse the unchanged prefix of a changed source (the first changed call ends reuse)."""
+MODE_STRICT = "strict"
+"""Refuse reuse when the source changed at all (``source-changed``)."""
+REPLAY_MODES = (MODE_REPAIRABLE, MODE_STRICT)
 
 Node = tuple[str | None, str | None, int | None]
 """``(phase, label, occurrence)``: the step path, the session name, the exchange's number."""
@@ -306,117 +315,3 @@ def _workflow_scope(scopes: list[str], values_scope: str | None) -> str:
     """The workflow scope a value was asked for in: the innermost one enclosing its own."""
     path = values_scope or ""
     return next(s for s in scopes if path.startswith(s))
-
-
-# -- the replay-safety scan -------------------------------------------------------------------
-
-_CLOCK_ATTRS = {
-    "time": {
-        "time",
-        "time_ns",
-        "monotonic",
-        "monotonic_ns",
-        "perf_counter",
-        "perf_counter_ns",
-        "process_time",
-        "process_time_ns",
-        "thread_time",
-        "thread_time_ns",
-        "localtime",
-        "gmtime",
-        "ctime",
-        "asctime",
-        "strftime",
-    },
-    "datetime": {"now", "utcnow", "today"},
-    "date": {"today"},
-    "uuid": {"uuid1", "uuid4"},
-    "os": {"urandom", "getrandom"},
-}
-_RANDOM_MODULES = {"random", "secrets"}
-_WATCHED = {"time", "datetime", "uuid", "os", *_RANDOM_MODULES}
-_LOOP_CALLS = {"get_running_loop", "get_event_loop"}
-
-
-def unsafe_reads(source: str) -> list[str]:
-    """Direct clock and randomness reads in ``source`` (Python), as ``line: what``.
-
-    Flagged: any import of ``random`` or ``secrets``; the clock functions of ``time``,
-    ``datetime.now/utcnow/today``, ``date.today``, ``uuid.uuid1/uuid4``, ``os.urandom``, reached
-    by name, through an import alias (``import time as t``, ``from datetime import datetime as
-    dt``) or imported directly; a fresh binding of one of those modules (``t = time``); an
-    event loop's ``time()``. A filter, not a proof: it reads syntax, so values assembled at run
-    time, reached through another module or read from the environment stay invisible. It errs
-    towards flagging: a false positive costs a cache miss, a false negative would replay an
-    answer from a different world. ``ctx.now()``, ``ctx.random()`` and ``ctx.uuid4()`` are
-    recorded values and never flagged.
-    """
-    tree = ast.parse(source)
-    aliases: dict[str, str] = {}  # local name -> watched module or class it stands for
-    found: list[str] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                root = alias.name.split(".")[0]
-                if root in _RANDOM_MODULES:
-                    found.append(f"{node.lineno}: import {alias.name}")
-                elif root in _WATCHED:
-                    aliases[(alias.asname or root)] = root
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            root = node.module.split(".")[0]
-            for alias in node.names:
-                if root in _RANDOM_MODULES or alias.name in _CLOCK_ATTRS.get(root, ()):
-                    found.append(f"{node.lineno}: from {node.module} import {alias.name}")
-                elif root == "datetime" and alias.name in ("datetime", "date"):
-                    aliases[alias.asname or alias.name] = alias.name
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute):
-            base = node.value
-            name: str | None = None
-            if isinstance(base, ast.Name):
-                name = aliases.get(base.id, base.id if base.id in _WATCHED else None)
-                if base.id == "loop" and node.attr == "time":
-                    name = "loop"
-            elif isinstance(base, ast.Attribute):  # datetime.datetime.now, time.time...
-                name = base.attr
-            elif (
-                isinstance(base, ast.Call)
-                and node.attr == "time"
-                and _called_name(base) in _LOOP_CALLS
-            ):
-                name = "loop"
-            if name == "loop" or (
-                name is not None
-                and (name in _RANDOM_MODULES or node.attr in _CLOCK_ATTRS.get(name, ()))
-            ):
-                found.append(f"{node.lineno}: {name}.{node.attr}")
-        elif isinstance(node, ast.Assign | ast.AnnAssign):  # t = time, r = random
-            value = node.value
-            if isinstance(value, ast.Name) and (value.id in _WATCHED or value.id in aliases):
-                found.append(f"{node.lineno}: binds {value.id}")
-    return sorted(set(found), key=lambda line: (int(line.split(":", 1)[0]), line))
-
-
-def _called_name(call: ast.Call) -> str | None:
-    func = call.func
-    if isinstance(func, ast.Attribute):
-        return func.attr
-    return func.id if isinstance(func, ast.Name) else None
-
-
-@functools.lru_cache(maxsize=256)
-def _module_reads(module_name: str) -> tuple[str, ...] | None:
-    module = sys.modules.get(module_name)
-    try:
-        source = inspect.getsource(module) if module is not None else None
-    except (OSError, TypeError):
-        source = None
-    return None if source is None else tuple(unsafe_reads(source))
-
-
-def replay_safe(fn: Any) -> tuple[bool, tuple[str, ...]]:
-    """Whether the module defining ``fn`` passes the scan (no source counts as unsafe)."""
-    reads = _module_reads(getattr(fn, "__module__", "") or "")
-    if reads is None:
-        return False, ("the workflow's source cannot be read",)
-    return not reads, reads

@@ -20,7 +20,7 @@ from typing import Any
 
 from little._canonical import canonical_json
 from little._world import RecordDecodeError, World
-from little.errors import LogError, RuntimeIntegrityError
+from little.errors import ConfigurationError, LogError, RuntimeIntegrityError
 from little.events import ArtifactRef, LoggedEvent, RunClaimed, RunCompleted, RunFailed, RunStarted
 from little.log import Position
 from little.logs import get_logger
@@ -46,14 +46,20 @@ from little.runtime._errors import (
     WorkflowVersionError,
 )
 from little.runtime._recorded import (
+    MODE_REPAIRABLE,
+    MODE_STRICT,
+    REFUSED_COVERAGE_UNPROVEN,
     REFUSED_NO_CALLS,
+    REFUSED_SOURCE_CHANGED,
     REFUSED_SOURCE_UNUSABLE,
+    REFUSED_TARGET_CHANGED,
     REFUSED_UNSAFE,
+    REPLAY_MODES,
     AgentCalls,
     RecordedCalls,
-    replay_safe,
 )
 from little.runtime._registry import AnyWorkflow, lookup
+from little.runtime._source import COVERAGE_SELF_CONTAINED, SourceIdentity, workflow_source
 from little.runtime._writer import FAULTS, PRODUCER, RunWriter
 
 log = get_logger("little.runtime")
@@ -355,6 +361,7 @@ async def execute(
     control: RunControl | None = None,
     on_running: Callable[[MaterializedRunState], None] | None = None,
     replay_from: str | None = None,
+    replay_mode: str = MODE_REPAIRABLE,
     fresh: bool = False,
 ) -> RunResult:
     """Run or resume ``run_id`` to its end in this process.
@@ -363,10 +370,16 @@ async def execute(
     (``ExecutionStopped`` is raised). ``on_running(state)`` is called once the run is claimed
     and its ``RunStarted`` is in the log, just before the workflow runs (not for sub-runs).
     ``replay_from`` (a new run only) names a recorded run whose agent calls this run may reuse
-    (recorded-call replay, ``little.runtime._recorded``). ``fresh=True``: the caller made the
+    (recorded-call replay, ``little.runtime._recorded``) in ``replay_mode`` (``repairable`` or
+    ``strict``, see ``run``). ``fresh=True``: the caller made the
     run id just now and never gave it out (``run`` without ``run_id``), so there is no log to
     read first. Every read and fold runs off the event loop.
     """
+    if replay_mode not in REPLAY_MODES:
+        raise ConfigurationError(
+            f"replay_mode={replay_mode!r} (run {run_id}) is not a replay mode: use one of "
+            f"{', '.join(repr(m) for m in REPLAY_MODES)}"
+        )
     owner = owner or default_owner()
     if fresh:
         state = materialize_run_state_from_events([], run_id=run_id)
@@ -403,6 +416,7 @@ async def execute(
             max_tokens=max_tokens,
             on_running=on_running,
             replay_from=replay_from,
+            replay_mode=replay_mode,
         )
     finally:
         await writer.settled()  # no append of this execution is left in flight when it ends
@@ -423,6 +437,7 @@ async def _execute_claimed(
     max_tokens: int | None,
     on_running: Callable[[MaterializedRunState], None] | None,
     replay_from: str | None,
+    replay_mode: str,
 ) -> RunResult:
     await writer.checkpoint()  # stopped or cancelled while claiming
     if state.steps:
@@ -437,9 +452,9 @@ async def _execute_claimed(
                 "no workflow was given to start it with",
             )
         input_json, input_ref = await store_json(world, run_id, input)
-        refused = None
-        if replay_from is not None:
-            refused, source = await asyncio.to_thread(_replay_refusal, world, workflow, replay_from)
+        identity, refused, source = await asyncio.to_thread(
+            _start_facts, world, workflow, replay_from, replay_mode
+        )
         started, at = await writer.emit(
             RunStarted,
             workflow=workflow.name,
@@ -452,6 +467,9 @@ async def _execute_claimed(
             max_tokens=max_tokens,
             replay_source_run_id=replay_from,
             replay_refused_reason=refused,
+            source_sha256=identity.sha256,
+            source_coverage=identity.coverage,
+            replay_mode=replay_mode if replay_from is not None else None,
         )
         state = materialize_run_state_from_events(
             [LoggedEvent(started, at.partition, at.offset)], start=state
@@ -542,32 +560,72 @@ def fold_source(world: World, run_id: str) -> tuple[MaterializedRunState, str | 
         return state, str(exc)
 
 
+def _start_facts(
+    world: World, workflow: AnyWorkflow, replay_from: str | None, replay_mode: str
+) -> tuple[SourceIdentity, str | None, RecordedCalls | None]:
+    """What ``RunStarted`` records about the workflow's source, and for a replay why it is
+    refused (or None) and the source run's record. Reads source files and the log: a worker
+    thread."""
+    identity = workflow_source(workflow.fn)
+    if replay_from is None:
+        return identity, None, None
+    refused, source = _replay_refusal(world, workflow, identity, replay_from, replay_mode)
+    return identity, refused, source
+
+
 def _replay_refusal(
-    world: World, workflow: AnyWorkflow, source_run_id: str
+    world: World,
+    workflow: AnyWorkflow,
+    identity: SourceIdentity,
+    source_run_id: str,
+    mode: str,
 ) -> tuple[str | None, RecordedCalls | None]:
     """Why the agent calls of ``source_run_id`` cannot be offered to a new run of
-    ``workflow`` (the run then executes fresh), or None; and the source's record.
-    Reads source files and the log: a worker thread."""
-    safe, reads = replay_safe(workflow.fn)
-    if not safe:
-        log.warning("replay_refused", reason=REFUSED_UNSAFE, workflow=workflow.name, reads=reads)
-        return REFUSED_UNSAFE, None
+    ``workflow`` whose source is ``identity`` (the run then executes fresh), or None; and the
+    source run's record (its proven prefix, ``fold_source``). The checks run in the seed's order: the source run, its target, the
+    coverage of both identities, the scan, the source change (strict mode), the record."""
     source, damage = fold_source(world, source_run_id)
     if damage is not None:
         log.warning("replay_source_damaged", source_run_id=source_run_id, damage=damage)
-    # A damaged log ends where it stops being readable: what came before is the proven record
-    if source.workflow != workflow.name or not (source.terminal or damage is not None):
+
+    def refuse(reason: str, **why: Any) -> tuple[str, None]:
         log.warning(
             "replay_refused",
-            reason=REFUSED_SOURCE_UNUSABLE,
+            reason=reason,
             source_run_id=source_run_id,
-            source_workflow=source.workflow,
-            source_status=source.status,
+            workflow=workflow.name,
+            **why,
         )
-        return REFUSED_SOURCE_UNUSABLE, None
+        return reason, None
+
+    # A damaged log ends where it stops being readable: what came before is the proven record
+    if source.workflow is None or not (source.terminal or damage is not None):
+        return refuse(REFUSED_SOURCE_UNUSABLE, source_status=source.status)
+    if source.workflow != workflow.name:
+        return refuse(REFUSED_TARGET_CHANGED, source_workflow=source.workflow)
+    if not identity.readable:
+        return refuse(REFUSED_UNSAFE, reads=("the workflow's source cannot be read",))
+    if identity.coverage != COVERAGE_SELF_CONTAINED:
+        return refuse(REFUSED_COVERAGE_UNPROVEN, unresolved=identity.unresolved)
+    if source.source_coverage != COVERAGE_SELF_CONTAINED:
+        return refuse(
+            REFUSED_COVERAGE_UNPROVEN,
+            source_coverage=source.source_coverage or "none recorded (logged before RunStarted v3)",
+        )
+    if identity.reads:
+        return refuse(REFUSED_UNSAFE, reads=identity.reads)
+    if mode == MODE_STRICT and (
+        source.source_sha256 != identity.sha256 or source.workflow_version != workflow.version
+    ):
+        return refuse(
+            REFUSED_SOURCE_CHANGED,
+            source_sha256=source.source_sha256,
+            sha256=identity.sha256,
+            source_version=source.workflow_version,
+            version=workflow.version,
+        )
     if not any(c.outcome is not None for c in source.agent_calls):
-        log.warning("replay_refused", reason=REFUSED_NO_CALLS, source_run_id=source_run_id)
-        return REFUSED_NO_CALLS, None
+        return refuse(REFUSED_NO_CALLS)
     return None, RecordedCalls.of(source, damage)
 
 
@@ -593,6 +651,7 @@ async def run(
     max_agent_calls: int | None = None,
     max_tokens: int | None = None,
     replay_from: str | None = None,
+    replay_mode: str = MODE_REPAIRABLE,
 ) -> RunResult:
     """Start ``workflow`` with ``input`` as a new run (or resume ``run_id`` if it exists).
 
@@ -600,6 +659,9 @@ async def run(
     admission ordinal and request match the recorded one returns the recorded answer without
     invoking a model or tool, up to the first call that does not (from there on every call
     runs fresh). Edit the last stage of a long pipeline, re-run it, and pay for that stage.
+    ``replay_mode="repairable"`` (the default) does that for an edited source;
+    ``replay_mode="strict"`` refuses reuse (``source-changed``: the run executes fresh) unless
+    the workflow's source identity and version are those the recorded run started with.
     """
     return await execute(
         world,
@@ -609,6 +671,7 @@ async def run(
         max_agent_calls=max_agent_calls,
         max_tokens=max_tokens,
         replay_from=replay_from,
+        replay_mode=replay_mode,
         fresh=run_id is None,  # an id made here and given to nobody yet: nothing to read
     )
 

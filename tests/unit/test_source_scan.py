@@ -1,0 +1,149 @@
+"""The replay-safety scan's holes (issue 16 item 9) and the static import resolution behind
+the source identity: each form of reaching a clock or randomness without naming it the plain
+way is flagged, and harmless look-alikes are not."""
+
+from __future__ import annotations
+
+import pytest
+
+from little.runtime._source import static_imports, unsafe_reads
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        # getattr with a literal is folded into the member access
+        ("import time\ngetattr(time, 'time')()", ["2: time.time"]),
+        ("import datetime\ngetattr(datetime.datetime, 'now')()", ["2: datetime.now"]),
+        ("import datetime\ngetattr(getattr(datetime, 'date'), 'today')()", ["2: date.today"]),
+        ("import builtins, time\nbuiltins.getattr(time, 'monotonic')()", ["2: time.monotonic"]),
+        # a computed getattr on a watched module is unfoldable: always unproven
+        (
+            "import time\nname = 'ti' + 'me'\ngetattr(time, name)()",
+            ["3: getattr(time, <computed>)"],
+        ),
+        ("import os\ngetattr(os, attr)", ["2: getattr(os, <computed>)"]),
+        # __import__ / importlib.import_module with a literal
+        ("__import__('time').time()", ["1: time.time"]),
+        (
+            "import importlib\nimportlib.import_module('time').perf_counter()",
+            ["2: time.perf_counter"],
+        ),
+        ("from importlib import import_module as im\nim('uuid').uuid4()", ["2: uuid.uuid4"]),
+        (
+            "import importlib\nimportlib.import_module('random')",
+            ["2: importlib.import_module('random')"],
+        ),
+        ("__import__('secrets')", ["1: __import__('secrets')"]),
+        (
+            "import importlib\nimportlib.import_module('datetime').datetime.now()",
+            ["2: datetime.now"],
+        ),
+        # builtins
+        ("import builtins\nbuiltins.__import__('time').time_ns()", ["2: time.time_ns"]),
+        ("import builtins as b\nb.__import__('random')", ["2: builtins.__import__('random')"]),
+        # sys.modules
+        ("import sys\nsys.modules['time'].time()", ["2: time.time"]),
+        ("import sys\nsys.modules['random']", ["2: sys.modules['random']"]),
+        ("import sys\nsys.modules[name].now()", ["2: sys.modules[<computed>]"]),
+        ("import sys\nsys.modules.get('time').time()", ["2: time.time"]),
+        ("import sys\nsys.modules.get(name)", ["2: sys.modules.get(<computed>)"]),
+        ("from sys import modules\nmodules['os'].urandom(4)", ["2: os.urandom"]),
+        # bindings that hand a module on: walrus, tuple unpacking, defaults, arguments
+        ("import time\nif (t := time):\n    pass", ["2: binds time"]),
+        ("import time\na, b = time, 1", ["2: binds time"]),
+        ("import time\n[a, b] = [1, time]", ["2: binds time"]),
+        ("import time\ndef f(clock=time):\n    return clock.time()", ["2: binds time"]),
+        ("import time\ndef f(clock=time.time):\n    return clock()", ["2: time.time"]),
+        ("import time\nasync def f(*, clock=time.monotonic): ...", ["2: time.monotonic"]),
+        ("import time\nf = lambda clock=time: clock", ["2: binds time"]),
+        ("import time\nrun(time)", ["2: binds time"]),
+        ("import time\ndef f():\n    return time", ["3: binds time"]),
+        ("import datetime\nd = datetime.datetime", ["2: binds datetime"]),
+        ("from datetime import datetime\nclock = datetime", ["2: binds datetime"]),
+        ("t = __import__('time')", ["1: binds time"]),
+        # star imports of a watched module
+        ("from time import *", ["1: from time import *"]),
+        ("from datetime import *", ["1: from datetime import *"]),
+        ("from os import *", ["1: from os import *"]),
+        ("from random import *", ["1: from random import *"]),
+    ],
+)
+def test_the_scan_folds_each_form(source: str, expected: list[str]) -> None:
+    assert unsafe_reads(source) == expected
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import time\ngetattr(time, 'sleep')(0)",
+        "import os\ngetattr(os, 'sep')",
+        "getattr(obj, name)",  # not a watched module: nothing to say
+        "import sys\nsys.modules['json'].dumps({})",
+        "import importlib\nimportlib.import_module('json')",
+        "from datetime import datetime\nisinstance(x, datetime)",
+        "from datetime import datetime\ndef f(when: datetime) -> datetime:\n    return when",
+        "from datetime import datetime\nx: datetime | None = None",
+        "from datetime import datetime\ndatetime(2026, 1, 1)",
+        "import datetime\ndatetime.timedelta(seconds=3)",
+        "def f(time):\n    return time + 1",  # a parameter named time, not the module
+        "time = 3\nprint(time)",
+        "import time\ntime.sleep(0)",
+        "from os import path, environ",
+        "record.date",
+        "event.time",
+    ],
+)
+def test_the_scan_leaves_harmless_look_alikes_alone(source: str) -> None:
+    assert unsafe_reads(source) == []
+
+
+def test_static_imports_resolve_absolute_relative_and_literal_imports() -> None:
+    found, unresolved = static_imports(
+        "import json, tests.helpers as h\n"
+        "from . import sibling\n"
+        "from .sub.mod import name\n"
+        "from .. import up\n"
+        "import importlib\n"
+        "importlib.import_module('proj.plugins')\n"
+        "__import__('proj.extra')\n",
+        "proj.flows",
+    )
+    assert found == [
+        (1, "json", ()),
+        (1, "tests.helpers", ()),
+        (2, "proj.flows", ("sibling",)),
+        (3, "proj.flows.sub.mod", ("name",)),
+        (4, "proj", ("up",)),
+        (5, "importlib", ()),
+        (6, "proj.plugins", ()),
+        (7, "proj.extra", ()),
+    ]
+    assert unresolved == []
+
+
+@pytest.mark.parametrize(
+    ("source", "package", "what"),
+    [
+        ("import importlib\nimportlib.import_module(name)", "p", "2: importlib.import_module"),
+        ("__import__(f'plugins.{name}')", "p", "1: __import__(<computed>)"),
+        ("import builtins\nbuiltins.__import__(name)", "p", "2: builtins.__import__"),
+        ("from importlib import import_module\nimport_module(n)", "p", "2: importlib.import_mod"),
+        ("import importlib\nimportlib.import_module('.x', 'p')", "p", "2: importlib.import_mod"),
+        ("from . import x", None, "1: from . import ... (relative, resolves nowhere"),
+        ("from ... import x", "p.q", "1: from ... import ... (relative, resolves nowhere"),
+        ("exec(code)", "p", "1: exec(...) runs code the scan cannot follow"),
+        ("import runpy\nrunpy.run_path(p)", "p", "2: runpy.run_path(...)"),
+        (
+            "import importlib.util\nimportlib.util.spec_from_file_location('m', p)",
+            "p",
+            "2: importlib.util.spec_from_file_location(...)",
+        ),
+    ],
+)
+def test_imports_that_cannot_be_resolved_statically_are_named(
+    source: str, package: str | None, what: str
+) -> None:
+    _, unresolved = static_imports(source, package)
+    assert len(unresolved) == 1
+    assert unresolved[0].startswith(what), unresolved
