@@ -113,6 +113,31 @@ def test_run_a_workflow_of_ones_own_then_replay_it_edited(project: Path) -> None
     # research was answered from run_a's record; only the edited stage ran again
     assert (invocations(project, "research"), invocations(project, "write")) == (1, 2)
 
+    # strict mode refuses any change of the source: a comment is one
+    with (project / "flows.py").open("a") as f:
+        f.write("# edited\n")
+    strict = little(
+        project,
+        "run",
+        "flows:brief",
+        "--input",
+        '"Kafka"',
+        "--run-id",
+        "run_s",
+        "--replay-from",
+        "run_a",
+        "--replay-mode",
+        "strict",
+        "--json",
+    )
+    assert strict.returncode == 0, strict.stderr
+    assert json.loads(strict.stdout)["replay"]["refused_reason"] == "source-changed"
+    assert (invocations(project, "research"), invocations(project, "write")) == (2, 3)
+    one_line_error(
+        little(project, "run", "flows:brief", "--replay-mode", "strict"),
+        "--replay-mode needs --replay-from",
+    )
+
     listed = little(project, "runs", "--json")
     assert listed.returncode == 0, listed.stderr
     rows = {r["run_id"]: r for r in map(json.loads, listed.stdout.splitlines())}
@@ -122,11 +147,15 @@ def test_run_a_workflow_of_ones_own_then_replay_it_edited(project: Path) -> None
     } == {
         "run_a": ("brief", "completed", 2, 0),
         "run_b": ("brief", "completed", 2, 1),
+        "run_s": ("brief", "completed", 2, 0),
     }
     assert rows["run_b"]["replay_source_run_id"] == "run_a"
     text = little(project, "runs")
     assert text.returncode == 0, text.stderr
     assert "2 (replayed=1)" in text.stdout
+    assert "run_s" in text.stdout
+    assert "(more runs than --limit 2)" not in text.stdout
+    assert "(more runs than --limit 2)" in little(project, "runs", "--limit", "2").stdout
 
 
 def test_resume_on_the_embedded_world_continues_a_killed_run_here(project: Path) -> None:

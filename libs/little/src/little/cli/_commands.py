@@ -13,14 +13,22 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
-from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
 
 from little.cli._app import Bootstrap, DataDir, app, console
-from little.cli._local import AsJson, Workflows, resume_here
+from little.cli._local import (
+    AsJson,
+    MaxAgentCalls,
+    MaxTokens,
+    ReplayFrom,
+    ReplayModeOption,
+    Workflows,
+    replay_mode_of,
+    resume_here,
+)
 from little.commands import Budgets, CancelRun, Command, ResumeRun, StartRun
 from little.errors import ConfigurationError, LittleError
 from little.settings import LittleSettings
@@ -29,13 +37,6 @@ if TYPE_CHECKING:
     from little.replay import ReplayEnvelope
 
 DEFAULT_PROJECTOR_URL = "http://127.0.0.1:8080"
-
-
-class ReplayMode(StrEnum):
-    """``little submit --replay-mode``: ``run(..., replay_mode=)``."""
-
-    repairable = "repairable"
-    strict = "strict"
 
 
 class CommandSettings(LittleSettings):
@@ -111,27 +112,10 @@ def submit(
     run_id: Annotated[
         str | None, typer.Option("--run-id", help="Run id [default: run_<random hex>]")
     ] = None,
-    max_agent_calls: Annotated[
-        int | None, typer.Option("--max-agent-calls", help="Cap on fresh model calls.")
-    ] = None,
-    max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="Cap on tokens.")] = None,
-    replay_from: Annotated[
-        str | None,
-        typer.Option(
-            "--replay-from",
-            help="A recorded run of this workflow: agent calls that match it are answered "
-            "from its record, up to the first that does not (pay only for what changed).",
-        ),
-    ] = None,
-    replay_mode: Annotated[
-        ReplayMode | None,
-        typer.Option(
-            "--replay-mode",
-            help="With --replay-from: repairable (reuse the unchanged prefix of an edited "
-            "workflow) or strict (any change of its source or version refuses reuse, and the "
-            "run executes fresh) [default: repairable].",
-        ),
-    ] = None,
+    max_agent_calls: MaxAgentCalls = None,
+    max_tokens: MaxTokens = None,
+    replay_from: ReplayFrom = None,
+    replay_mode: ReplayModeOption = None,
     bootstrap_servers: Bootstrap = None,
     commands_topic: CommandsTopic = None,
     wait: Annotated[
@@ -151,15 +135,14 @@ def submit(
         raise ConfigurationError(f"--input is not JSON: {exc}") from exc
     run_id = run_id or f"run_{uuid.uuid4().hex}"
     budgets = Budgets(max_agent_calls=max_agent_calls, max_tokens=max_tokens)
-    if replay_mode is not None and replay_from is None:
-        raise ConfigurationError("--replay-mode needs --replay-from (the run to replay)")
+    mode = replay_mode_of(replay_mode, replay_from)
     start = StartRun.of(
         run_id,
         workflow,
         value,
         budgets=budgets,
         replay_from=replay_from,
-        replay_mode=None if replay_mode is None else replay_mode.value,
+        replay_mode=mode,
     )
     _publish(bootstrap_servers, commands_topic, start)
     print(run_id)

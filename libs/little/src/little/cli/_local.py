@@ -14,8 +14,9 @@ import importlib
 import json
 import os
 import sys
+from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 from rich.table import Table
@@ -37,6 +38,49 @@ Workflows = Annotated[
     ),
 ]
 AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+ReplayFrom = Annotated[
+    str | None,
+    typer.Option(
+        "--replay-from",
+        help="A recorded run of this workflow: agent calls that match it are answered "
+        "from its record, up to the first that does not (pay only for what changed).",
+    ),
+]
+
+
+class ReplayMode(StrEnum):
+    """``--replay-mode``: ``run(..., replay_mode=)``."""
+
+    repairable = "repairable"
+    strict = "strict"
+
+
+ReplayModeOption = Annotated[
+    ReplayMode | None,
+    typer.Option(
+        "--replay-mode",
+        help="With --replay-from: repairable (reuse the unchanged prefix of an edited "
+        "workflow) or strict (any change of its source or version refuses reuse, and the "
+        "run executes fresh) [default: repairable].",
+    ),
+]
+
+
+def replay_mode_of(
+    mode: ReplayMode | None, replay_from: str | None
+) -> Literal["repairable", "strict"] | None:
+    """The mode's value; a mode without a run to replay is a usage error."""
+    if mode is not None and replay_from is None:
+        raise ConfigurationError("--replay-mode needs --replay-from (the run to replay)")
+    if mode is None:
+        return None
+    return "strict" if mode is ReplayMode.strict else "repairable"
+
+
+MaxAgentCalls = Annotated[
+    int | None, typer.Option("--max-agent-calls", help="Cap on fresh model calls.")
+]
+MaxTokens = Annotated[int | None, typer.Option("--max-tokens", help="Cap on tokens.")]
 
 
 def load(workflows: str | None) -> None:
@@ -157,18 +201,10 @@ def run_command(
             "--run-id", help="Run id [default: a new one]; a run that exists is continued."
         ),
     ] = None,
-    replay_from: Annotated[
-        str | None,
-        typer.Option(
-            "--replay-from",
-            help="A recorded run of this workflow: agent calls that match it are answered "
-            "from its record, up to the first that does not (pay only for what changed).",
-        ),
-    ] = None,
-    max_agent_calls: Annotated[
-        int | None, typer.Option("--max-agent-calls", help="Cap on fresh model calls.")
-    ] = None,
-    max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="Cap on tokens.")] = None,
+    replay_from: ReplayFrom = None,
+    replay_mode: ReplayModeOption = None,
+    max_agent_calls: MaxAgentCalls = None,
+    max_tokens: MaxTokens = None,
     workflows: Workflows = None,
     data_dir: DataDir = None,
     bootstrap_servers: Bootstrap = None,
@@ -177,6 +213,7 @@ def run_command(
     """Run a workflow in this process (embedded world by default) and print its outcome."""
     from little.runtime import run
 
+    mode = replay_mode_of(replay_mode, replay_from)
     wf = resolve(target, workflows)
     value = _json_arg(input, "--input")
     quiet()
@@ -190,6 +227,7 @@ def run_command(
                 max_agent_calls=max_agent_calls,
                 max_tokens=max_tokens,
                 replay_from=replay_from,
+                **({} if mode is None else {"replay_mode": mode}),
             )
         )
         finish(world, result, as_json)
