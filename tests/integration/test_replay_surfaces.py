@@ -194,8 +194,7 @@ def test_little_status_marks_the_replay_run(runs: Runs, tmp_path: Path) -> None:
         "recorded run (not fresh evidence); diverged at call 2 (write/write#0): key-mismatch"
     ) in lines
     assert (
-        f"{runs.refused.run_id}: replay of {runs.source.run_id} refused: target-changed; "
-        "ran fresh"
+        f"{runs.refused.run_id}: replay of {runs.source.run_id} refused: target-changed; ran fresh"
     ) in lines
     assert not any(line.startswith(f"{runs.source.run_id}:") for line in lines)
     rows = {r["run_id"]: r for r in map(json.loads, as_json.stdout.splitlines())}
