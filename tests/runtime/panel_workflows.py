@@ -10,7 +10,7 @@ from typing import Any
 
 from little.events import Usage
 from little.harness import ModelResponse, ScriptedModel
-from little.runtime import StepContext, WorkflowContext, workflow
+from little.runtime import Retry, StepContext, WorkflowContext, workflow
 
 USAGE = Usage(input_tokens=50, output_tokens=10)
 LEGS = ("judge0", "judge1", "judge2")
@@ -84,6 +84,7 @@ def panel_flow(
         about = topic
         if with_research:
             about = str(await ctx.step("research", research, prompts["research"] + topic))
-        return await ctx.step("judge", judge, about)
+        # retried on a failure: a terminal one (a mixed panel) must not be
+        return await ctx.step("judge", judge, about, retry=Retry(max_attempts=3))
 
     return workflow(name, version=v)(flow)

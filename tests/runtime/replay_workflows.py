@@ -310,3 +310,42 @@ def five_stages(v: str, **edits: str) -> Any:
         return answers
 
     return workflow(STAGED, version=v)(flow)
+
+
+RETRIED = "tests.replay.retried"
+FAIL_ONCE: set[str] = set()
+"""Runs whose ``research`` step fails once, after its agent call answered (then is retried)."""
+
+
+def retried(v: str) -> Any:
+    """A retried step that makes an agent call: attempt 1 fails after the call answered (once
+    per run named in ``FAIL_ONCE``), attempt 2 asks again and succeeds."""
+    from little.runtime import Retry
+
+    async def research(step: StepContext, topic: str) -> str | None:
+        answer = await ask(step, "research", f"[{step.now().isoformat()}] Find facts about {topic}")
+        if step.run_id in FAIL_ONCE:
+            FAIL_ONCE.discard(step.run_id)
+            raise ModelDown("the answer did not parse")
+        return answer
+
+    async def flow(ctx: WorkflowContext, topic: str) -> Any:
+        found = await ctx.step("research", research, topic, retry=Retry(max_attempts=2))
+        return [found, await ctx.step("write", ask, "write", f"Write up: {found}")]
+
+    return workflow(RETRIED, version=v)(flow)
+
+
+LOOPED = "tests.replay.looped"
+
+
+def looped(v: str) -> Any:
+    """One step visited twice (a loop), reading the clock into its prompt on each visit."""
+
+    async def draft(step: StepContext, n: int) -> str | None:
+        return await ask(step, "draft", f"Draft {n} at {step.now().isoformat()}")
+
+    async def flow(ctx: WorkflowContext, topic: str) -> Any:
+        return [await ctx.step("draft", draft, n, max_visits=2) for n in (1, 2)]
+
+    return workflow(LOOPED, version=v)(flow)

@@ -122,10 +122,11 @@ def test_a_broken_source_stream_ends_the_proven_prefix_before_the_break(
         lambda e: CODEC.encode(e.model_copy(update={"seq": e.seq + 5})),
     )
     second = replay(world, source)
-    # outline's admission is proven but not its answer: it runs again, and so does write
+    # outline's admission is proven but not its answer, which lay past the break: it runs
+    # again, saying why, and so does write
     assert marks(world, second.run_id) == [
         (True, None),
-        (False, "no-record"),
+        (False, "recorded-log-unreadable"),
         (False, "diverged"),
     ]
     assert invoked() == {"research": 1, "outline": 2, "write": 2}
@@ -191,4 +192,8 @@ def test_a_missing_recorded_value_position_is_produced_fresh(
     ]
     assert [e.source_run_id for e in uuids] == [None]
     # the fresh uuid latched the replay where it was asked for, before outline's call
-    assert marks(world, second.run_id) == [(True, None), (False, "diverged"), (False, "diverged")]
+    assert marks(world, second.run_id) == [
+        (True, None),
+        (False, "recorded-value-missing"),
+        (False, "diverged"),
+    ]

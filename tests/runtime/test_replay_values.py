@@ -80,7 +80,11 @@ def test_a_value_the_record_lacks_is_produced_fresh_and_ends_reuse(world: little
     assert second.status == "completed"
     # write's request is unchanged (it does not use the random), but it comes after a value
     # produced fresh: a later recorded answer may depend on a world that no longer exists
-    assert marks(world, second.run_id) == [(True, None), (True, None), (False, "diverged")]
+    assert marks(world, second.run_id) == [
+        (True, None),
+        (True, None),
+        (False, "recorded-value-missing"),
+    ]
     assert invoked() == {"research": 1, "outline": 1, "write": 2}
     (extra,) = [v for v in values(world, second.run_id) if v.kind == "random"]
     assert extra.source_run_id is None
@@ -92,7 +96,11 @@ def test_a_value_of_another_kind_at_a_recorded_place_is_fresh_and_latches_from_t
     first = asyncio.run(run(world, dated(), "Kafka"))
     second = asyncio.run(run(world, dated(random_first=True), "Kafka", replay_from=first.run_id))
     assert second.status == "completed"
-    assert marks(world, second.run_id) == [(False, "diverged")] * 3
+    assert marks(world, second.run_id) == [
+        (False, "recorded-value-missing"),
+        (False, "diverged"),
+        (False, "diverged"),
+    ]
     assert invoked() == {"research": 2, "outline": 2, "write": 2}
     # every value of the run came after the first fresh one: none was taken from the record
     assert {v.source_run_id for v in values(world, second.run_id)} == {None}
@@ -116,7 +124,10 @@ def test_a_resumed_replay_rebuilds_the_latch_of_a_value_produced_fresh(
     calls = AgentCalls.of(before_write, source)
     recorded_write = next(c for c in source.calls.values() if c.ordinal == 2)
     node = (recorded_write.node_phase, recorded_write.node_label, recorded_write.node_occurrence)
-    assert calls.decide(2, ("", 2), recorded_write.request_key, node, False) == (None, "diverged")
+    assert calls.decide(2, ("", 2), recorded_write.request_key, node, False) == (
+        None,
+        "recorded-value-missing",
+    )
     # without that value, the same call would be served
     clean = before_write.model_copy(
         update={"values": tuple(v for v in before_write.values if v.kind != "random")}
@@ -167,4 +178,46 @@ def test_a_value_in_a_branch_latches_its_own_branch_only() -> None:
         )[1]
 
     assert decide(3) is None  # branch b: served
-    assert decide(2) == "diverged"  # branch a, after its fresh value
+    assert decide(2) == "recorded-value-missing"  # branch a, after its fresh value
+
+
+def test_a_retried_step_keeps_one_record_of_its_call_and_replays_served(
+    world: little.World,
+) -> None:
+    """Attempt 2 of a retried step settles the call attempt 1 settled, and reads attempt 1's
+    recorded clock: the record stays one proven sequence, and an unchanged replay is served."""
+    first_id = "run_retried_source"
+    rw.FAIL_ONCE.add(first_id)
+    first = asyncio.run(run(world, rw.retried(f"r{next(_versions)}"), "Kafka", run_id=first_id))
+    assert first.status == "completed"
+    assert rw.invocations("research") == 2  # both attempts asked
+    state = replay_run(world, first.run_id).state
+    assert state.agent_calls_defect is None
+    assert [v.step_path for v in state.values] == ["research"]  # one clock read, kept
+    second_id = "run_retried_replay"
+    rw.FAIL_ONCE.add(second_id)
+    second = asyncio.run(
+        run(
+            world,
+            rw.retried(f"r{next(_versions)}"),
+            "Kafka",
+            run_id=second_id,
+            replay_from=first_id,
+        )
+    )
+    assert second.status == "completed"
+    assert {e for e in marks(world, second.run_id)} == {(True, None)}
+    assert (rw.invocations("research"), rw.invocations("write")) == (2, 1)
+
+
+def test_a_revisited_step_has_values_of_its_own_and_replays_served(world: little.World) -> None:
+    first = asyncio.run(run(world, rw.looped(f"l{next(_versions)}"), "Kafka"))
+    assert first.status == "completed"
+    scopes = [(v.step_path, v.ordinal) for v in values(world, first.run_id)]
+    assert scopes == [("draft", 0), ("draft@2", 0)]
+    second = asyncio.run(
+        run(world, rw.looped(f"l{next(_versions)}"), "Kafka", replay_from=first.run_id)
+    )
+    # before: both visits' clocks sat at ("draft", 0), unproven, and nothing was served
+    assert marks(world, second.run_id) == [(True, None), (True, None)]
+    assert rw.invocations("draft") == 2

@@ -300,3 +300,51 @@ def test_a_source_run_that_settled_no_agent_call_is_refused_as_no_recorded_calls
     assert second.status == "completed"
     assert started(world, second.run_id).replay_refused_reason == "no-recorded-calls"
     assert served(world, second.run_id) == [(False, None), (False, None)]
+
+
+FACTORY = """\
+from tests.runtime.replay_workflows import ask
+
+
+def make(prompts):
+    async def flow(ctx, topic):
+        research = await ctx.step("research", ask, "research", prompts["research"] + topic)
+        outline = await ctx.step("outline", ask, "outline", prompts["outline"] + str(research))
+        return [research, outline]
+
+    return flow
+"""
+REGISTERED = """\
+from little.runtime import workflow
+from PKG.factory import make
+{imports}
+
+flow = workflow("NAME", version="1")(make({{"research": "{prompt}", "outline": "Outline: "}}))
+"""
+
+
+def test_a_workflow_made_by_a_factory_is_identified_by_the_module_that_registers_it_too(
+    world: little.World, project: Project
+) -> None:
+    """The function comes from a factory module, its prompts and registration from another:
+    both are the workflow's source (strict mode sees an edit of either; the scan reads both)."""
+    project.write("factory.py", FACTORY)
+    project.write("flow.py", REGISTERED.format(imports="", prompt="Find facts about "))
+    first = asyncio.run(run(world, project.load(), "Kafka"))
+    assert first.status == "completed"
+    assert started(world, first.run_id).source_coverage == COVERAGE_SELF_CONTAINED
+
+    # only the registering module changes: strict mode refuses, as for any source change
+    project.write("flow.py", REGISTERED.format(imports="", prompt="Find facts about ") + "# x\n")
+    strict = asyncio.run(
+        run(world, project.load(), "Kafka", replay_from=first.run_id, replay_mode="strict")
+    )
+    assert started(world, strict.run_id).source_sha256 != started(world, first.run_id).source_sha256
+    assert started(world, strict.run_id).replay_refused_reason == "source-changed"
+
+    # a clock read in the registering module is found by the scan
+    project.write(
+        "flow.py", REGISTERED.format(imports="import time\nSTAMP = time.time()", prompt="F ")
+    )
+    clocked = asyncio.run(run(world, project.load(), "Kafka", replay_from=first.run_id))
+    assert started(world, clocked.run_id).replay_refused_reason == "replay-unsafe-script"

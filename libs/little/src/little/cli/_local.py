@@ -262,17 +262,17 @@ def resume_here(
 
 def run_ids(world: World) -> list[str]:
     """Every run id of the world's log, in the order the runs first appear in it
-    (partition by partition); reads record keys only."""
+    (partition by partition). Reads every record of the log once (the key is all it keeps);
+    folding the runs then reads each run again, from its snapshot if it has one."""
     seen: dict[str, None] = {}
     for partition, end in sorted(world.log.end_offsets().items()):
         offset = 0
         while offset < end:
             batch = world.log.read_partition(partition, offset, limit=1000)
-            if not batch:  # the offsets left hold no records (transaction markers)
-                break
             for record in batch:
                 seen.setdefault(record.run_id, None)
-            offset = batch[-1].offset + 1
+            # a window of transaction markers or aborted records returns nothing: skip it
+            offset = batch[-1].offset + 1 if batch else offset + 1000
     return list(seen)
 
 
@@ -320,7 +320,8 @@ def runs(
             try:
                 state, _, _ = fold_run(world, run_id)
             except LittleError as exc:  # one broken run does not hide the others
-                rows.append({"run_id": run_id, "status": "unreadable", "detail": str(exc)})
+                if status_filter in (None, "unreadable") and workflow is None:
+                    rows.append({"run_id": run_id, "status": "unreadable", "detail": str(exc)})
                 continue
             if status_filter and state.status != status_filter:
                 continue

@@ -496,9 +496,6 @@ class _Fold:
         admitted = self.agent_calls.get(e.ordinal)
         if admitted is None:
             self._fail(f"settlement of agent call {e.ordinal}, which was never admitted", e)
-        if admitted.outcome == "succeeded":
-            self._agent_defect(e.ordinal, f"agent call {e.ordinal} settled after it succeeded", e)
-            return
         self.agent_calls[e.ordinal] = evolve(
             admitted,
             outcome=e.outcome,

@@ -384,8 +384,9 @@ class MaterializedRunState(_Frozen):
     artifacts: tuple[CommittedArtifact, ...] = ()
     agent_calls: tuple[AgentCall, ...] = ()
     agent_calls_defect: str | None = None
-    """The first defect of the agent-call record (an ordinal admitted twice, a success settled
-    again), naming the event; the first record is kept, never overwritten."""
+    """The first defect of the agent-call record (an ordinal admitted twice), naming the
+    event; the first admission is kept, never overwritten. (A call settled again is not one:
+    a retried step's next attempt settles the same call, and the last settlement stands.)"""
     agent_calls_defect_ordinal: int | None = None
     """The ordinal of that defect: a replay serves no call from this ordinal on."""
     pending_decision_target: str | None = None

@@ -148,15 +148,15 @@ class _RecordedValues:
     def get(self, kind: str, produce: Callable[[], Any]) -> Any:
         ordinal = self._ordinal
         self._ordinal += 1
-        for v in self._x.replayed.values:
-            if v.ordinal == ordinal and v.step_path == self._scope:
-                if v.kind != kind:
-                    raise ConfigurationError(
-                        f"run {self._x.run_id}: recorded value {ordinal} of "
-                        f"{self._scope or 'the run'} is a {v.kind}, but the workflow now asks "
-                        f"for a {kind}: the code changed"
-                    )
-                return json.loads(v.value_json)
+        known = self._x.values.get((self._scope, ordinal))
+        if known is not None:  # recorded by this run: before a crash, or by an earlier attempt
+            if known.kind != kind:
+                raise ConfigurationError(
+                    f"run {self._x.run_id}: recorded value {ordinal} of "
+                    f"{self._scope or 'the run'} is a {known.kind}, but the workflow now asks "
+                    f"for a {kind}: the code changed"
+                )
+            return json.loads(known.value_json)
         recorded = self._x.agent_calls.value(self._workflow_scope, (self._scope, ordinal), kind)
         if recorded is not None:
             value_json, value = recorded.value_json, json.loads(recorded.value_json)
@@ -165,7 +165,7 @@ class _RecordedValues:
             value_json = canonical_json(value)
         # Deferred: it reaches the log with the run's next acked event, ahead of anything that
         # could depend on it; a crash before that loses it with everything that saw it.
-        self._x.writer.defer(
+        event = self._x.writer.defer(
             ValueRecorded,
             step_path=self._scope,
             kind=kind,
@@ -173,6 +173,7 @@ class _RecordedValues:
             value_json=value_json,
             source_run_id=None if recorded is None else self._x.agent_calls.source_run_id,
         )
+        self._x.values[(self._scope, ordinal)] = event
         return value
 
 
@@ -439,7 +440,9 @@ class StepContext(_ValuesMixin):
         self.step_path = step_path
         self.visit = visit
         self.artifact_refs: list[ArtifactRef] = []
-        self._values = _RecordedValues(self._x, step_path, self.scope)
+        # a revisited step's values are its own (a loop's second visit reads the clock anew)
+        values_scope = step_path if visit == 1 else f"{step_path}@{visit}"
+        self._values = _RecordedValues(self._x, values_scope, self.scope)
         self._group = parent._group
         self._sub_runs = 0
         self._sessions: set[str] = set()

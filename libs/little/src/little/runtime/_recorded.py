@@ -41,6 +41,10 @@ and the replay is refused from there on, as after any miss."""
 MISS_SEQUENCE_INVALID = "recorded-sequence-invalid"
 """The source's record is not a proven sequence here: an ordinal is missing (a later call
 would otherwise be closed up into its place) or recorded twice. Calls from there on run fresh."""
+MISS_VALUE = "recorded-value-missing"
+"""A clock, random or uuid value asked for before this call was not in the record at its
+place (or was of another kind): it was produced fresh, and this is the first call that could
+have seen it. Calls after it are ``diverged``."""
 MISS_LOG_UNREADABLE = "recorded-log-unreadable"
 """The source run's log stops being readable before this call (an undecodable record, or a
 broken stream): the reader stopped there, so nothing past it is proven."""
@@ -174,8 +178,8 @@ class RecordedCalls:
             if self.proven < len(self.calls):
                 return None, MISS_SEQUENCE_INVALID
             return None, MISS_LOG_UNREADABLE if self.damage is not None else MISS_NO_RECORD
-        if recorded.outcome is None:
-            return None, MISS_NO_RECORD
+        if recorded.outcome is None:  # admitted, never settled: or settled past the damage
+            return None, MISS_LOG_UNREADABLE if self.damage is not None else MISS_NO_RECORD
         if _node(recorded) != node:
             return None, MISS_NODE
         if recorded.request_key != request_key:
@@ -207,6 +211,8 @@ class AgentCalls:
     next_ordinal: int = 0
     misses: list[tuple[int, str, int]] = field(default_factory=list)
     """``(ordinal, scope, index)`` of every call of this run that a replay did not serve."""
+    value_misses: set[tuple[int, str, int]] = field(default_factory=set)
+    """Those of ``misses`` that a value produced fresh set (not a call)."""
     admitted: set[int] = field(default_factory=set)
     """Ordinals admitted by this execution (a retried step admits its calls once)."""
     _by_node: dict[Node, int] = field(default_factory=dict)
@@ -245,7 +251,9 @@ class AgentCalls:
                         for o, (s, _) in calls._places.items()
                         if s == scope and o < v.admitted_calls
                     )
-                    calls.misses.append((v.admitted_calls - 1, scope, index - 1))
+                    miss = (v.admitted_calls - 1, scope, index - 1)
+                    calls.misses.append(miss)
+                    calls.value_misses.add(miss)
         return calls
 
     def admit(self, node: Node, scope: str) -> tuple[int, Place]:
@@ -280,6 +288,7 @@ class AgentCalls:
             miss = (self.next_ordinal - 1, scope, index - 1)
             if miss not in self.misses:
                 self.misses.append(miss)
+                self.value_misses.add(miss)
         return recorded
 
     def refuse(self, ordinal: int) -> None:
@@ -295,8 +304,11 @@ class AgentCalls:
         if self.source is None:
             return None, None
         scope, index = place
-        if any(_after(m, ordinal, scope, index) for m in self.misses):
-            reason: str | None = MISS_DIVERGED
+        latching = [m for m in self.misses if _after(m, ordinal, scope, index)]
+        if latching:
+            # latched by fresh values alone: the first call after them says so
+            only_values = all(m in self.value_misses for m in latching)
+            reason: str | None = MISS_VALUE if only_values else MISS_DIVERGED
             recorded = None
         else:
             recorded, reason = self.source.lookup(place, request_key, node, side_effecting)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Generic, ParamSpec, TypeVar
 
@@ -22,6 +23,9 @@ class Workflow(Generic[P, R]):
     name: str
     version: str
     fn: Callable[P, Awaitable[R]]
+    registered_in: str | None = field(default=None, compare=False, repr=False)
+    """The module that made the workflow of ``fn`` (``@workflow`` records it), when that is not
+    ``fn``'s own: its source is part of the workflow's identity."""
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Awaitable[R]:
         return self.fn(*args, **kwargs)
@@ -59,7 +63,9 @@ def workflow(
     """Register ``async def fn(ctx, input)`` as a workflow (the name defaults to ``fn``'s)."""
 
     def decorate(fn: Callable[P, Awaitable[R]]) -> Workflow[P, R]:
-        return register(Workflow(name or fn.__name__, version, fn))
+        caller = sys._getframe(1).f_globals.get("__name__")
+        made_in = caller if isinstance(caller, str) and caller != fn.__module__ else None
+        return register(Workflow(name or fn.__name__, version, fn, made_in))
 
     return decorate
 

@@ -21,11 +21,20 @@ from typing import Any
 from little._canonical import canonical_json
 from little._world import RecordDecodeError, World
 from little.errors import ConfigurationError, LogError, RuntimeIntegrityError
-from little.events import ArtifactRef, LoggedEvent, RunClaimed, RunCompleted, RunFailed, RunStarted
+from little.events import (
+    ArtifactRef,
+    LoggedEvent,
+    RunClaimed,
+    RunCompleted,
+    RunFailed,
+    RunStarted,
+    ValueRecorded,
+)
 from little.log import Position
 from little.logs import get_logger
 from little.replay import (
     MaterializedRunState,
+    RecordedValue,
     ReplayEnvelope,
     StreamIntegrityError,
     assert_completed_step_artifacts_valid,
@@ -154,6 +163,11 @@ class Execution:
         """Model calls reserved by fresh panels' legs and not made yet (``reserve_calls``)."""
         self.agent_calls = AgentCalls.of(replayed, source)
         """Agent-call admission, and recorded-call replay from ``source``."""
+        self.values: dict[tuple[str | None, int], RecordedValue | ValueRecorded] = {}
+        """This run's recorded values by place: those of its log, then those it records now
+        (a retried step's second attempt reads the first attempt's)."""
+        for v in replayed.values:
+            self.values.setdefault((v.step_path, v.ordinal), v)
 
     def replay(self) -> ReplayEnvelope:
         """The run's replay envelope now: the state as claimed plus the agent calls this
@@ -566,7 +580,7 @@ def _start_facts(
     """What ``RunStarted`` records about the workflow's source, and for a replay why it is
     refused (or None) and the source run's record. Reads source files and the log: a worker
     thread."""
-    identity = workflow_source(workflow.fn)
+    identity = workflow_source(workflow.fn, workflow.registered_in)
     if replay_from is None:
         return identity, None, None
     refused, source = _replay_refusal(world, workflow, identity, replay_from, replay_mode)

@@ -19,6 +19,8 @@ from importlib.machinery import ModuleSpec, PathFinder
 from pathlib import Path
 from typing import Any
 
+from little.logs import get_logger
+
 __all__ = [
     "COVERAGE_ENTRY_ONLY",
     "COVERAGE_SELF_CONTAINED",
@@ -64,6 +66,8 @@ class SourceIdentity:
     def readable(self) -> bool:
         return self.sha256 is not None
 
+
+log = get_logger("little.runtime")
 
 # -- the replay-safety scan -------------------------------------------------------------------
 
@@ -513,19 +517,53 @@ def _entry(module_name: str) -> tuple[str, Path] | None:
     return name, Path(file)
 
 
-def workflow_source(fn: Any) -> SourceIdentity:
-    """The source identity of the module defining ``fn`` (blocking: a worker thread). A module
-    with no file (a REPL, ``exec``) has no identity: ``sha256`` and ``coverage`` are None."""
-    entry = _entry(getattr(fn, "__module__", "") or "")
-    if entry is None:
+def workflow_source(fn: Any, registered_in: str | None = None) -> SourceIdentity:
+    """The source identity of the module defining ``fn`` (blocking: a worker thread), and of
+    ``registered_in`` when another module made the workflow of it (a factory's function,
+    registered with its prompts elsewhere): both are hashed and scanned. A module with no
+    file (a REPL, ``exec``) has no identity: ``sha256`` and ``coverage`` are None; so has a
+    source the scan fails on (it is logged), which refuses replay rather than the run."""
+    module_name = getattr(fn, "__module__", "") or ""
+    try:
+        entry = _entry(module_name)
+        if entry is None:
+            return SourceIdentity(None, None)
+        identity = source_identity(*entry)
+        if registered_in is None or registered_in == module_name:
+            return identity
+        other = _entry(registered_in)
+        if other is None:
+            return SourceIdentity(None, None)
+        return _both(identity, other[0], source_identity(*other))
+    except Exception as exc:  # a finder, a parser or a file we cannot foresee
+        log.warning(
+            "source_identity_failed",
+            module=module_name,
+            error=f"{type(exc).__name__}: {exc}",
+        )
         return SourceIdentity(None, None)
-    return source_identity(*entry)
 
 
-def replay_safe(fn: Any) -> tuple[bool, tuple[str, ...]]:
-    """Whether the module defining ``fn`` and the project modules it imports pass the scan
-    (no source counts as unsafe)."""
-    identity = workflow_source(fn)
+def _both(first: SourceIdentity, name: str, second: SourceIdentity) -> SourceIdentity:
+    """One identity for a workflow whose function and registration live in two modules."""
+    if first.sha256 is None or second.sha256 is None:
+        return SourceIdentity(None, None)
+    both = f"{first.sha256}\0{name}\0{second.sha256}".encode()
+    entry_only = COVERAGE_ENTRY_ONLY in (first.coverage, second.coverage)
+    own = tuple(r if not r[:1].isdigit() else f"{name}:{r}" for r in second.reads)
+    return SourceIdentity(
+        sha256=hashlib.sha256(both).hexdigest(),
+        coverage=COVERAGE_ENTRY_ONLY if entry_only else COVERAGE_SELF_CONTAINED,
+        modules=(*first.modules, *(m for m in second.modules if m not in first.modules)),
+        unresolved=(*first.unresolved, *second.unresolved),
+        reads=tuple(dict.fromkeys((*first.reads, *own))),
+    )
+
+
+def replay_safe(fn: Any, registered_in: str | None = None) -> tuple[bool, tuple[str, ...]]:
+    """Whether the module defining ``fn`` (and ``registered_in``) and the project modules they
+    import pass the scan (no source counts as unsafe)."""
+    identity = workflow_source(fn, registered_in)
     if not identity.readable:
         return False, ("the workflow's source cannot be read",)
     return not identity.reads, identity.reads
