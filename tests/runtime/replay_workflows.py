@@ -349,3 +349,24 @@ def looped(v: str) -> Any:
         return [await ctx.step("draft", draft, n, max_visits=2) for n in (1, 2)]
 
     return workflow(LOOPED, version=v)(flow)
+
+
+PARENT = "tests.replay.parent"
+CHILD = "tests.replay.child"
+
+
+@workflow(CHILD, version="1")
+async def child(ctx: WorkflowContext, topic: str) -> Any:
+    return await ctx.step("sketch", ask, "sketch", f"Sketch {topic}")
+
+
+def parent(v: str) -> Any:
+    """Research, a sub-run (its own agent call, fresh in a run of its own), then write, whose
+    request does not read the sub-run's answer."""
+
+    async def flow(ctx: WorkflowContext, topic: str) -> Any:
+        found = await ctx.step("research", ask, "research", BASE["research"] + topic)
+        sketch = await ctx.start_workflow(CHILD, topic)
+        return [found, sketch, await ctx.step("write", ask, "write", f"Write up: {found}")]
+
+    return workflow(PARENT, version=v)(flow)

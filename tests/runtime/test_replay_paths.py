@@ -12,7 +12,9 @@ import pytest
 
 import little
 from little.events import AgentCallSettled, RunStarted
+from little.replay import replay_run
 from little.runtime import run
+from little.runtime._recorded import AgentCalls, RecordedCalls
 from tests.runtime import replay_workflows as rw
 
 _versions = itertools.count()
@@ -119,3 +121,29 @@ def test_a_recorded_failure_latches_a_later_call_whose_request_is_unchanged(
         ("write", False, "diverged"),
     ]
     assert invoked("research", "outline", "write") == {"research": 1, "outline": 2, "write": 2}
+
+
+def test_a_sub_run_latches_the_calls_after_it(world: little.World) -> None:
+    """A replaying run's sub-run runs fresh, in a run of its own: the parent's later calls
+    came after work that happened again, so they are not served even when unchanged."""
+    first = asyncio.run(run(world, rw.parent(v()), "Kafka"))
+    assert first.status == "completed"
+    second = asyncio.run(run(world, rw.parent(v()), "Kafka", replay_from=first.run_id))
+    assert second.status == "completed"
+    assert marks(world, second.run_id) == [
+        ("research", True, None),
+        ("write", False, "sub-run-fresh"),
+    ]
+    assert invoked("research", "sketch", "write") == {"research": 1, "sketch": 2, "write": 2}
+    # a resume rebuilds that latch from the log: the reservation stands where it was made
+    state = replay_run(world, second.run_id).state
+    (sub,) = state.sub_runs
+    assert sub.admitted_calls == 1
+    before_write = state.model_copy(
+        update={"agent_calls": tuple(c for c in state.agent_calls if c.ordinal < 1)}
+    )
+    source = RecordedCalls.of(replay_run(world, first.run_id).state)
+    write = source.calls[1]
+    node = (write.node_phase, write.node_label, write.node_occurrence)
+    calls = AgentCalls.of(before_write, source)
+    assert calls.decide(1, ("", 1), write.request_key, node, False) == (None, "sub-run-fresh")

@@ -338,6 +338,7 @@ class _Fold:
                 input_json=e.input_json,
                 call_id=e.call_id,
                 step_path=e.step_path,
+                admitted_calls=len(self.agent_calls),
             )
         )
 

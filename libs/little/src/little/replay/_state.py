@@ -33,7 +33,8 @@ fold never sees that RunStarted again: such a snapshot would show a replay as an
 ``agent_calls_defect``: an older snapshot would let a resumed replay serve past a fresh value.
 8: ``source_sha256``, ``source_coverage`` and ``replay_mode`` (RunStarted v3): an older
 snapshot would show a run with a source identity as one logged without, and a replay of it
-would be refused as ``identity-coverage-unproven``.
+would be refused as ``identity-coverage-unproven``. ``SubRun.admitted_calls``: an older
+snapshot would let a resumed replay serve past a sub-run.
 """
 
 
@@ -293,6 +294,9 @@ class SubRun(_Frozen):
     input_json: str | None = None
     call_id: str | None = None
     step_path: str | None = None
+    admitted_calls: int = 0
+    """Agent calls admitted before its reservation in log order (where it stands among the
+    calls: a replaying run's latch starts there)."""
 
 
 class RecordedValue(_Frozen):

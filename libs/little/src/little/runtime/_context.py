@@ -44,6 +44,7 @@ from little.runtime._errors import (
     LoopLimitError,
     StepFailedError,
 )
+from little.runtime._recorded import MISS_SUB_RUN
 from little.runtime._registry import lookup
 
 if TYPE_CHECKING:
@@ -512,6 +513,8 @@ class StepContext(_ValuesMixin):
             if sub.call_id == call_id and sub.step_path == self.step_path:
                 return sub.sub_run_id
         sub_run_id = f"{self.run_id}~{call_id}"
+        # its calls run fresh, in a run of its own: a replay's later calls could see them
+        self._x.agent_calls.latch_here(self.scope, MISS_SUB_RUN)
         await self._x.writer.emit(
             SubRunReserved,
             step_path=self.step_path,

@@ -45,6 +45,9 @@ MISS_VALUE = "recorded-value-missing"
 """A clock, random or uuid value asked for before this call was not in the record at its
 place (or was of another kind): it was produced fresh, and this is the first call that could
 have seen it. Calls after it are ``diverged``."""
+MISS_SUB_RUN = "sub-run-fresh"
+"""A sub-run started before this call (its calls ran fresh, in a run of its own): this is
+the first call that could have seen what it did. Calls after it are ``diverged``."""
 MISS_LOG_UNREADABLE = "recorded-log-unreadable"
 """The source run's log stops being readable before this call (an undecodable record, or a
 broken stream): the reader stopped there, so nothing past it is proven."""
@@ -211,8 +214,9 @@ class AgentCalls:
     next_ordinal: int = 0
     misses: list[tuple[int, str, int]] = field(default_factory=list)
     """``(ordinal, scope, index)`` of every call of this run that a replay did not serve."""
-    value_misses: set[tuple[int, str, int]] = field(default_factory=set)
-    """Those of ``misses`` that a value produced fresh set (not a call)."""
+    causes: dict[tuple[int, str, int], str] = field(default_factory=dict)
+    """Those of ``misses`` that no call set, with the reason the first call they latch
+    reports: a value produced fresh, a sub-run started."""
     admitted: set[int] = field(default_factory=set)
     """Ordinals admitted by this execution (a retried step admits its calls once)."""
     _by_node: dict[Node, int] = field(default_factory=dict)
@@ -243,18 +247,31 @@ class AgentCalls:
                 if fresh or in_flight_miss:
                     calls.misses.append((c.ordinal, *place))
             scopes = _workflow_scopes(state)
-            for v in state.values:
-                if v.source_run_id is None:  # produced fresh: it latched where it stood
-                    scope = _workflow_scope(scopes, v.step_path)
-                    index = sum(
-                        1
-                        for o, (s, _) in calls._places.items()
-                        if s == scope and o < v.admitted_calls
-                    )
-                    miss = (v.admitted_calls - 1, scope, index - 1)
-                    calls.misses.append(miss)
-                    calls.value_misses.add(miss)
+            latched = [
+                *(
+                    (v.step_path, v.admitted_calls, MISS_VALUE)
+                    for v in state.values
+                    if v.source_run_id is None
+                ),  # produced fresh: it latched where it stood
+                *((s.step_path, s.admitted_calls, MISS_SUB_RUN) for s in state.sub_runs),
+            ]
+            for path, admitted, cause in latched:
+                scope = _workflow_scope(scopes, path)
+                index = sum(1 for o, (s, _) in calls._places.items() if s == scope and o < admitted)
+                calls._latch((admitted - 1, scope, index - 1), cause)
         return calls
+
+    def _latch(self, miss: tuple[int, str, int], cause: str) -> None:
+        if miss not in self.misses:
+            self.misses.append(miss)
+            self.causes[miss] = cause
+
+    def latch_here(self, scope: str, cause: str) -> None:
+        """For a replay: something fresh happened in workflow scope ``scope`` (a sub-run was
+        started): latch the replay as a missed call would at this point."""
+        if self.source is not None:
+            index = self._counts.get(scope, 0)
+            self._latch((self.next_ordinal - 1, scope, index - 1), cause)
 
     def admit(self, node: Node, scope: str) -> tuple[int, Place]:
         """The call's ordinal and place: those the run's own log gave this node, else the
@@ -285,10 +302,7 @@ class AgentCalls:
         if not any(_after(m, self.next_ordinal, scope, index) for m in self.misses):
             recorded = self.source.value(place, kind)
         if recorded is None:
-            miss = (self.next_ordinal - 1, scope, index - 1)
-            if miss not in self.misses:
-                self.misses.append(miss)
-                self.value_misses.add(miss)
+            self._latch((self.next_ordinal - 1, scope, index - 1), MISS_VALUE)
         return recorded
 
     def refuse(self, ordinal: int) -> None:
@@ -306,9 +320,10 @@ class AgentCalls:
         scope, index = place
         latching = [m for m in self.misses if _after(m, ordinal, scope, index)]
         if latching:
-            # latched by fresh values alone: the first call after them says so
-            only_values = all(m in self.value_misses for m in latching)
-            reason: str | None = MISS_VALUE if only_values else MISS_DIVERGED
+            # latched by no call: the first call after it says by what
+            causes = {self.causes.get(m) for m in latching}
+            (cause,) = causes if len(causes) == 1 else (None,)
+            reason: str | None = cause or MISS_DIVERGED
             recorded = None
         else:
             recorded, reason = self.source.lookup(place, request_key, node, side_effecting)
