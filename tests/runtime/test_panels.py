@@ -144,6 +144,8 @@ def test_a_mixed_panel_before_the_divergence_point_ends_the_run(world: little.Wo
     state = replay_run(world, second.run_id).state
     assert state.status == "failed"
     assert all(c.outcome is not None for c in state.agent_calls)
+    assert second.replay is not None
+    assert (second.replay.diverged_at_call, second.replay.miss_reason) == (1, "panel-mixed")
     # the error is terminal: it is not retried as a step failure
     judge = state.step("judge")
     assert judge is not None

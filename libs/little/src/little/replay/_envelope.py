@@ -34,7 +34,8 @@ class ReplayEnvelope(BaseModel):
     replaying run), so a run is not recorded only when it settled no agent call, and
     ``not_recorded_reason`` says so. ``source_run_id`` and ``refused_reason`` come from its
     ``RunStarted``; the call counts are of settled calls (an admitted call still in flight is
-    in neither); ``diverged_at_call`` is the lowest ordinal of a call a replay did not serve
+    in neither; a call that was not served counts as fresh even when it was refused before a
+    model ran: a mixed panel's leg, a budget refusal, an unusable recorded answer); ``diverged_at_call`` is the lowest ordinal of a call a replay did not serve
     (its miss reason and node ``[phase, label, occurrence]`` beside it, the node None for a
     call without a label)."""
 
