@@ -2,14 +2,42 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from little.replay import ReplayEnvelope, ReplayResult, UsageTotals, replay_envelope
+from little.events import (
+    AgentCallAdmitted,
+    DecisionRecorded,
+    Event,
+    LoggedEvent,
+    ModelCalled,
+    ModelFailed,
+    ModelResponded,
+    ParallelBranchScheduled,
+    RunClaimed,
+    RunStarted,
+    SessionStarted,
+    StepStarted,
+    ToolCallFailed,
+    ToolCallStarted,
+    ToolCallSucceeded,
+)
+from little.replay import (
+    MaterializedRunState,
+    ReplayEnvelope,
+    ReplayResult,
+    UsageTotals,
+    replay_envelope,
+)
 
 __all__ = [
+    "Cause",
     "dollars",
+    "explain",
+    "interrupted_line",
     "node_name",
     "replay_line",
     "report_data",
@@ -68,8 +96,35 @@ def report_data(result: ReplayResult) -> dict[str, Any]:
         "billed": usage_dict(s.usage),
         "avoided": usage_dict(s.avoided_usage),
         "replay": replay_envelope(s).to_json(),
+        "interrupted": {
+            "model_calls": s.interrupted_model_calls,
+            "tool_calls": s.interrupted_tool_calls,
+            "in_flight": _in_flight(s),
+        },
     }
     return report
+
+
+def _in_flight(s: MaterializedRunState) -> int:
+    """Model calls with a write-ahead record and nothing after it, as the log stands."""
+    return sum(1 for session in s.sessions for turn in session.turns if turn.status == "called")
+
+
+def interrupted_line(s: MaterializedRunState) -> str | None:
+    """What the log cannot price: calls in flight when a writer of the run stopped (the
+    provider may have billed them; a tool may have acted). None when there were none."""
+    parts = []
+    lost = s.interrupted_model_calls + (_in_flight(s) if s.terminal else 0)
+    if lost:
+        parts.append(f"{lost} model call(s) in flight at a crash: cost not recorded")
+    if s.interrupted_tool_calls:
+        parts.append(
+            f"{s.interrupted_tool_calls} tool call(s) started again after a crash "
+            "(the first start may have acted)"
+        )
+    if not s.terminal and _in_flight(s):
+        parts.append(f"{_in_flight(s)} model call(s) in flight now (or at a crash not resumed)")
+    return "; ".join(parts) or None
 
 
 def node_name(node: Sequence[str | int | None] | None) -> str | None:
@@ -119,3 +174,195 @@ def tokens(u: UsageTotals) -> str:
         return "-"
     cached = f" ({u.cached_input_tokens:,} cached)" if u.cached_input_tokens else ""
     return f"{u.input_tokens:,} in{cached} / {u.output_tokens:,} out"
+
+
+# -- little explain ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cause:
+    """One link of an explanation: the event, what it is to the explained one, and a line."""
+
+    role: str
+    event: LoggedEvent
+    detail: str
+
+    def to_json(self) -> dict[str, Any]:
+        e = self.event
+        return {
+            "role": self.role,
+            "seq": e.event.seq,
+            "type": e.event.type,
+            "partition": e.partition,
+            "offset": e.offset,
+            "step_path": e.event.step_path,
+            "session_id": e.event.session_id,
+            "detail": self.detail,
+        }
+
+
+def _accepted(events: Sequence[LoggedEvent]) -> list[LoggedEvent]:
+    """The run's accepted events in log order: claims that won, and events of their writers
+    (a fenced writer's events are not part of the run's history)."""
+    epoch, out = 0, []
+    for item in events:
+        e = item.event
+        if isinstance(e, RunClaimed):
+            if e.epoch > epoch:
+                epoch = e.epoch
+                out.append(item)
+        elif e.epoch >= epoch:
+            out.append(item)
+    return out
+
+
+def _requested(response_json: str | None, call_id: str, turn: int) -> bool | None:
+    """Whether a logged model response asked for tool call ``call_id`` (``<turn>:<the id
+    the model gave>``); None when the response is not inline."""
+    if response_json is None:
+        return None
+    try:
+        calls = json.loads(response_json).get("tool_calls") or []
+    except (ValueError, AttributeError):
+        return None
+    return any(isinstance(c, dict) and f"{turn}:{c.get('id')}" == call_id for c in calls)
+
+
+def explain(events: Sequence[LoggedEvent], seq: int) -> list[Cause]:
+    """Why the event at ``seq`` of a run happened, from the run's events alone: for a tool
+    call, the model turn whose response requested it and the turn's request; then the agent
+    call (exchange) and session it belongs to, its step (attempt, visit), the decision that
+    named that step, the parallel branch it ran in, and the run's start. First the event
+    itself. ``LookupError`` when the run has no accepted event at ``seq``."""
+    history = _accepted(events)
+    index = next((i for i, x in enumerate(history) if x.event.seq == seq), None)
+    if index is None:
+        last = max((x.event.seq for x in history), default=-1)
+        raise LookupError(f"no event at seq {seq} (its events run from seq 0 to {last})")
+    before = history[: index + 1]
+
+    def latest(match: Callable[[Event], bool], upto: int | None = None) -> LoggedEvent | None:
+        window = before if upto is None else before[: upto + 1]
+        return next((x for x in reversed(window) if match(x.event)), None)
+
+    target = history[index]
+    e = target.event
+    causes = [Cause("event", target, _describe(e))]
+    turn: int | None = None
+    if isinstance(e, ToolCallStarted | ToolCallSucceeded | ToolCallFailed):
+        call_id = e.call_id
+        started = latest(
+            lambda x: (
+                isinstance(x, ToolCallStarted)
+                and x.session_id == e.session_id
+                and x.call_id == call_id
+            )
+        )
+        if started is not None and started is not target:
+            causes.append(Cause("started as", started, _describe(started.event)))
+        if started is not None and isinstance(started.event, ToolCallStarted):
+            turn = started.event.turn
+            responded = latest(
+                lambda x: (
+                    isinstance(x, ModelResponded)
+                    and x.session_id == e.session_id
+                    and x.turn == turn
+                )
+            )
+            if responded is not None and isinstance(responded.event, ModelResponded):
+                asked = _requested(responded.event.response_json, call_id, turn)
+                if asked is None:
+                    how = "(its response is an artifact) for"
+                else:
+                    how = "its response asked for" if asked else "(its response does not name)"
+                causes.append(
+                    Cause(
+                        "requested by",
+                        responded,
+                        f"model turn {turn} of {responded.event.provider}:"
+                        f"{responded.event.model}: {how} {started.event.tool} ({call_id})",
+                    )
+                )
+    elif isinstance(e, ModelResponded | ModelFailed):
+        turn = e.turn
+    if turn is not None or isinstance(e, ModelCalled):
+        wanted = e.turn if isinstance(e, ModelCalled) else turn
+        called = latest(
+            lambda x: (
+                isinstance(x, ModelCalled) and x.session_id == e.session_id and x.turn == wanted
+            )
+        )
+        if called is not None and called is not target:
+            causes.append(Cause("asked by", called, _describe(called.event)))
+    if e.session_id is not None:
+        admitted = latest(lambda x: isinstance(x, AgentCallAdmitted) and x.step_path == e.step_path)
+        if admitted is not None and admitted is not target:
+            causes.append(Cause("in agent call", admitted, _describe(admitted.event)))
+        session = latest(lambda x: isinstance(x, SessionStarted) and x.session_id == e.session_id)
+        if session is not None and session is not target:
+            causes.append(Cause("in session", session, _describe(session.event)))
+    step_at: int | None = None
+    if e.step_path is not None:
+        step = latest(lambda x: isinstance(x, StepStarted) and x.step_path == e.step_path)
+        if step is not None:
+            step_at = history.index(step)
+            if step is not target:
+                causes.append(Cause("in step", step, _describe(step.event)))
+            path = e.step_path
+            decided = latest(
+                lambda x: (
+                    isinstance(x, DecisionRecorded)
+                    and x.target is not None
+                    and (path == x.target or path.endswith(f"/{x.target}"))
+                ),
+                step_at,
+            )
+            if decided is not None:
+                causes.append(Cause("decided by", decided, _describe(decided.event)))
+        for item in reversed(before):
+            group = item.event
+            if isinstance(group, ParallelBranchScheduled) and group.step_path is not None:
+                branch = next(
+                    (b for b in group.branches if path.startswith(f"{group.step_path}/{b}/")),
+                    None,
+                )
+                if branch is not None:
+                    causes.append(
+                        Cause("in branch", item, f"branch {branch} of group {group.step_path}")
+                    )
+                    break
+    run = latest(lambda x: isinstance(x, RunStarted))
+    if run is not None and run is not target:
+        causes.append(Cause("in run", run, _describe(run.event)))
+    return causes
+
+
+def _describe(e: Event) -> str:
+    """One line about an event, for an explanation."""
+    if isinstance(e, ToolCallStarted):
+        return f"tool {e.tool} ({e.call_id}) started in model turn {e.turn}"
+    if isinstance(e, ToolCallSucceeded):
+        return f"tool {e.tool} ({e.call_id}) succeeded" + (
+            f" (served from {e.replayed_from_run_id})" if e.replayed_from_run_id else ""
+        )
+    if isinstance(e, ToolCallFailed):
+        return f"tool call {e.call_id} failed: {e.error_type}: {e.message}"
+    if isinstance(e, ModelCalled):
+        return f"model turn {e.turn} called ({e.provider}:{e.model}, {e.message_count} messages)"
+    if isinstance(e, ModelResponded):
+        return f"model turn {e.turn} responded ({e.usage.input_tokens} in / {e.usage.output_tokens} out)"
+    if isinstance(e, ModelFailed):
+        return f"model turn {e.turn} failed: {e.error_type}: {e.message}"
+    if isinstance(e, AgentCallAdmitted):
+        return f"agent call {e.ordinal} (node {e.node_phase}/{e.node_label}#{e.node_occurrence})"
+    if isinstance(e, SessionStarted):
+        return f"session {e.session_name} on {e.model}"
+    if isinstance(e, StepStarted):
+        return f"step {e.step_path} (attempt {e.attempt}, visit {e.visit})"
+    if isinstance(e, DecisionRecorded):
+        return f"decision {e.step_path} (visit {e.visit}) chose {e.target}"
+    if isinstance(e, RunStarted):
+        return f"run of {e.workflow} v{e.workflow_version}" + (
+            f", sub-run of {e.parent_run_id}" if e.parent_run_id else ""
+        )
+    return e.type

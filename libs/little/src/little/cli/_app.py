@@ -142,9 +142,47 @@ def report(
     print_report(result)
 
 
+@app.command()
+def explain(
+    run_id: Annotated[str, typer.Argument(help="The run.")],
+    seq: Annotated[int, typer.Argument(help="The seq of the event to explain (little events).")],
+    data_dir: DataDir = None,
+    bootstrap_servers: Bootstrap = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per link.")] = False,
+) -> None:
+    """Why an event happened, from the run's events alone: for a tool call, the model turn
+    that requested it; then its agent call, session, step, the decision that chose the step,
+    its branch and the run."""
+    from little.report import explain as explain_event
+
+    with open_world(data_dir, bootstrap_servers) as world:
+        rows = list(world.read_run(run_id))
+        where = world.description
+    if not rows:
+        raise LittleError(f"run {run_id} has no events in {where}")
+    try:
+        causes = explain_event(rows, seq)
+    except LookupError as exc:
+        raise LittleError(f"run {run_id}: {exc}") from None
+    if as_json:
+        for cause in causes:
+            print(__import__("json").dumps(cause.to_json()))
+        return
+    width = max(len(c.role) for c in causes)
+    for cause in causes:
+        e = cause.event
+        console.print(
+            f"{cause.role:<{width}}  seq {e.event.seq:<4} {e.event.type:<28} "
+            f"{e.partition}:{e.offset}  {cause.detail}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
 def print_report(result: Any) -> None:
     from little.replay import replay_envelope
-    from little.report import dollars, replay_line, tokens
+    from little.report import dollars, interrupted_line, replay_line, tokens
 
     s = result.state
     console.print(
@@ -182,6 +220,9 @@ def print_report(result: Any) -> None:
         f"avoided: {s.avoided_usage.calls} model call(s), {tokens(s.avoided_usage)}, "
         f"{dollars(s.avoided_usage)}"
     )
+    lost = interrupted_line(s)
+    if lost is not None:
+        console.print(f"not billed in the log: {lost}", markup=False, highlight=False)
 
 
 @app.command()

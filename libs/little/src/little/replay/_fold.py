@@ -388,7 +388,14 @@ class _Fold:
         session.frozen = evolve(session.frozen, status="completed", output_json=e.output_json)
 
     def model_called(self, e: ModelCalled) -> None:
-        self._session(e).turns[e.turn] = construct(
+        session = self._session(e)
+        earlier = session.turns.get(e.turn)
+        if earlier is not None and earlier.status == "called":
+            # called again with no response or failure to the first call: that one was in
+            # flight when its writer stopped. The provider may have billed it; the log holds
+            # no usage for it.
+            self.run["interrupted_model_calls"] += 1
+        session.turns[e.turn] = construct(
             ModelTurn,
             turn=e.turn,
             status="called",
@@ -437,7 +444,11 @@ class _Fold:
         )
 
     def tool_started(self, e: ToolCallStarted) -> None:
-        self._session(e).tool_calls[e.call_id] = construct(
+        session = self._session(e)
+        earlier = session.tool_calls.get(e.call_id)
+        if earlier is not None and earlier.status == "started":
+            self.run["interrupted_tool_calls"] += 1  # started again: the first may have acted
+        session.tool_calls[e.call_id] = construct(
             ToolCall,
             call_id=e.call_id,
             tool=e.tool,

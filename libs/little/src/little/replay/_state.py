@@ -18,7 +18,7 @@ StepStatus = Literal["pending", "running", "completed", "failed"]
 CallStatus = Literal["called", "responded", "failed"]
 ToolStatus = Literal["started", "succeeded", "failed"]
 
-STATE_VERSION = 8
+STATE_VERSION = 9
 """Bumped whenever the shape or meaning of the state changes; older snapshots are ignored.
 
 2: ``replay_source_run_id`` and ``replay_refused_reason`` (RunStarted v2). A version-1
@@ -35,6 +35,8 @@ fold never sees that RunStarted again: such a snapshot would show a replay as an
 snapshot would show a run with a source identity as one logged without, and a replay of it
 would be refused as ``identity-coverage-unproven``. ``SubRun.admitted_calls``: an older
 snapshot would let a resumed replay serve past a sub-run.
+9: ``interrupted_model_calls`` / ``interrupted_tool_calls``: an older snapshot would count
+none of the calls in flight at the crashes before it.
 """
 
 
@@ -394,6 +396,14 @@ class MaterializedRunState(_Frozen):
     agent_calls_defect_ordinal: int | None = None
     """The ordinal of that defect: a replay serves no call from this ordinal on."""
     pending_decision_target: str | None = None
+
+    interrupted_model_calls: int = 0
+    """Model calls in flight when a writer of this run stopped (a crash, a kill, a fenced
+    writer), seen when a resume called the same turn again. The provider may have billed them;
+    the log holds no usage for them (they are not in ``usage``)."""
+    interrupted_tool_calls: int = 0
+    """Tool calls started again by a resume with no result to the first start (it may have
+    acted)."""
 
     usage: UsageTotals = UsageTotals()
     """Billed: every model call actually made for this run."""
