@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -178,6 +179,115 @@ def explain(
             highlight=False,
             soft_wrap=True,
         )
+
+
+class ReplayModeName(StrEnum):
+    """``little replay --mode``: the replay modes built so far (seed 004)."""
+
+    inference_skipping = "inference-skipping"
+    partial = "partial"
+
+
+@app.command()
+def replay(
+    run_id: Annotated[str, typer.Argument(help="The run to replay from its log.")],
+    mode: Annotated[
+        ReplayModeName,
+        typer.Option(
+            "--mode",
+            help="inference-skipping: the run's state and sessions rebuilt from its recorded "
+            "responses (no model, tool, network or key); partial: fold from --from-seq to "
+            "--to-seq and say what changed.",
+        ),
+    ] = ReplayModeName.inference_skipping,
+    from_seq: Annotated[
+        int, typer.Option("--from-seq", min=0, help="partial: the first event applied.")
+    ] = 0,
+    to_seq: Annotated[
+        int | None, typer.Option("--to-seq", min=0, help="partial: the last event applied.")
+    ] = None,
+    step: Annotated[
+        bool,
+        typer.Option("--step", help="partial: print every event as it is applied, and its change."),
+    ] = False,
+    data_dir: DataDir = None,
+    bootstrap_servers: Bootstrap = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Replay a run from its log, reading only: never a model, a tool or a write."""
+    import json
+
+    from little.replay import replay_run, state_changes, step_through
+    from little.report import report_data
+
+    if mode is ReplayModeName.inference_skipping:
+        if from_seq or to_seq is not None or step:
+            raise ConfigurationError("--from-seq, --to-seq and --step are for --mode partial")
+        with open_world(data_dir, bootstrap_servers) as world:
+            result = replay_run(world, run_id)
+            if not result.found:
+                raise LittleError(f"run {run_id} has no events in {world.description}")
+        if as_json:
+            print(json.dumps(report_data(result), indent=2))
+            return
+        console.print("inference-skipping: rebuilt from the log; no model or tool was invoked")
+        print_report(result)
+        return
+    if to_seq is not None and to_seq < from_seq:
+        raise ConfigurationError(f"--to-seq {to_seq} is before --from-seq {from_seq}")
+    with open_world(data_dir, bootstrap_servers) as world:
+        rows = list(world.read_run(run_id))
+        where = world.description
+    if not rows:
+        raise LittleError(f"run {run_id} has no events in {where}")
+    applied = list(step_through(rows, run_id, from_seq=from_seq, to_seq=to_seq))
+    if not applied:
+        final = max(r.event.seq for r in rows)
+        raise LittleError(f"run {run_id}: no event from seq {from_seq} (its last is seq {final})")
+    if as_json:
+        for a in applied:
+            print(
+                json.dumps(
+                    {
+                        "seq": a.event.event.seq,
+                        "type": a.event.event.type,
+                        "partition": a.event.partition,
+                        "offset": a.event.offset,
+                        "changes": list(a.changes),
+                    }
+                )
+            )
+        return
+    if step:
+        for a in applied:
+            e = a.event
+            console.print(
+                f"seq {e.event.seq} {e.event.type} ({e.partition}:{e.offset})",
+                markup=False,
+                highlight=False,
+            )
+            for line in a.changes or ("(no change)",):
+                console.print(f"    {line}", markup=False, highlight=False, soft_wrap=True)
+    first, last = applied[0], applied[-1]
+    summary = state_changes(_state_before(rows, run_id, from_seq), last.state)
+    console.print(
+        f"partial: {len(applied)} event(s) applied, seq {first.event.event.seq} to "
+        f"{last.event.event.seq}; status {last.state.status}; {len(summary)} change(s)"
+        + ("" if step else ":"),
+        markup=False,
+        highlight=False,
+    )
+    if not step:
+        for line in summary:
+            console.print(f"    {line}", markup=False, highlight=False, soft_wrap=True)
+
+
+def _state_before(rows: list[Any], run_id: str, from_seq: int) -> Any:
+    """The run's state before its event ``from_seq`` (with the claims that came before it)."""
+    from little.replay import materialize_run_state_from_events
+
+    cut = next((i for i, r in enumerate(rows) if r.event.seq >= from_seq), len(rows))
+    return materialize_run_state_from_events(rows[:cut], run_id=run_id)
 
 
 def print_report(result: Any) -> None:

@@ -14,6 +14,7 @@ from little.replay._checks import (
 )
 from little.replay._envelope import ReplayEnvelope, replay_envelope
 from little.replay._fold import StreamIntegrityError, materialize_run_state_from_events
+from little.replay._partial import AppliedEvent, state_changes, step_through
 from little.replay._pricing import price_usd
 from little.replay._replay import (
     ArtifactMismatchError,
@@ -51,6 +52,7 @@ from little.replay._state import (
 __all__ = [
     "STATE_VERSION",
     "AgentCall",
+    "AppliedEvent",
     "ArtifactMismatchError",
     "CommittedArtifact",
     "HydratedArtifact",
@@ -86,4 +88,6 @@ __all__ = [
     "price_usd",
     "replay_envelope",
     "replay_run",
+    "state_changes",
+    "step_through",
 ]

@@ -1,0 +1,110 @@
+"""Partial replay (seed 004): fold a run from a cursor, one event at a time, and say what each
+event changed in the state. For debugging a failed session step by step; reads only."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from little.events import LoggedEvent
+from little.replay._fold import materialize_run_state_from_events
+from little.replay._state import MaterializedRunState
+
+_KEYS: dict[str, tuple[str, ...]] = {
+    "steps": ("step_path",),
+    "sessions": ("session_id",),
+    "turns": ("turn",),
+    "tool_calls": ("call_id",),
+    "parallel_groups": ("group_path",),
+    "sub_runs": ("sub_run_id",),
+    "values": ("step_path", "ordinal"),
+    "artifacts": ("step_path", "name"),
+    "agent_calls": ("ordinal",),
+}
+"""How the items of a state's collections are named in a diff (else by their index)."""
+_QUIET = {"last_seq", "last_event_id", "last_position", "events_applied"}
+"""Fields every event moves: left out of a diff (the event's own line says them)."""
+
+
+def _key(collection: str, item: Any, index: int) -> str:
+    fields = _KEYS.get(collection.rsplit(".", 1)[-1].split("]")[-1].lstrip("."))
+    if fields and isinstance(item, dict) and all(item.get(f) is not None for f in fields):
+        return "/".join(str(item[f]) for f in fields)
+    return str(index)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:77]}..."
+
+
+def _diff(path: str, before: Any, after: Any, out: list[str]) -> None:
+    if before == after:
+        return
+    if isinstance(before, dict) and isinstance(after, dict):
+        for field in after.keys() | before.keys():
+            if path == "" and field in _QUIET:
+                continue
+            _diff(f"{path}.{field}" if path else field, before.get(field), after.get(field), out)
+        return
+    if isinstance(before, list) and isinstance(after, list):
+        old = {_key(path, item, i): item for i, item in enumerate(before)}
+        new = {_key(path, item, i): item for i, item in enumerate(after)}
+        for key in new:
+            if key not in old:
+                out.append(f"+ {path}[{key}]")
+            else:
+                _diff(f"{path}[{key}]", old[key], new[key], out)
+        out.extend(f"- {path}[{key}]" for key in old if key not in new)
+        return
+    out.append(f"{path}: {_short(before)} -> {_short(after)}")
+
+
+def state_changes(before: MaterializedRunState, after: MaterializedRunState) -> list[str]:
+    """What changed from ``before`` to ``after``, one line each: ``field: old -> new``, ``+
+    steps[path]`` for an item added (collections are keyed by their item's path, session,
+    ordinal, turn or call id), nested as ``sessions[id].turns[2].status: ...``."""
+    out: list[str] = []
+    _diff("", before.model_dump(mode="json"), after.model_dump(mode="json"), out)
+    return sorted(out, key=lambda line: line.lstrip("+- "))
+
+
+@dataclass(frozen=True)
+class AppliedEvent:
+    """One event of a partial replay and what it changed."""
+
+    event: LoggedEvent
+    changes: tuple[str, ...]
+    state: MaterializedRunState
+    """The state after it."""
+
+
+def step_through(
+    events: Iterable[LoggedEvent],
+    run_id: str,
+    *,
+    from_seq: int = 0,
+    to_seq: int | None = None,
+    start: MaterializedRunState | None = None,
+) -> Iterator[AppliedEvent]:
+    """Fold ``events`` (one run's, in log order, after ``start`` if given: a snapshot's state
+    and the events after it) in one go up to ``from_seq``, then yield every event from
+    ``from_seq`` through ``to_seq`` with the state change it caused. A claim (seq -1) inside
+    the range is yielded too: it changes the epoch and the owner."""
+    state = start if start is not None else MaterializedRunState(run_id=run_id)
+    prefix: list[LoggedEvent] = []
+    stepping = False
+    for item in events:
+        seq = item.event.seq
+        if to_seq is not None and seq > to_seq:
+            break
+        if not stepping:
+            if seq < from_seq:  # a claim before the range's first event is part of the prefix
+                prefix.append(item)
+                continue
+            state = materialize_run_state_from_events(prefix, start=state) if prefix else state
+            stepping = True
+        after = materialize_run_state_from_events([item], start=state)
+        yield AppliedEvent(item, tuple(state_changes(state, after)), after)
+        state = after

@@ -1,0 +1,116 @@
+"""``little replay <run>`` (issue 15 items 1-3, the modes built so far): inference-skipping
+rebuilds the run from its log; partial folds from a cursor and says, event by event, what
+each changed. Both only read."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+
+import little
+from little.events import ModelResponded
+from little.replay import replay_run, state_changes, step_through
+from little.runtime import run
+from tests.cli import little_cli
+from tests.runtime import replay_workflows as rw
+
+_versions = itertools.count()
+
+
+@pytest.fixture
+def recorded(tmp_path: Path) -> tuple[Path, str, int]:
+    """A completed pipeline run, and the seq of its last model response (the write stage)."""
+    with little.local_world(tmp_path) as world:
+        result = asyncio.run(run(world, rw.version(f"replay-cli-{next(_versions)}"), "Kafka"))
+        assert result.status == "completed"
+        responded = [
+            x.event.seq
+            for x in world.read_run(result.run_id)
+            if isinstance(x.event, ModelResponded)
+        ]
+    return tmp_path, result.run_id, responded[-1]
+
+
+def replay(data_dir: Path, *args: str) -> tuple[int, str, str]:
+    out = little_cli("replay", *args, "--data-dir", str(data_dir))
+    return out.returncode, out.stdout, out.stderr
+
+
+def test_partial_steps_through_a_range_saying_what_each_event_changed(
+    recorded: tuple[Path, str, int],
+) -> None:
+    data_dir, run_id, seq = recorded
+    code, out, err = replay(
+        data_dir,
+        run_id,
+        "--mode",
+        "partial",
+        "--from-seq",
+        str(seq),
+        "--to-seq",
+        str(seq),
+        "--step",
+    )
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith(f"seq {seq} harness.model.responded (")
+    changes = [line.strip() for line in lines[1:-1]]
+    assert "sessions[write#write].turns[1].status: 'called' -> 'responded'" in changes
+    assert "usage.calls: 2 -> 3" in changes
+    assert "steps[write].usage.calls: 0 -> 1" in changes
+    assert lines[-1].startswith(f"partial: 1 event(s) applied, seq {seq} to {seq}; status running")
+
+    code, out, err = replay(data_dir, run_id, "--mode", "partial", "--from-seq", str(seq), "--json")
+    assert code == 0, err
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert rows[0]["seq"] == seq
+    assert rows[-1]["type"] == "RunCompleted"
+    assert "status: 'running' -> 'completed'" in rows[-1]["changes"]
+
+
+def test_inference_skipping_rebuilds_the_run_from_its_log(recorded: tuple[Path, str, int]) -> None:
+    data_dir, run_id, _ = recorded
+    code, out, err = replay(data_dir, run_id)
+    assert code == 0, err
+    assert out.startswith("inference-skipping: rebuilt from the log; no model or tool was invoked")
+    assert "status completed" in out
+    code, out, err = replay(data_dir, run_id, "--json")
+    assert code == 0, err
+    assert json.loads(out)["billed"]["calls"] == 3
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--mode", "partial", "--from-seq", "5", "--to-seq", "2"],
+            "--to-seq 2 is before --from-seq 5",
+        ),
+        (["--mode", "partial", "--from-seq", "500"], "no event from seq 500 (its last is seq "),
+        (["--step"], "--from-seq, --to-seq and --step are for --mode partial"),
+    ],
+)
+def test_bad_ranges_are_one_line(
+    recorded: tuple[Path, str, int], args: list[str], message: str
+) -> None:
+    data_dir, run_id, _ = recorded
+    code, _, err = replay(data_dir, run_id, *args)
+    assert code == 1
+    assert message in err
+    assert err.strip().count("\n") == 0
+
+
+def test_state_changes_name_items_by_their_key(tmp_path: Path) -> None:
+    with little.local_world(tmp_path) as world:
+        result = asyncio.run(run(world, rw.version(f"replay-cli-{next(_versions)}"), "Kafka"))
+        events = list(world.read_run(result.run_id))
+        folded = replay_run(world, result.run_id, use_snapshot=False).state
+    applied = list(step_through(events, result.run_id))
+    assert applied[-1].state == folded
+    started = next(a for a in applied if a.event.event.type == "StepStarted")
+    assert started.changes == ("+ steps[research]",)
+    assert state_changes(applied[-1].state, applied[-1].state) == []
