@@ -49,7 +49,9 @@ def test_calls_in_flight_at_two_crashes_are_reported_not_silently_dropped(
     env = scenario.env()
     out = little_cli("report", RUN, "--data-dir", str(scenario.data_dir), env=env)
     assert out.returncode == 0, out.stderr
-    assert "2 model call(s) in flight at a crash: cost not recorded" in " ".join(out.stdout.split())
+    assert "2 model call(s) cut off by a crash or a cancel: cost not recorded" in " ".join(
+        out.stdout.split()
+    )
     data = json.loads(
         little_cli("report", RUN, "--json", "--data-dir", str(scenario.data_dir), env=env).stdout
     )
@@ -63,4 +65,4 @@ def test_a_run_killed_mid_call_says_its_call_is_in_flight(tmp_path: Path) -> Non
     assert out.returncode == 0, out.stderr
     text = " ".join(out.stdout.split())
     assert "1 model call(s) in flight now (or at a crash not resumed)" in text
-    assert "in flight at a crash" not in text
+    assert "cut off by a crash" not in text

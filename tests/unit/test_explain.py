@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import little
-from little.events import ModelCalled, ToolCallSucceeded
+from little.events import ModelCalled, StepStarted, ToolCallSucceeded
 from little.harness import ModelResponse, ScriptedModel, ToolCallRequest, ToolContext, tool
 from little.report import explain
 from little.runtime import StepContext, WorkflowContext, run, workflow
@@ -133,3 +133,65 @@ def test_the_command_prints_the_chain_and_fails_in_one_line(
     none = little_cli("explain", "run_nope", "0", "--data-dir", str(data_dir))
     assert none.returncode == 1
     assert none.stderr.startswith("error: run run_nope has no events")
+
+
+def judge(name: str) -> ScriptedModel:
+    return ScriptedModel(
+        (
+            ModelResponse(
+                tool_calls=(ToolCallRequest("c1", "look_up", {"q": name}),),
+                finish_reason="tool_calls",
+            ),
+            ModelResponse(content=f"{name} says yes", finish_reason="stop"),
+        ),
+        provider="openai",
+        name="gpt-4o-mini",
+    )
+
+
+async def vote(step: StepContext) -> list[str | None]:
+    async with (
+        step.session("a", model=judge("a"), tools=[look_up]) as a,
+        step.session("b", model=judge("b"), tools=[look_up]) as b,
+    ):
+        return await step.panel([(a, "Yes?"), (b, "Yes?")])
+
+
+@workflow("tests.explain.siblings")
+async def siblings(ctx: WorkflowContext, topic: str) -> Any:
+    """Branch y decides "deep" and runs another step; branch x runs its own "deep" step,
+    which no decision chose. Then a panel of two legs (admitted together)."""
+
+    async def x(bctx: WorkflowContext) -> Any:
+        return await bctx.step("deep", research)
+
+    async def y(bctx: WorkflowContext) -> Any:
+        await bctx.decide("route", lambda step: "deep")
+        return await bctx.step("other", lambda step: "done")
+
+    await ctx.parallel("fan", {"x": x, "y": y})
+    return await ctx.step("vote", vote)
+
+
+def test_every_event_of_a_run_is_explained(
+    ran: tuple[Path, str, list[little.events.LoggedEvent]],
+) -> None:
+    _, _, events = ran
+    for item in events:
+        if item.event.seq >= 0:
+            assert explain(events, item.event.seq)[0].event is item
+
+
+def test_links_stay_in_their_session_and_scope(tmp_path: Path) -> None:
+    with little.local_world(tmp_path) as world:
+        result = asyncio.run(run(world, siblings, "kafka"))
+        assert result.status == "completed", result.error
+        events = list(world.read_run(result.run_id))
+    deep = seq_of(events, StepStarted, step_path="fan/x/deep")
+    # the sibling branch's decision did not choose this step
+    assert "decided by" not in [c.role for c in explain(events, deep)]
+    # a panel admits both legs before either runs: each tool call is in its own leg's call
+    leg_a = seq_of(events, ToolCallSucceeded, session_id="vote#a")
+    (call,) = [c for c in explain(events, leg_a) if c.role == "in agent call"]
+    assert call.event.event.session_id == "vote#a"
+    assert call.detail == "agent call 1 (node vote/a#0)"

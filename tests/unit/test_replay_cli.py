@@ -8,6 +8,7 @@ import asyncio
 import itertools
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -114,3 +115,37 @@ def test_state_changes_name_items_by_their_key(tmp_path: Path) -> None:
     started = next(a for a in applied if a.event.event.type == "StepStarted")
     assert started.changes == ("+ steps[research]",)
     assert state_changes(applied[-1].state, applied[-1].state) == []
+
+
+def test_the_range_is_bounded_by_accepted_events_not_by_a_zombies(tmp_path: Path) -> None:
+    """A writer fenced by a newer claim goes on writing seqs the new writer writes too: the
+    range starts and ends at the accepted events, and a claim after the last is not in it."""
+    from little.events import LoggedEvent, RunClaimed, RunStarted, StepCompleted, StepStarted
+
+    run_id = "run_zombie"
+
+    def at(offset: int, event: Any) -> LoggedEvent:
+        return LoggedEvent(event, 0, offset)
+
+    events = [
+        at(0, RunClaimed(run_id=run_id, epoch=1, owner="w1", observed_seq=-1)),
+        at(1, RunStarted(run_id=run_id, seq=0, epoch=1, workflow="wf", workflow_version="1")),
+        at(2, StepStarted(run_id=run_id, seq=1, epoch=1, step_path="s", step_id="s")),
+        at(3, RunClaimed(run_id=run_id, epoch=2, owner="w2", observed_seq=1)),
+        at(4, StepCompleted(run_id=run_id, seq=2, epoch=1, step_path="s", step_id="s")),
+        at(5, StepStarted(run_id=run_id, seq=2, epoch=2, step_path="t", step_id="t")),
+        at(6, RunClaimed(run_id=run_id, epoch=3, owner="w3", observed_seq=2)),
+    ]
+    applied = list(step_through(events, run_id, from_seq=1, to_seq=2))
+    assert [(a.event.offset, a.accepted) for a in applied] == [
+        (2, True),
+        (3, True),
+        (4, False),
+        (5, True),
+    ]  # not the claim at offset 6, after the range's last event
+    assert applied[2].changes == ("fenced_events: 0 -> 1",)
+    assert "+ steps[t]" in applied[3].changes
+    # a range starting at seq 2 starts at the accepted seq 2, not the zombie's
+    (only,) = step_through(events, run_id, from_seq=2, to_seq=2)
+    assert only.event.offset == 5
+    assert (only.before.epoch, only.before.fenced_events) == (2, 1)

@@ -116,7 +116,7 @@ def interrupted_line(s: MaterializedRunState) -> str | None:
     parts = []
     lost = s.interrupted_model_calls + (_in_flight(s) if s.terminal else 0)
     if lost:
-        parts.append(f"{lost} model call(s) in flight at a crash: cost not recorded")
+        parts.append(f"{lost} model call(s) cut off by a crash or a cancel: cost not recorded")
     if s.interrupted_tool_calls:
         parts.append(
             f"{s.interrupted_tool_calls} tool call(s) started again after a crash "
@@ -295,7 +295,9 @@ def explain(events: Sequence[LoggedEvent], seq: int) -> list[Cause]:
         if called is not None and called is not target:
             causes.append(Cause("asked by", called, _describe(called.event)))
     if e.session_id is not None:
-        admitted = latest(lambda x: isinstance(x, AgentCallAdmitted) and x.step_path == e.step_path)
+        admitted = latest(
+            lambda x: isinstance(x, AgentCallAdmitted) and x.session_id == e.session_id
+        )
         if admitted is not None and admitted is not target:
             causes.append(Cause("in agent call", admitted, _describe(admitted.event)))
         session = latest(lambda x: isinstance(x, SessionStarted) and x.session_id == e.session_id)
@@ -303,20 +305,13 @@ def explain(events: Sequence[LoggedEvent], seq: int) -> list[Cause]:
             causes.append(Cause("in session", session, _describe(session.event)))
     step_at: int | None = None
     if e.step_path is not None:
+        path = e.step_path
         step = latest(lambda x: isinstance(x, StepStarted) and x.step_path == e.step_path)
         if step is not None:
             step_at = history.index(step)
             if step is not target:
                 causes.append(Cause("in step", step, _describe(step.event)))
-            path = e.step_path
-            decided = latest(
-                lambda x: (
-                    isinstance(x, DecisionRecorded)
-                    and x.target is not None
-                    and (path == x.target or path.endswith(f"/{x.target}"))
-                ),
-                step_at,
-            )
+            decided = latest(lambda x: _chose(x, path), step_at)
             if decided is not None:
                 causes.append(Cause("decided by", decided, _describe(decided.event)))
         for item in reversed(before):
@@ -335,6 +330,16 @@ def explain(events: Sequence[LoggedEvent], seq: int) -> list[Cause]:
     if run is not None and run is not target:
         causes.append(Cause("in run", run, _describe(run.event)))
     return causes
+
+
+def _chose(e: Event, path: str) -> bool:
+    """Did decision ``e`` name the step at ``path``: its target is the step's last segment,
+    and the step runs in the decision's scope or in one nested in it (not a sibling's)."""
+    if not isinstance(e, DecisionRecorded) or e.target is None or e.step_path is None:
+        return False
+    scope = e.step_path.rpartition("/")[0]
+    named = path == e.target or path.endswith(f"/{e.target}")
+    return named and (not scope or path.startswith(f"{scope}/"))
 
 
 def _describe(e: Event) -> str:

@@ -217,7 +217,12 @@ def replay(
     """Replay a run from its log, reading only: never a model, a tool or a write."""
     import json
 
-    from little.replay import replay_run, state_changes, step_through
+    from little.replay import (
+        materialize_run_state_from_events,
+        replay_run,
+        state_changes,
+        step_through,
+    )
     from little.report import report_data
 
     if mode is ReplayModeName.inference_skipping:
@@ -242,7 +247,7 @@ def replay(
         raise LittleError(f"run {run_id} has no events in {where}")
     applied = list(step_through(rows, run_id, from_seq=from_seq, to_seq=to_seq))
     if not applied:
-        final = max(r.event.seq for r in rows)
+        final = materialize_run_state_from_events(rows, run_id=run_id).last_seq
         raise LittleError(f"run {run_id}: no event from seq {from_seq} (its last is seq {final})")
     if as_json:
         for a in applied:
@@ -269,10 +274,11 @@ def replay(
             for line in a.changes or ("(no change)",):
                 console.print(f"    {line}", markup=False, highlight=False, soft_wrap=True)
     first, last = applied[0], applied[-1]
-    summary = state_changes(_state_before(rows, run_id, from_seq), last.state)
+    summary = state_changes(first.before, last.state)
+    seqs = [a.event.event.seq for a in applied if a.accepted and a.event.event.seq >= 0]
     console.print(
-        f"partial: {len(applied)} event(s) applied, seq {first.event.event.seq} to "
-        f"{last.event.event.seq}; status {last.state.status}; {len(summary)} change(s)"
+        f"partial: {len(applied)} event(s) applied, seq {min(seqs, default=from_seq)} to "
+        f"{max(seqs, default=from_seq)}; status {last.state.status}; {len(summary)} change(s)"
         + ("" if step else ":"),
         markup=False,
         highlight=False,
@@ -280,14 +286,6 @@ def replay(
     if not step:
         for line in summary:
             console.print(f"    {line}", markup=False, highlight=False, soft_wrap=True)
-
-
-def _state_before(rows: list[Any], run_id: str, from_seq: int) -> Any:
-    """The run's state before its event ``from_seq`` (with the claims that came before it)."""
-    from little.replay import materialize_run_state_from_events
-
-    cut = next((i for i, r in enumerate(rows) if r.event.seq >= from_seq), len(rows))
-    return materialize_run_state_from_events(rows[:cut], run_id=run_id)
 
 
 def print_report(result: Any) -> None:

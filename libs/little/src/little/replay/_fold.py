@@ -303,6 +303,7 @@ class _Fold:
             completed_position=self._log_position(),
         )
         for sid in self.open_sessions.pop(step.step_path, ()):
+            self._count_lost(self.sessions[sid])
             self.sessions[sid] = _Session(self.sessions[sid].compacted())
 
     def step_failed(self, e: StepFailed) -> None:
@@ -367,6 +368,8 @@ class _Fold:
         if not e.session_id:
             self._fail("harness.session.started without session_id", e)
         existing = self.sessions.get(e.session_id or "")
+        if existing is not None:
+            self._count_lost(existing)  # a new attempt's session replaces the old one
         if existing is None or existing.frozen.compacted:
             self.open_sessions.setdefault(e.step_path, []).append(e.session_id or "")
         self.sessions[e.session_id or ""] = _Session(
@@ -379,6 +382,14 @@ class _Fold:
                 manifest_hash=e.manifest_hash,
                 manifest_json=e.manifest_json,
             )
+        )
+
+    def _count_lost(self, session: _Session) -> None:
+        """Turns still called when their session is dropped (its step committed, or a new
+        attempt opened it again) were cut off (a cancelled call): the provider may have
+        billed them, the log holds no usage for them."""
+        self.run["interrupted_model_calls"] += sum(
+            1 for turn in session.turns.values() if turn.status == "called"
         )
 
     def session_completed(self, e: SessionCompleted) -> None:

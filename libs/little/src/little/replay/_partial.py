@@ -34,6 +34,14 @@ def _key(collection: str, item: Any, index: int) -> str:
     return str(index)
 
 
+def _keyed(path: str, items: list[Any]) -> dict[str, Any]:
+    """Items by key; by index when keys repeat (an artifact name committed on every visit)."""
+    keys = [_key(path, item, i) for i, item in enumerate(items)]
+    if len(set(keys)) < len(keys):
+        keys = [str(i) for i in range(len(items))]
+    return dict(zip(keys, items, strict=True))
+
+
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 80 else f"{text[:77]}..."
@@ -49,8 +57,8 @@ def _diff(path: str, before: Any, after: Any, out: list[str]) -> None:
             _diff(f"{path}.{field}" if path else field, before.get(field), after.get(field), out)
         return
     if isinstance(before, list) and isinstance(after, list):
-        old = {_key(path, item, i): item for i, item in enumerate(before)}
-        new = {_key(path, item, i): item for i, item in enumerate(after)}
+        old = _keyed(path, before)
+        new = _keyed(path, after)
         for key in new:
             if key not in old:
                 out.append(f"+ {path}[{key}]")
@@ -76,8 +84,18 @@ class AppliedEvent:
 
     event: LoggedEvent
     changes: tuple[str, ...]
+    before: MaterializedRunState
+    """The state before it."""
     state: MaterializedRunState
     """The state after it."""
+
+    @property
+    def accepted(self) -> bool:
+        """A claim that won, or an event of the writer that holds the run (not a zombie's)."""
+        e = self.event.event
+        if e.seq == -1:
+            return self.state.epoch != self.before.epoch
+        return self.state.last_seq != self.before.last_seq
 
 
 def step_through(
@@ -89,22 +107,29 @@ def step_through(
     start: MaterializedRunState | None = None,
 ) -> Iterator[AppliedEvent]:
     """Fold ``events`` (one run's, in log order, after ``start`` if given: a snapshot's state
-    and the events after it) in one go up to ``from_seq``, then yield every event from
-    ``from_seq`` through ``to_seq`` with the state change it caused. A claim (seq -1) inside
-    the range is yielded too: it changes the epoch and the owner."""
+    and the events after it) in one go up to the accepted event ``from_seq``, then yield every
+    event from it through the accepted event ``to_seq`` with the state change it caused.
+
+    Only accepted events bound the range (a fenced writer's events inside it are yielded, with
+    no change, but never start or end it); a claim inside the range is yielded too (it changes
+    the epoch and the owner), one right after ``to_seq`` is not."""
     state = start if start is not None else MaterializedRunState(run_id=run_id)
     prefix: list[LoggedEvent] = []
     stepping = False
+    epoch = state.epoch
     for item in events:
-        seq = item.event.seq
-        if to_seq is not None and seq > to_seq:
-            break
+        e = item.event
+        accepted = e.epoch > epoch if e.seq == -1 else e.epoch >= epoch
+        if e.seq == -1 and accepted:
+            epoch = e.epoch
         if not stepping:
-            if seq < from_seq:  # a claim before the range's first event is part of the prefix
-                prefix.append(item)
+            if not (accepted and e.seq >= from_seq):
+                prefix.append(item)  # claims and zombies before the range's first event
                 continue
             state = materialize_run_state_from_events(prefix, start=state) if prefix else state
             stepping = True
         after = materialize_run_state_from_events([item], start=state)
-        yield AppliedEvent(item, tuple(state_changes(state, after)), after)
+        yield AppliedEvent(item, tuple(state_changes(state, after)), state, after)
         state = after
+        if to_seq is not None and accepted and e.seq >= to_seq:
+            return

@@ -398,9 +398,10 @@ class MaterializedRunState(_Frozen):
     pending_decision_target: str | None = None
 
     interrupted_model_calls: int = 0
-    """Model calls in flight when a writer of this run stopped (a crash, a kill, a fenced
-    writer), seen when a resume called the same turn again. The provider may have billed them;
-    the log holds no usage for them (they are not in ``usage``)."""
+    """Model calls cut off with no response or failure recorded: in flight when a writer of
+    this run stopped (a crash, a kill, a fenced writer; seen when a resume called the same turn
+    again) or cancelled (seen when their session was dropped). The provider may have billed
+    them; the log holds no usage for them (they are not in ``usage``)."""
     interrupted_tool_calls: int = 0
     """Tool calls started again by a resume with no result to the first start (it may have
     acted)."""
