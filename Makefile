@@ -70,6 +70,7 @@ bench: setup system-deps ## Run the benchmarks (local broker) and print their ta
 	$(PY) bench/log_append.py || status=$$?; \
 	$(PY) bench/concurrent_runs.py || status=$$?; \
 	$(PY) bench/durable_call.py || status=$$?; \
+	$(PY) bench/replay_modes.py || status=$$?; \
 	$(KAFKA) stop; exit $$status
 
 .PHONY: clean
