@@ -26,6 +26,7 @@ from little.harness import Model, ModelRequest, ModelResponse, ToolCallRequest, 
 from little.harness.adapters import AnthropicModel, OpenAIModel
 from little.replay import replay_run
 from little.runtime import StepContext, WorkflowContext, execute, resume, run, workflow
+from tests.cli import little_cli
 from tests.keyless import get_time, get_weather  # the keyless workflow's tools
 
 # -- recorded HTTP -----------------------------------------------------------------------------
@@ -958,6 +959,12 @@ def test_a_resume_and_a_replay_of_a_real_adapter_run_need_no_key_and_no_network(
     assert out.returncode == 0, out.stderr
     answer = "It is 18 degrees in Paris."
     assert json.loads(out.stdout) == ["completed", answer, 2, "completed", answer]
+    # inference-skipping replay (issue 15 item 2): the run and its sessions rebuilt from the
+    # recorded responses, in a process with no key and no network
+    replayed = little_cli("replay", "source", "--json", "--data-dir", str(data), env=env)
+    assert replayed.returncode == 0, replayed.stderr
+    report = json.loads(replayed.stdout)
+    assert (report["status"], report["billed"]["calls"]) == ("completed", 2)
 
 
 def test_a_missing_key_is_a_configuration_error_when_a_call_is_made(
