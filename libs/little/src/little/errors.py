@@ -18,6 +18,7 @@
     │   ├── CapabilityDriftError                     a session's manifest changed since it started
     │   ├── SessionDivergedError   (little.runtime)  a resumed session built another request
     │   ├── WorkflowVersionError   (little.runtime)  the run was started by another workflow version
+    │   ├── SimulationDivergedError (little.runtime)  a simulated run needed a call its golden lacks
     │   ├── StreamIntegrityError   (little.replay)   seq gap or duplicate, event of another run, ...
     │   ├── ParallelBranchMismatchError  (little.replay)  a parallel group resolved other branches
     │   └── ArtifactMismatchError  (little.replay)   a committed artifact is missing or differs

@@ -186,6 +186,7 @@ class ReplayModeName(StrEnum):
 
     inference_skipping = "inference-skipping"
     partial = "partial"
+    simulate = "simulate"
 
 
 @app.command()
@@ -197,7 +198,8 @@ def replay(
             "--mode",
             help="inference-skipping: the run's state and sessions rebuilt from its recorded "
             "responses (no model, tool, network or key); partial: fold from --from-seq to "
-            "--to-seq and say what changed.",
+            "--to-seq and say what changed; simulate: re-execute --workflow against the run "
+            "with every call served from its record, and compare (exit 1 on a divergence).",
         ),
     ] = ReplayModeName.inference_skipping,
     from_seq: Annotated[
@@ -210,11 +212,23 @@ def replay(
         bool,
         typer.Option("--step", help="partial: print every event as it is applied, and its change."),
     ] = False,
+    workflow: Annotated[
+        str | None,
+        typer.Option(
+            "--workflow",
+            help="simulate: the workflow to re-execute, MODULE:WORKFLOW or a registered name "
+            "[default: the run's own, from --workflows]",
+        ),
+    ] = None,
+    workflows: Annotated[
+        str | None,
+        typer.Option("--workflows", help="simulate: module[:attr],... to import first"),
+    ] = None,
     data_dir: DataDir = None,
     bootstrap_servers: Bootstrap = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Replay a run from its log, reading only: never a model, a tool or a write."""
+    """Replay a run from its log, reading only: never a model, a tool or a write to it."""
     import json
 
     from little.replay import (
@@ -225,6 +239,11 @@ def replay(
     )
     from little.report import report_data
 
+    if mode is ReplayModeName.simulate:
+        _simulate(run_id, workflow, workflows, data_dir, bootstrap_servers, as_json)
+        return
+    if workflow is not None or workflows is not None:
+        raise ConfigurationError("--workflow and --workflows are for --mode simulate")
     if mode is ReplayModeName.inference_skipping:
         if from_seq or to_seq is not None or step:
             raise ConfigurationError("--from-seq, --to-seq and --step are for --mode partial")
@@ -286,6 +305,57 @@ def replay(
     if not step:
         for line in summary:
             console.print(f"    {line}", markup=False, highlight=False, soft_wrap=True)
+
+
+def _simulate(
+    run_id: str,
+    target: str | None,
+    workflows: str | None,
+    data_dir: Path | None,
+    bootstrap_servers: str | None,
+    as_json: bool,
+) -> None:
+    import asyncio
+    import json
+
+    from little.cli._local import quiet, resolve
+    from little.replay import fold_run
+    from little.runtime import simulate
+
+    with open_world(data_dir, bootstrap_servers) as world:
+        if target is None:
+            state, _, _ = fold_run(world, run_id)
+            if state.workflow is None:
+                raise LittleError(f"run {run_id} has no RunStarted in {world.description}")
+            target = state.workflow
+        wf = resolve(target, workflows)
+        quiet()
+        sim = asyncio.run(simulate(world, wf, run_id))
+    d = sim.divergence
+    if as_json:
+        print(
+            json.dumps(
+                {
+                    "golden_run_id": run_id,
+                    "identical": sim.identical,
+                    "divergence": None
+                    if d is None
+                    else {
+                        "index": d.index,
+                        "expected": d.expected,
+                        "got": d.got,
+                        "call": d.ordinal,
+                    },
+                    "calls_after": sim.calls_after,
+                    "cost_after_usd": None if sim.cost_after is None else str(sim.cost_after),
+                }
+            )
+        )
+    else:
+        for line in sim.lines():
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+    if d is not None:
+        raise LittleError(f"run {run_id}: the simulation diverged at trace entry {d.index}")
 
 
 def print_report(result: Any) -> None:

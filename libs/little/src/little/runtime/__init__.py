@@ -11,6 +11,7 @@ from little.runtime._errors import (
     PanelMixedError,
     RunNotStartedError,
     SessionDivergedError,
+    SimulationDivergedError,
     StepFailedError,
     SubRunFailedError,
     UnknownWorkflowError,
@@ -25,12 +26,14 @@ from little.runtime._outer_loop import (
 from little.runtime._registry import Workflow, lookup, register, registered, workflow
 from little.runtime._runner import RunResult, claim, execute, fold_run_off_loop, resume, run
 from little.runtime._session import AgentSession, workflow_tool
+from little.runtime._simulate import Divergence, Simulation, simulate
 
 __all__ = [
     "AgentSession",
     "BranchStopped",
     "BudgetExceededError",
     "ClaimRejectedError",
+    "Divergence",
     "ExecutionStopped",
     "LoopLimitError",
     "OuterLoopManifest",
@@ -40,6 +43,8 @@ __all__ = [
     "RunNotStartedError",
     "RunResult",
     "SessionDivergedError",
+    "Simulation",
+    "SimulationDivergedError",
     "StepContext",
     "StepFailedError",
     "SubRunFailedError",
@@ -58,6 +63,7 @@ __all__ = [
     "registered",
     "resume",
     "run",
+    "simulate",
     "workflow",
     "workflow_tool",
 ]

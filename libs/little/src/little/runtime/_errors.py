@@ -126,5 +126,16 @@ class SessionDivergedError(RuntimeIntegrityError):
     """A resumed session built a different request than the one its log recorded."""
 
 
+class SimulationDivergedError(RuntimeIntegrityError):
+    """A simulated run (``little.runtime.simulate``) needed what its golden run cannot serve:
+    a model call (``miss_reason`` says why the record has none), a fresh value or a sub-run.
+    Raised before anything is invoked."""
+
+    def __init__(self, message: str, *, ordinal: int | None, miss_reason: str | None) -> None:
+        super().__init__(message)
+        self.ordinal = ordinal
+        self.miss_reason = miss_reason
+
+
 class WorkflowVersionError(RuntimeIntegrityError):
     """The run was started by another version of its workflow than the one registered now."""

@@ -21,9 +21,11 @@ recorded call cost, counted as avoided), and every surface marks it replayed.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from little.replay import AgentCall, MaterializedRunState, RecordedValue
+from little.runtime._errors import SimulationDivergedError
 
 # why a call was not served from the record (AgentCallSettled.miss_reason)
 MISS_NO_RECORD = "no-record"
@@ -199,6 +201,11 @@ class RecordedCalls:
         return recorded if recorded is not None and recorded.kind == kind else None
 
 
+SIMULATING: ContextVar[bool] = ContextVar("little_simulating", default=False)
+"""Set while ``little.runtime.simulate`` runs a workflow: a call the record cannot serve is a
+divergence (``SimulationDivergedError``), never an invocation."""
+
+
 @dataclass
 class AgentCalls:
     """The agent calls of one execution: admission ordinals and places, the run's own
@@ -269,6 +276,12 @@ class AgentCalls:
     def latch_here(self, scope: str, cause: str) -> None:
         """For a replay: something fresh happened in workflow scope ``scope`` (a sub-run was
         started): latch the replay as a missed call would at this point."""
+        if SIMULATING.get():
+            raise SimulationDivergedError(
+                f"a {cause} at call {self.next_ordinal}: the simulated run would do fresh work",
+                ordinal=self.next_ordinal,
+                miss_reason=cause,
+            )
         if self.source is not None:
             index = self._counts.get(scope, 0)
             self._latch((self.next_ordinal - 1, scope, index - 1), cause)
@@ -316,6 +329,13 @@ class AgentCalls:
     ) -> tuple[AgentCall | None, str | None]:
         """For a replay: the source's call to serve, or the miss reason (which latches)."""
         if self.source is None:
+            if SIMULATING.get():
+                raise SimulationDivergedError(
+                    f"agent call {ordinal} ({node[0]}/{node[1]}#{node[2]}) would be invoked: "
+                    "the simulated run has no record to serve it from",
+                    ordinal=ordinal,
+                    miss_reason=None,
+                )
             return None, None
         scope, index = place
         latching = [m for m in self.misses if _after(m, ordinal, scope, index)]
@@ -329,6 +349,12 @@ class AgentCalls:
             recorded, reason = self.source.lookup(place, request_key, node, side_effecting)
         if reason is not None and (ordinal, scope, index) not in self.misses:
             self.misses.append((ordinal, scope, index))
+        if reason is not None and SIMULATING.get():
+            raise SimulationDivergedError(
+                f"agent call {ordinal} ({node[0]}/{node[1]}#{node[2]}) would be invoked: {reason}",
+                ordinal=ordinal,
+                miss_reason=reason,
+            )
         return recorded, reason
 
 

@@ -50,6 +50,7 @@ from little.runtime._errors import (
     ClaimRejectedError,
     PanelMixedError,
     RunNotStartedError,
+    SimulationDivergedError,
     StepFailedError,
     SubRunFailedError,
     WorkflowVersionError,
@@ -515,6 +516,9 @@ async def _execute_claimed(
     except Exception as exc:
         if isinstance(exc, ExecutionStopped):
             await writer.checkpoint()  # records this run's RunCancelled if a sub-run was cancelled
+            raise
+        if isinstance(exc, SimulationDivergedError):
+            await writer.flush()  # a simulation's sandbox log shows how far the run got
             raise
         if isinstance(exc, LogError | ClaimRejectedError | RuntimeIntegrityError):
             raise  # the writer must stop; a later resume decides

@@ -1,4 +1,5 @@
-"""Conformance suites for little's storage ports, as test classes a backend subclasses.
+"""Conformance suites for little's storage ports, as test classes a backend subclasses; and
+``assert_replays``, a golden run as a regression test of a workflow.
 
 Every backend of the ``EventLog`` port (with the ``CursorStore`` of its topic) and of the
 ``SnapshotStore`` port must behave alike; these suites say how, and little's own backends
@@ -40,6 +41,7 @@ imports it.
 
 from little.testing._child import BackendSpec
 from little.testing._event_log import EventLogConformance
+from little.testing._replays import assert_replays
 from little.testing._snapshot_store import (
     LimitedSnapshotStoreConformance,
     SnapshotStoreConformance,
@@ -50,4 +52,5 @@ __all__ = [
     "EventLogConformance",
     "LimitedSnapshotStoreConformance",
     "SnapshotStoreConformance",
+    "assert_replays",
 ]

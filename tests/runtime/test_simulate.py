@@ -1,0 +1,144 @@
+"""Deterministic simulation against a golden run (issue 15 item 6): the current workflow code
+re-executed with every call served from the golden run's record, never invoking a model;
+identical, or the first divergence with what re-running from it would spend."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import little
+from little.runtime import run, simulate
+from tests.runtime import replay_workflows as rw
+
+_versions = itertools.count()
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[little.World]:
+    rw.MODELS.clear()
+    rw.FAIL.clear()
+    with little.local_world(tmp_path) as w:
+        yield w
+
+
+def invoked() -> dict[str, int]:
+    return {stage: rw.invocations(stage) for stage in ("research", "outline", "write")}
+
+
+def golden(world: little.World) -> str:
+    result = asyncio.run(run(world, rw.version(f"g{next(_versions)}"), "Kafka"))
+    assert result.status == "completed"
+    return result.run_id
+
+
+def test_the_unchanged_workflow_simulates_identically_and_invokes_nothing(
+    world: little.World,
+) -> None:
+    run_id = golden(world)
+    events = len(list(world.read_run(run_id)))
+    sim = asyncio.run(simulate(world, rw.version(f"g{next(_versions)}"), run_id))
+    assert sim.identical, sim.lines()
+    assert sim.lines() == [f"identical to {run_id}"]
+    assert sim.result is not None
+    assert sim.result.status == "completed"
+    assert invoked() == {"research": 1, "outline": 1, "write": 1}  # the golden run's only
+    assert len(list(world.read_run(run_id))) == events  # the golden world is only read
+
+
+def test_an_edited_prompt_diverges_at_its_call_and_says_what_re_running_costs(
+    world: little.World,
+) -> None:
+    run_id = golden(world)
+    edited = rw.version(f"g{next(_versions)}", write="Write a short post from: ")
+    sim = asyncio.run(simulate(world, edited, run_id))
+    assert not sim.identical
+    d = sim.divergence
+    assert d is not None
+    assert d.ordinal == 2
+    assert d.expected is not None
+    assert d.expected.startswith("agent call 2 write/write#0 request ")
+    assert d.got == "agent call 2 (write/write#0) would be invoked: key-mismatch"
+    assert sim.calls_after == 1
+    assert sim.cost_after is not None
+    assert sim.lines()[-1] == (
+        f"re-running from call 2 would re-spend about ${sim.cost_after:.2f}: "
+        "1 model call(s) recorded from it"
+    )
+    assert invoked() == {"research": 1, "outline": 1, "write": 1}  # nothing was invoked
+
+
+def test_a_changed_structure_diverges_at_the_first_different_step(world: little.World) -> None:
+    run_id = golden(world)
+    sim = asyncio.run(
+        simulate(world, rw.reshaped(f"g{next(_versions)}", outline_step="plan"), run_id)
+    )
+    d = sim.divergence
+    assert d is not None
+    assert (d.expected, d.got) == ("step outline (visit 1)", "step plan (visit 1)")
+    assert invoked() == {"research": 1, "outline": 1, "write": 1}
+
+
+def test_a_refused_replay_is_a_divergence_before_anything_runs(world: little.World) -> None:
+    run_id = golden(world)
+
+    @little.runtime.workflow("tests.simulate.other")
+    async def other(ctx: little.runtime.WorkflowContext, topic: str) -> str:
+        return "other"
+
+    sim = asyncio.run(simulate(world, other, run_id))
+    assert sim.divergence is not None
+    assert sim.divergence.got == "replay refused: target-changed"
+    assert sim.result is None
+
+
+def test_assert_replays_passes_on_the_same_code_and_names_the_divergence_otherwise(
+    world: little.World,
+) -> None:
+    from little.testing import assert_replays
+
+    run_id = golden(world)
+    assert assert_replays(world, run_id, rw.version(f"g{next(_versions)}")).identical
+    edited = rw.version(f"g{next(_versions)}", outline="Outline in three points: ")
+    with pytest.raises(AssertionError, match=r"agent call 1 .* would be invoked: key-mismatch"):
+        assert_replays(world, run_id, edited)
+
+
+def test_little_replay_simulate_exits_by_what_it_found(world: little.World, tmp_path: Path) -> None:
+    from tests.cli import little_cli
+
+    run_id = golden(world)
+    (tmp_path / "flows.py").write_text(
+        "from tests.runtime import replay_workflows as rw\n"
+        "same = rw.version('cli-same')\n"
+        "edited = rw.version('cli-edited', write='Write a short post from: ')\n"
+    )
+    env_dir = str(tmp_path)
+
+    def sim(target: str) -> tuple[int, str, str]:
+        out = little_cli(
+            "replay",
+            run_id,
+            "--mode",
+            "simulate",
+            "--workflow",
+            target,
+            "--data-dir",
+            env_dir,
+            cwd=tmp_path,
+        )
+        return out.returncode, out.stdout, out.stderr
+
+    code, out, err = sim("flows:same")
+    assert code == 0, err
+    assert out.strip() == f"identical to {run_id}"
+    code, out, err = sim("flows:edited")
+    assert code == 1
+    assert "expected: agent call 2 write/write#0 request " in out
+    assert "got:      agent call 2 (write/write#0) would be invoked: key-mismatch" in out
+    assert "re-running from call 2 would re-spend about $" in out
+    assert err.startswith(f"error: run {run_id}: the simulation diverged at trace entry 5")
