@@ -9,8 +9,9 @@ its wall time taken. Then, on the same world, in the same process:
 2. partial: ``step_through`` the last 10 events, from zero (the prefix folded in one go) and
    from a snapshot taken 10 events before the end (the snapshot decoded, the rest read).
 3. recorded-call replay of the unchanged workflow (``run(..., replay_from=)``): every call
-   served, no model invoked. That is the execution ``simulate`` would make; simulate itself
-   (its comparison with the golden run) is not built yet.
+   served, no model invoked; and ``simulate`` of the unchanged workflow against the run (the
+   same execution in a sandbox world holding a copy of the run's records, then the
+   comparison of the two runs' traces).
 
 Targets (issue 15): inference-skipping <= 2% of the recorded run's wall time, simulate <= 5%.
 
@@ -44,7 +45,7 @@ from little.replay import (
     replay_run,
     step_through,
 )
-from little.runtime import run
+from little.runtime import run, simulate
 
 
 def best(fn: Any, repeat: int = 5) -> float:
@@ -99,6 +100,12 @@ def measure(world: World, calls: int, latency: float, tag: str) -> dict[str, flo
     served_s = time.perf_counter() - start
     assert replay.replay is not None
     assert replay.replay.replayed_calls == calls, replay.replay
+
+    sim_wf = pipeline(calls, latency, f"{tag}-c")
+    start = time.perf_counter()
+    sim = asyncio.run(simulate(world, sim_wf, run_id))
+    simulate_s = time.perf_counter() - start
+    assert sim.identical, sim.lines()
     return {
         "recorded": recorded_s,
         "raw_read": raw,
@@ -106,6 +113,7 @@ def measure(world: World, calls: int, latency: float, tag: str) -> dict[str, flo
         "partial_zero": zero,
         "partial_snapshot": snapshot,
         "served": served_s,
+        "simulate": simulate_s,
         "events": float(len(events)),
     }
 
@@ -150,6 +158,7 @@ def main() -> None:
                 cell(rounds, "partial_zero"),
                 cell(rounds, "partial_snapshot"),
                 cell(rounds, "served"),
+                cell(rounds, "simulate"),
             ]
         )
     print(
@@ -166,6 +175,7 @@ def main() -> None:
                 "partial last 10, from zero",
                 "partial last 10, from a snapshot",
                 "replay_from, all served",
+                "simulate",
             ],
             rows,
         )
