@@ -112,10 +112,11 @@ FANNED = "tests.replay.fanned"
 FAN_BASE = {"a": "Angle A on ", "b": "Angle B on ", "merge": "Merge: "}
 
 
-def fanned(v: str, **edits: str) -> Any:
+def fanned(v: str, slow: str = "a", **edits: str) -> Any:
     """Two parallel branches of two calls each, then a call that merges them. Branch a's
-    model is slower, so a fresh run admits a1, b1, b2, a2: a replay that serves calls (which
-    take no time) admits them in another order, and must still serve them by place."""
+    model is slower (``slow``), so a fresh run admits a1, b1, b2, a2: a replay that serves
+    calls (which take no time) admits them in another order, and must still serve them by
+    place."""
     prompts = {**FAN_BASE, **edits}
 
     async def flow(ctx: WorkflowContext, topic: str) -> Any:
@@ -130,7 +131,10 @@ def fanned(v: str, **edits: str) -> Any:
 
             return run_branch
 
-        angles = await ctx.parallel("fan", {"a": branch("a", 0.05), "b": branch("b", 0.0)})
+        late = {"a": 0.05 if slow == "a" else 0.0, "b": 0.05 if slow == "b" else 0.0}
+        angles = await ctx.parallel(
+            "fan", {"a": branch("a", late["a"]), "b": branch("b", late["b"])}
+        )
         merged = await ctx.step("merge", ask, "merge", prompts["merge"] + str(angles))
         return [angles, merged]
 

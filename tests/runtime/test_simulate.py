@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
 
 import little
 from little.runtime import run, simulate
+from little.runtime._recorded import SIMULATING
 from tests.runtime import replay_workflows as rw
 
 _versions = itertools.count()
@@ -48,6 +51,8 @@ def test_the_unchanged_workflow_simulates_identically_and_invokes_nothing(
     assert sim.result.status == "completed"
     assert invoked() == {"research": 1, "outline": 1, "write": 1}  # the golden run's only
     assert len(list(world.read_run(run_id))) == events  # the golden world is only read
+    assert list(world.read_run(sim.result.run_id)) == []  # the simulated run is not in it
+    assert SIMULATING.get() is False
 
 
 def test_an_edited_prompt_diverges_at_its_call_and_says_what_re_running_costs(
@@ -61,14 +66,15 @@ def test_an_edited_prompt_diverges_at_its_call_and_says_what_re_running_costs(
     assert d is not None
     assert d.ordinal == 2
     assert d.expected is not None
-    assert d.expected.startswith("agent call 2 write/write#0 request ")
+    assert d.expected.startswith("agent call write/write#0 request ")
     assert d.got == "agent call 2 (write/write#0) would be invoked: key-mismatch"
     assert sim.calls_after == 1
     assert sim.cost_after is not None
     assert sim.lines()[-1] == (
-        f"re-running from call 2 would re-spend about ${sim.cost_after:.2f}: "
-        "1 model call(s) recorded from it"
+        f"re-running from call 2 would re-spend about ${sim.cost_after.quantize(Decimal('0.000001'))}"
+        " at today's prices: 1 model call(s) recorded from it"
     )
+    assert sim.cost_after > 0
     assert invoked() == {"research": 1, "outline": 1, "write": 1}  # nothing was invoked
 
 
@@ -119,6 +125,10 @@ def test_little_replay_simulate_exits_by_what_it_found(world: little.World, tmp_
     )
     env_dir = str(tmp_path)
 
+    repo = str(Path(__file__).resolve().parents[2])  # flows.py imports the tests' workflows
+    path = os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path}
+
     def sim(target: str) -> tuple[int, str, str]:
         out = little_cli(
             "replay",
@@ -130,6 +140,7 @@ def test_little_replay_simulate_exits_by_what_it_found(world: little.World, tmp_
             "--data-dir",
             env_dir,
             cwd=tmp_path,
+            env=env,
         )
         return out.returncode, out.stdout, out.stderr
 
@@ -138,7 +149,37 @@ def test_little_replay_simulate_exits_by_what_it_found(world: little.World, tmp_
     assert out.strip() == f"identical to {run_id}"
     code, out, err = sim("flows:edited")
     assert code == 1
-    assert "expected: agent call 2 write/write#0 request " in out
+    assert "expected: agent call write/write#0 request " in out
     assert "got:      agent call 2 (write/write#0) would be invoked: key-mismatch" in out
     assert "re-running from call 2 would re-spend about $" in out
     assert err.startswith(f"error: run {run_id}: the simulation diverged at trace entry 5")
+
+
+@pytest.mark.parametrize("slow", ["a", "b"])
+def test_parallel_branches_simulate_identically_whatever_their_timing(
+    world: little.World, slow: str
+) -> None:
+    """Sibling branches interleave by how long their calls take, and a served call takes
+    none: the trace is compared per scope, branches in name order, so the same code is
+    identical whichever branch was slow when the golden run was recorded."""
+    source = asyncio.run(run(world, rw.fanned(f"f{next(_versions)}", slow=slow), "Kafka"))
+    assert source.status == "completed"
+    sim = asyncio.run(simulate(world, rw.fanned(f"f{next(_versions)}", slow=slow), source.run_id))
+    assert sim.identical, sim.lines()
+    edited = rw.fanned(f"f{next(_versions)}", slow=slow, b="Contrarian angle on ")
+    d = asyncio.run(simulate(world, edited, source.run_id)).divergence
+    assert d is not None
+    assert d.got is not None
+    assert d.got.endswith("(fan/b/first/b1#0) would be invoked: key-mismatch")
+
+
+def test_a_side_effecting_call_is_served_in_a_simulation(world: little.World) -> None:
+    """A replay re-runs a side-effecting call (it reuses answers, not effects); a simulation
+    invokes nothing, so serving its record repeats no effect."""
+    rw.WRITES.clear()
+    source = asyncio.run(run(world, rw.version(f"g{next(_versions)}", writes="write"), "Kafka"))
+    assert len(rw.WRITES) == 1
+    same = rw.version(f"g{next(_versions)}", writes="write")
+    sim = asyncio.run(simulate(world, same, source.run_id))
+    assert sim.identical, sim.lines()
+    assert len(rw.WRITES) == 1  # the tool did not run again

@@ -131,10 +131,19 @@ class SimulationDivergedError(RuntimeIntegrityError):
     a model call (``miss_reason`` says why the record has none), a fresh value or a sub-run.
     Raised before anything is invoked."""
 
-    def __init__(self, message: str, *, ordinal: int | None, miss_reason: str | None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        ordinal: int | None,
+        miss_reason: str | None,
+        place: tuple[str, int] | None = None,
+    ) -> None:
         super().__init__(message)
         self.ordinal = ordinal
         self.miss_reason = miss_reason
+        self.place = place
+        """The call's scope and rank in it: where the golden run's call would be."""
 
 
 class WorkflowVersionError(RuntimeIntegrityError):

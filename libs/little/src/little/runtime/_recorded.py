@@ -191,7 +191,8 @@ class RecordedCalls:
             return None, MISS_KEY
         if recorded.outcome != "succeeded":
             return None, MISS_RECORDED_FAILURE
-        if side_effecting or recorded.side_effecting:
+        if (side_effecting or recorded.side_effecting) and not SIMULATING.get():
+            # (a simulation invokes nothing: serving the record repeats no effect)
             return None, MISS_SIDE_EFFECTING
         return recorded, None
 
@@ -278,9 +279,11 @@ class AgentCalls:
         started): latch the replay as a missed call would at this point."""
         if SIMULATING.get():
             raise SimulationDivergedError(
-                f"a {cause} at call {self.next_ordinal}: the simulated run would do fresh work",
+                f"{cause} before call {self.next_ordinal}: the simulated run would do fresh "
+                "work (a sub-run runs in a run of its own, which has no record here)",
                 ordinal=self.next_ordinal,
                 miss_reason=cause,
+                place=(scope, self._counts.get(scope, 0)),
             )
         if self.source is not None:
             index = self._counts.get(scope, 0)
@@ -335,6 +338,7 @@ class AgentCalls:
                     "the simulated run has no record to serve it from",
                     ordinal=ordinal,
                     miss_reason=None,
+                    place=place,
                 )
             return None, None
         scope, index = place
@@ -354,6 +358,7 @@ class AgentCalls:
                 f"agent call {ordinal} ({node[0]}/{node[1]}#{node[2]}) would be invoked: {reason}",
                 ordinal=ordinal,
                 miss_reason=reason,
+                place=place,
             )
         return recorded, reason
 

@@ -5,7 +5,8 @@ The simulated run is a recorded-call replay of the golden run, executed in a thr
 embedded world that holds a copy of the golden run's records (the golden world is only read:
 its artifacts are read through an overlay, and nothing is appended to its log). While it
 runs, a call the record cannot serve is a divergence (``SimulationDivergedError``, raised
-before anything is invoked), so no model, tool or network is ever reached. Then its trace
+before anything is invoked), so no model is called and no tool runs; a step's own code does
+run (one that calls a service itself, not through a session, reaches it). Then its trace
 (step order, branch sets, decision targets, agent-call request keys, the final outcome) is
 compared with the golden run's, and the first difference is the divergence. Beside it, what
 the golden run recorded from the divergent call on: what re-running from there would spend.
@@ -17,7 +18,7 @@ import asyncio
 import dataclasses
 import tempfile
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -38,7 +39,6 @@ from little.events import (
     RunFailed,
     StepStarted,
 )
-from little.log import OutgoingRecord
 from little.replay import MaterializedRunState, fold_run, price_usd
 from little.runtime._errors import SimulationDivergedError
 from little.runtime._recorded import SIMULATING
@@ -91,7 +91,9 @@ class Simulation:
         ]
         if d.ordinal is not None:
             cost = (
-                "an unknown amount" if self.cost_after is None else f"about ${self.cost_after:.2f}"
+                "an unknown amount"
+                if self.cost_after is None
+                else f"about ${self.cost_after.quantize(Decimal('0.000001'))} at today's prices"
             )
             out.append(
                 f"re-running from call {d.ordinal} would re-spend {cost}: "
@@ -100,18 +102,45 @@ class Simulation:
         return out
 
 
-def trace(events: Iterable[LoggedEvent]) -> list[tuple[str, int | None]]:
-    """What a run did, in order, as comparable entries (with the agent-call ordinal of each
-    call entry): each step visit, parallel group, decision and agent call once (a retry or a
-    resume repeats none), then how it ended. Only accepted events count."""
+@dataclass(frozen=True)
+class Entry:
+    """One thing a run did, as the trace compares it."""
+
+    text: str
+    scope: str
+    """The workflow scope it happened in: "" the run, else a parallel branch's path."""
+    ordinal: int | None = None
+    """For an agent call: its ordinal in its run."""
+    place: tuple[str, int] | None = None
+    """For an agent call: its scope and rank among that scope's calls."""
+    group: tuple[str, tuple[str, ...]] | None = None
+    """For a parallel group: its path and branches."""
+
+
+def _scope_of(path: str | None, scopes: list[str]) -> str:
+    path = path or ""
+    return next((s for s in sorted(scopes, key=len, reverse=True) if path.startswith(s)), "")
+
+
+def trace(events: Iterable[LoggedEvent], run_ids: Iterable[str] = ()) -> list[Entry]:
+    """What a run did, as comparable entries: each step visit, parallel group (its branch
+    set), decision and agent call (node and request key) once (a retry or a resume repeats
+    none), then how it ended. Only accepted events count. The order is canonical, not the
+    log's: each scope's entries in their order, and a group's branches expanded where the
+    group stands, in name order (sibling branches interleave by timing, and a served call
+    takes none). ``run_ids`` are written as ``<run>`` in failure messages."""
     epoch = 0
     seen: set[tuple[str, ...]] = set()
-    out: list[tuple[str, int | None]] = []
+    scopes = [""]
+    by_scope: dict[str, list[Entry]] = {}
+    counts: dict[str, int] = {}
+    ending: list[Entry] = []
+    names = tuple(run_ids)
 
-    def add(key: tuple[str, ...], entry: str, ordinal: int | None = None) -> None:
+    def add(key: tuple[str, ...], entry: Entry) -> None:
         if key not in seen:
             seen.add(key)
-            out.append((entry, ordinal))
+            by_scope.setdefault(entry.scope, []).append(entry)
 
     for item in events:
         e = item.event
@@ -121,31 +150,59 @@ def trace(events: Iterable[LoggedEvent]) -> list[tuple[str, int | None]]:
         if e.epoch < epoch:
             continue
         if isinstance(e, StepStarted):
-            add(("step", str(e.step_path), str(e.visit)), f"step {e.step_path} (visit {e.visit})")
+            add(
+                ("step", str(e.step_path), str(e.visit)),
+                Entry(f"step {e.step_path} (visit {e.visit})", _scope_of(e.step_path, scopes)),
+            )
         elif isinstance(e, ParallelBranchScheduled):
-            add(("group", str(e.step_path)), f"group {e.step_path}: {', '.join(e.branches)}")
+            path = e.step_path or ""
+            scope = _scope_of(path, scopes)
+            scopes.extend(f"{path}/{b}/" for b in e.branches)
+            add(
+                ("group", path),
+                Entry(
+                    f"group {path}: {', '.join(e.branches)}",
+                    scope,
+                    group=(path, tuple(e.branches)),
+                ),
+            )
         elif isinstance(e, DecisionRecorded):
             add(
                 ("decision", str(e.step_path), str(e.visit)),
-                f"decision {e.step_path} -> {e.target}",
+                Entry(f"decision {e.step_path} -> {e.target}", _scope_of(e.step_path, scopes)),
             )
-        elif isinstance(e, AgentCallAdmitted):
+        elif isinstance(e, AgentCallAdmitted) and ("call", str(e.ordinal)) not in seen:
+            scope = e.scope or ""
+            index = counts.get(scope, 0)
+            counts[scope] = index + 1
             add(
                 ("call", str(e.ordinal)),
-                f"agent call {e.ordinal} {e.node_phase}/{e.node_label}#{e.node_occurrence} "
-                f"request {e.request_key[:16]}",
-                e.ordinal,
+                Entry(
+                    f"agent call {e.node_phase}/{e.node_label}#{e.node_occurrence} "
+                    f"request {e.request_key[:16]}",
+                    scope,
+                    ordinal=e.ordinal,
+                    place=(scope, index),
+                ),
             )
         elif isinstance(e, RunCompleted):
-            out.append(
-                (
-                    f"completed with {e.output_json if e.output_ref is None else e.output_ref.sha256}",
-                    None,
-                )
-            )
+            output = e.output_json if e.output_ref is None else e.output_ref.sha256
+            ending = [Entry(f"completed with {output}", "")]
         elif isinstance(e, RunFailed):
-            out.append((f"failed: {e.error_type}: {e.message}", None))
-    return out
+            message = e.message
+            for name in names:
+                message = message.replace(name, "<run>")
+            ending = [Entry(f"failed: {e.error_type}: {message}", "")]
+
+    def expand(scope: str) -> Iterator[Entry]:
+        for entry in by_scope.get(scope, ()):
+            yield entry
+            if entry.group is not None:
+                path, branches = entry.group
+                for branch in sorted(branches):
+                    yield from expand(f"{path}/{branch}/")
+
+    return [*expand(""), *ending]
 
 
 class _Overlay(ArtifactStore):
@@ -186,15 +243,26 @@ def _cost_from(golden: MaterializedRunState, ordinal: int) -> tuple[int, Decimal
     return calls, (total if priced and calls else None)
 
 
-def _first_difference(
-    golden: list[tuple[str, int | None]], got: list[tuple[str, int | None]]
-) -> Divergence | None:
+def _first_difference(golden: list[Entry], got: list[Entry]) -> Divergence | None:
     for i in range(max(len(golden), len(got))):
-        want = golden[i] if i < len(golden) else (None, None)
-        have = got[i] if i < len(got) else (None, None)
-        if want[0] != have[0]:
-            return Divergence(i, want[0], have[0], want[1] if want[1] is not None else have[1])
+        want = golden[i] if i < len(golden) else None
+        have = got[i] if i < len(got) else None
+        if (want.text if want else None) != (have.text if have else None):
+            return Divergence(
+                i,
+                want.text if want else None,
+                have.text if have else None,
+                want.ordinal if want else None,
+            )
     return None
+
+
+def _ancestors(scope: str) -> set[str]:
+    """A scope and every scope enclosing it (``"fan/a/"``: itself and ``""``)."""
+    out, parts = {"", scope}, scope.split("/")
+    for n in range(2, len(parts), 2):
+        out.add("/".join(parts[:n]) + "/")
+    return out
 
 
 async def simulate(
@@ -215,11 +283,12 @@ async def simulate(
         _start_facts, world, workflow, golden_run_id, "repairable"
     )
     golden_events = await asyncio.to_thread(lambda: list(world.read_run(golden_run_id)))
-    expected = trace(golden_events)
+    run_id = f"sim_{uuid.uuid4().hex}"
+    expected = trace(golden_events, (golden_run_id, run_id))
     if refused is not None:  # a refused replay would run fresh: nothing could be served
         return Simulation(
             golden_run_id,
-            Divergence(0, expected[0][0] if expected else None, f"replay refused: {refused}"),
+            Divergence(0, expected[0].text if expected else None, f"replay refused: {refused}"),
             None,
         )
     with tempfile.TemporaryDirectory(prefix="little-simulate-") as d:
@@ -228,11 +297,9 @@ async def simulate(
             base, artifacts=_Overlay(Path(d) / "artifacts", world.artifacts)
         )
         try:
-            records = [
-                OutgoingRecord(r.payload, r.headers) for r in world.log.read_run(golden_run_id)
-            ]
-            await asyncio.to_thread(sandbox.log.append, golden_run_id, records)
-            run_id = f"sim_{uuid.uuid4().hex}"
+            # re-encoded by the sandbox's codec: the golden world's framing (a schema
+            # registry's ids) means nothing there
+            await asyncio.to_thread(sandbox.append, [x.event for x in golden_events])
             token = SIMULATING.set(True)
             stopped: SimulationDivergedError | None = None
             result: RunResult | None = None
@@ -244,22 +311,33 @@ async def simulate(
                 stopped = exc
             finally:
                 SIMULATING.reset(token)
-            got = trace(await asyncio.to_thread(lambda: list(sandbox.read_run(run_id))))
+            got = trace(
+                await asyncio.to_thread(lambda: list(sandbox.read_run(run_id))),
+                (golden_run_id, run_id),
+            )
         finally:
             base.close()
     divergence = _first_difference(expected, got)
     if stopped is not None:
-        # it stopped before admitting the call the record cannot serve: unless the traces
-        # parted earlier, that call is the divergence, and the miss says why
-        index = len(got)
-        if divergence is None or divergence.index >= index:
-            want = expected[index][0] if index < len(expected) else None
-            why = stopped.miss_reason or "no record"
+        # It stopped before admitting a call the record cannot serve: that call is the
+        # divergence, unless the traces parted earlier on its own path (its scope or one
+        # enclosing it; sibling branches were cut short by the stop, and say nothing).
+        place = stopped.place
+        mine = _ancestors(place[0] if place is not None else "")
+        at = next((i for i, x in enumerate(expected) if place and x.place == place), None)
+        earlier = [x for x in expected[: len(expected) if at is None else at] if x.scope in mine]
+        have = [x for x in got if x.scope in mine]
+        first = _first_difference(earlier, have[: len(earlier)])
+        if first is not None:
+            divergence = dataclasses.replace(first, index=expected.index(earlier[first.index]))
+        else:
+            index = len(expected) if at is None else at
+            want = expected[index] if index < len(expected) else None
             divergence = Divergence(
                 index,
-                want,
-                f"{stopped}" if why in str(stopped) else f"{stopped}: {why}",
-                stopped.ordinal,
+                want.text if want else None,
+                str(stopped),
+                want.ordinal if want else None,
             )
     if divergence is None:
         return Simulation(golden_run_id, None, result)
