@@ -17,7 +17,6 @@ from little.events import (
     ModelFailed,
     ModelResponded,
     ParallelBranchScheduled,
-    RunClaimed,
     RunStarted,
     SessionStarted,
     StepStarted,
@@ -30,6 +29,7 @@ from little.replay import (
     ReplayEnvelope,
     ReplayResult,
     UsageTotals,
+    accepted_events,
     replay_envelope,
 )
 
@@ -201,21 +201,6 @@ class Cause:
         }
 
 
-def _accepted(events: Sequence[LoggedEvent]) -> list[LoggedEvent]:
-    """The run's accepted events in log order: claims that won, and events of their writers
-    (a fenced writer's events are not part of the run's history)."""
-    epoch, out = 0, []
-    for item in events:
-        e = item.event
-        if isinstance(e, RunClaimed):
-            if e.epoch > epoch:
-                epoch = e.epoch
-                out.append(item)
-        elif e.epoch >= epoch:
-            out.append(item)
-    return out
-
-
 def _requested(response_json: str | None, call_id: str, turn: int) -> bool | None:
     """Whether a logged model response asked for tool call ``call_id`` (``<turn>:<the id
     the model gave>``); None when the response is not inline."""
@@ -234,7 +219,7 @@ def explain(events: Sequence[LoggedEvent], seq: int) -> list[Cause]:
     call (exchange) and session it belongs to, its step (attempt, visit), the decision that
     named that step, the parallel branch it ran in, and the run's start. First the event
     itself. ``LookupError`` when the run has no accepted event at ``seq``."""
-    history = _accepted(events)
+    history = accepted_events(events)
     index = next((i for i, x in enumerate(history) if x.event.seq == seq), None)
     if index is None:
         last = max((x.event.seq for x in history), default=-1)

@@ -14,7 +14,7 @@ from little.replay._checks import (
 )
 from little.replay._envelope import ReplayEnvelope, replay_envelope
 from little.replay._fold import StreamIntegrityError, materialize_run_state_from_events
-from little.replay._partial import AppliedEvent, state_changes, step_through
+from little.replay._partial import AppliedEvent, accepted_events, state_changes, step_through
 from little.replay._pricing import price_usd
 from little.replay._replay import (
     ArtifactMismatchError,
@@ -75,6 +75,7 @@ __all__ = [
     "ToolCall",
     "UsageTotals",
     "VisitOutput",
+    "accepted_events",
     "assert_completed_parallel_replay_matches_input",
     "assert_completed_step_artifacts_valid",
     "assert_harness_manifest_consistent",

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from little.events import LoggedEvent
+from little.events import LoggedEvent, RunClaimed
 from little.replay._fold import materialize_run_state_from_events
 from little.replay._state import MaterializedRunState
 
@@ -25,6 +25,21 @@ _KEYS: dict[str, tuple[str, ...]] = {
 """How the items of a state's collections are named in a diff (else by their index)."""
 _QUIET = {"last_seq", "last_event_id", "last_position", "events_applied"}
 """Fields every event moves: left out of a diff (the event's own line says them)."""
+
+
+def accepted_events(events: Iterable[LoggedEvent]) -> list[LoggedEvent]:
+    """A run's accepted events in log order: the claims that won, and the events of their
+    writers (a fenced writer's events are not part of the run's history)."""
+    epoch, out = 0, []
+    for item in events:
+        e = item.event
+        if isinstance(e, RunClaimed):
+            if e.epoch > epoch:
+                epoch = e.epoch
+                out.append(item)
+        elif e.epoch >= epoch:
+            out.append(item)
+    return out
 
 
 def _key(collection: str, item: Any, index: int) -> str:

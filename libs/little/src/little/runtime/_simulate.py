@@ -34,12 +34,16 @@ from little.events import (
     DecisionRecorded,
     LoggedEvent,
     ParallelBranchScheduled,
-    RunClaimed,
     RunCompleted,
     RunFailed,
     StepStarted,
 )
-from little.replay import MaterializedRunState, fold_run, price_usd
+from little.replay import (
+    MaterializedRunState,
+    accepted_events,
+    materialize_run_state_from_events,
+    price_usd,
+)
 from little.runtime._errors import SimulationDivergedError
 from little.runtime._recorded import SIMULATING
 from little.runtime._registry import AnyWorkflow
@@ -129,7 +133,6 @@ def trace(events: Iterable[LoggedEvent], run_ids: Iterable[str] = ()) -> list[En
     log's: each scope's entries in their order, and a group's branches expanded where the
     group stands, in name order (sibling branches interleave by timing, and a served call
     takes none). ``run_ids`` are written as ``<run>`` in failure messages."""
-    epoch = 0
     seen: set[tuple[str, ...]] = set()
     scopes = [""]
     by_scope: dict[str, list[Entry]] = {}
@@ -142,13 +145,8 @@ def trace(events: Iterable[LoggedEvent], run_ids: Iterable[str] = ()) -> list[En
             seen.add(key)
             by_scope.setdefault(entry.scope, []).append(entry)
 
-    for item in events:
+    for item in accepted_events(events):
         e = item.event
-        if isinstance(e, RunClaimed):
-            epoch = max(epoch, e.epoch)
-            continue
-        if e.epoch < epoch:
-            continue
         if isinstance(e, StepStarted):
             add(
                 ("step", str(e.step_path), str(e.visit)),
@@ -272,7 +270,12 @@ async def simulate(
     every call served from its record, never invoking a model or a tool; compare step order,
     branch sets, decision targets, request keys and the outcome. ``input`` defaults to the
     golden run's own."""
-    golden, _, _ = await asyncio.to_thread(fold_run, world, golden_run_id)
+
+    def read_golden() -> tuple[list[LoggedEvent], MaterializedRunState]:
+        events = list(world.read_run(golden_run_id))  # read once: folded, traced, copied
+        return events, materialize_run_state_from_events(events, run_id=golden_run_id)
+
+    golden_events, golden = await asyncio.to_thread(read_golden)
     if golden.workflow is None:
         raise ConfigurationError(
             f"run {golden_run_id} has no RunStarted in {world.description}: nothing to simulate"
@@ -282,7 +285,6 @@ async def simulate(
     _, refused, _ = await asyncio.to_thread(
         _start_facts, world, workflow, golden_run_id, "repairable"
     )
-    golden_events = await asyncio.to_thread(lambda: list(world.read_run(golden_run_id)))
     run_id = f"sim_{uuid.uuid4().hex}"
     expected = trace(golden_events, (golden_run_id, run_id))
     if refused is not None:  # a refused replay would run fresh: nothing could be served
