@@ -18,7 +18,7 @@ import types
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Union, get_args, get_origin
+from typing import Any, Literal, Union, get_args, get_origin
 
 from fastavro import schemaless_writer
 
@@ -40,6 +40,8 @@ def _value(field: str, annotation: Any, n: int) -> Any:
     if get_origin(annotation) is tuple:
         item = get_args(annotation)[0]
         return (_value(field, item, n), _value(field, item, n + 1))
+    if get_origin(annotation) is Literal:
+        return get_args(annotation)[-1]
     if annotation is bool:
         return True
     if annotation is int:
@@ -77,8 +79,8 @@ def sample(cls: type[Event]) -> Event:
     values.update(
         event_id=EVENT_ID,
         run_id=RUN_ID,
-        seq=-1 if cls.event_type == "RunClaimed" else 7,
-        epoch=3,
+        seq=-1 if cls.event_type in ("RunClaimed", "SignalSent") else 7,
+        epoch=0 if cls.event_type == "SignalSent" else 3,
         occurred_at=OCCURRED_AT,
         producer="little/golden host/1",
     )

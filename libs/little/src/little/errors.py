@@ -2,7 +2,8 @@
 
     LittleError                                      the root
     ├── ConfigurationError (ValueError)              bad settings, topic config or argument
-    │   └── UnknownWorkflowError   (little.runtime)  no workflow of that name is registered here
+    │   ├── UnknownWorkflowError   (little.runtime)  no workflow of that name is registered here
+    │   └── SignalRefusedError     (little.runtime)  a signal to an unknown or ended run, not JSON
     ├── EventDecodeError (ValueError)                bytes that are not a little event
     ├── EventValidationError                         an event breaks a recording rule
     ├── RecordDecodeError (ValueError)  (little)     a record of a run's stream does not decode
@@ -24,6 +25,8 @@
     │   └── ArtifactMismatchError  (little.replay)   a committed artifact is missing or differs
     ├── ClaimRejectedError         (little.runtime)  a racing claimer claimed first; retryable
     ├── ExecutionStopped           (little.runtime)  its supervisor stopped it; retryable
+    ├── ExecutionSuspended         (little.runtime)  it waits for a timer or signal; retryable
+    ├── WaitTimeoutError (TimeoutError)  (little.runtime)  no signal came before the timeout
     ├── RunNotStartedError         (little.runtime)  no RunStarted in the log and no workflow given
     ├── StepFailedError            (little.runtime)  a step failed after its last attempt
     ├── SubRunFailedError          (little.runtime)  a sub-run ended failed or cancelled

@@ -227,7 +227,7 @@ def run_command(
                 max_agent_calls=max_agent_calls,
                 max_tokens=max_tokens,
                 replay_from=replay_from,
-                **({} if mode is None else {"replay_mode": mode}),
+                replay_mode=mode or "repairable",
             )
         )
         finish(world, result, as_json)

@@ -249,6 +249,67 @@ class ValueRecorded(Event):
     """Recorded-call replay: the run whose value at this place was served (v2)."""
 
 
+# -- durable waits ---------------------------------------------------------------------------
+
+
+class WaitStarted(Event):
+    """A durable wait began (write-ahead): a timer, a signal, or a tool call's approval.
+
+    Its place is ``step_path`` (the scope that waits: None the run itself, else a parallel
+    branch's or a step's path) and ``ordinal`` (the scope's waits in order). A resume finds
+    it and waits only for what is left: ``due_at`` is the timer's due time, or a signal's or
+    an approval's timeout."""
+
+    event_type: ClassVar[str] = "WaitStarted"
+    kind: str
+    """``timer``, ``signal`` or ``approval`` (a string on the wire: a newer kind still decodes)."""
+    ordinal: int = Field(ge=0)
+    name: str
+    """The signal's name, the call id an approval is for, or the timer's label."""
+    due_at: datetime | None = None
+    details_json: str | None = None
+    """An approval's request: the tool, its arguments and the call id, as JSON."""
+
+
+class WaitEnded(Event):
+    """A durable wait ended: the timer fired, a signal (or an approval decision) was taken,
+    or the wait timed out. ``signal_id`` names the ``SignalSent`` it took."""
+
+    event_type: ClassVar[str] = "WaitEnded"
+    kind: str
+    ordinal: int = Field(ge=0)
+    name: str
+    outcome: str
+    """``fired``, ``received``, ``timed_out``, ``approved`` or ``rejected``."""
+    signal_id: str | None = None
+
+
+class SignalSent(Event):
+    """A signal delivered to a run from outside (``little signal``, an approval decision, the
+    coordinator's HTTP API): kept in the run's log until a wait takes it. Outside the run's
+    chain, like a claim: any producer may append it (``seq`` -1, ``epoch`` 0). ``signal_id``
+    makes a re-delivery (a command read twice) a no-op."""
+
+    event_type: ClassVar[str] = "SignalSent"
+    seq: int = -1
+    epoch: int = 0
+    name: str = Field(min_length=1)
+    payload_json: str
+    signal_id: str = Field(min_length=1)
+    sender: str = ""
+
+
+class RunSuspended(Event):
+    """The execution let go of the run until a wait can end: nothing holds it, and whoever
+    wakes it (a worker, the resume coordinator, ``little resume``) claims it again at
+    ``wake_at`` or when a signal it waits for arrives. Not terminal."""
+
+    event_type: ClassVar[str] = "RunSuspended"
+    wake_at: datetime | None = None
+    waiting_for: tuple[str, ...] = ()
+    """What the run waits for, readable: ``timer``, ``signal:<name>``, ``approval:<call>``."""
+
+
 # -- harness sessions ------------------------------------------------------------------------
 
 
@@ -394,6 +455,10 @@ EVENT_TYPES: dict[str, type[Event]] = {
         ToolCallFailed,
         AgentCallAdmitted,
         AgentCallSettled,
+        WaitStarted,
+        WaitEnded,
+        SignalSent,
+        RunSuspended,
     )
 }
 """Every event type by its wire name (the envelope's ``type``)."""

@@ -42,11 +42,14 @@ from little.replay._state import (
     ParallelGroup,
     RecordedValue,
     SessionState,
+    SignalState,
     StepState,
     SubRun,
     ToolCall,
     UsageTotals,
     VisitOutput,
+    WaitState,
+    signal_name,
 )
 
 __all__ = [
@@ -66,6 +69,7 @@ __all__ = [
     "ReplayPlanStep",
     "ReplayResult",
     "SessionState",
+    "SignalState",
     "Snapshot",
     "SnapshotError",
     "SnapshotOutline",
@@ -75,6 +79,7 @@ __all__ = [
     "ToolCall",
     "UsageTotals",
     "VisitOutput",
+    "WaitState",
     "accepted_events",
     "assert_completed_parallel_replay_matches_input",
     "assert_completed_step_artifacts_valid",
@@ -89,6 +94,7 @@ __all__ = [
     "price_usd",
     "replay_envelope",
     "replay_run",
+    "signal_name",
     "state_changes",
     "step_through",
 ]

@@ -29,8 +29,10 @@ from little.events import (
     RunFailed,
     RunParked,
     RunStarted,
+    RunSuspended,
     SessionCompleted,
     SessionStarted,
+    SignalSent,
     StepCompleted,
     StepFailed,
     StepStarted,
@@ -39,6 +41,8 @@ from little.events import (
     ToolCallStarted,
     ToolCallSucceeded,
     ValueRecorded,
+    WaitEnded,
+    WaitStarted,
 )
 from little.replay._pricing import price_usd
 from little.replay._state import (
@@ -50,10 +54,12 @@ from little.replay._state import (
     ParallelGroup,
     RecordedValue,
     SessionState,
+    SignalState,
     StepState,
     SubRun,
     ToolCall,
     VisitOutput,
+    WaitState,
     construct,
     evolve,
 )
@@ -128,6 +134,10 @@ class _Fold:
         self.values = list(start.values)
         self.artifacts = list(start.artifacts)
         self.agent_calls: dict[int, AgentCall] = {c.ordinal: c for c in start.agent_calls}
+        self.waits: dict[tuple[str | None, int], WaitState] = {
+            (w.step_path, w.ordinal): w for w in start.waits
+        }
+        self.signals: dict[str, SignalState] = {s.signal_id: s for s in start.signals}
         # (partition, offset) of the last item applied: a LogPosition is built only where one
         # is stored (freeze, a step's completion, an error), not for every event
         self.start_position = start.last_position
@@ -148,6 +158,8 @@ class _Fold:
             self._fail(f"event of run {event.run_id} in the stream of run {self.run_id}", event)
         if isinstance(event, RunClaimed):
             self._claim(event)
+        elif isinstance(event, SignalSent):
+            self.signal_sent(event)  # from outside the run's writers: no seq, no epoch
         elif event.epoch < run["epoch"]:
             run["fenced_events"] += 1  # a zombie writer's event, after a newer claim
         else:
@@ -188,6 +200,8 @@ class _Fold:
                 "values": tuple(self.values),
                 "artifacts": tuple(self.artifacts),
                 "agent_calls": tuple(self.agent_calls.values()),
+                "waits": tuple(self.waits.values()),
+                "signals": tuple(self.signals.values()),
             },
         )
 
@@ -214,6 +228,8 @@ class _Fold:
         run["owner"] = e.owner
         run["accepted_claims"] += 1
         run["parked_reason"] = None  # whoever claims it next takes it up
+        if run["status"] == "waiting":  # woken: the claimer takes up its waits
+            run.update(status="running", wake_at=None, waiting_for=())
 
     # -- run ---------------------------------------------------------------------------------
 
@@ -246,6 +262,49 @@ class _Fold:
 
     def run_parked(self, e: RunParked) -> None:
         self.run["parked_reason"] = e.reason
+
+    def run_suspended(self, e: RunSuspended) -> None:
+        self.run.update(status="waiting", wake_at=e.wake_at, waiting_for=e.waiting_for)
+
+    # -- durable waits -----------------------------------------------------------------------
+
+    def wait_started(self, e: WaitStarted) -> None:
+        key = (e.step_path, e.ordinal)
+        if key in self.waits:
+            self._fail(f"wait {e.ordinal} of {e.step_path or 'the run'} started twice", e)
+        self.waits[key] = construct(
+            WaitState,
+            kind=e.kind,
+            ordinal=e.ordinal,
+            name=e.name,
+            step_path=e.step_path,
+            due_at=e.due_at,
+            details_json=e.details_json,
+        )
+
+    def wait_ended(self, e: WaitEnded) -> None:
+        key = (e.step_path, e.ordinal)
+        wait = self.waits.get(key)
+        if wait is None:
+            self._fail(f"wait {e.ordinal} of {e.step_path or 'the run'} ended, never started", e)
+        self.waits[key] = evolve(wait, outcome=e.outcome, signal_id=e.signal_id)
+        if e.signal_id is not None:
+            signal = self.signals.get(e.signal_id)
+            if signal is None:
+                self._fail(f"wait {e.ordinal} took signal {e.signal_id}, never sent", e)
+            self.signals[e.signal_id] = evolve(signal, taken=True)
+
+    def signal_sent(self, e: SignalSent) -> None:
+        if e.signal_id in self.signals:
+            return  # delivered again (a command read twice): the first one stands
+        self.signals[e.signal_id] = construct(
+            SignalState,
+            signal_id=e.signal_id,
+            name=e.name,
+            payload_json=e.payload_json,
+            sent_at=e.occurred_at,
+            sender=e.sender,
+        )
 
     # -- steps -------------------------------------------------------------------------------
 
@@ -551,6 +610,9 @@ _HANDLERS: dict[type[Event], Callable[[_Fold, Any], None]] = {
     RunFailed: _Fold.run_failed,
     RunCancelled: _Fold.run_cancelled,
     RunParked: _Fold.run_parked,
+    RunSuspended: _Fold.run_suspended,
+    WaitStarted: _Fold.wait_started,
+    WaitEnded: _Fold.wait_ended,
     StepStarted: _Fold.step_started,
     StepCompleted: _Fold.step_completed,
     StepFailed: _Fold.step_failed,

@@ -6,6 +6,7 @@ lookup helpers, so a state can be compared, hashed into snapshots and shared fre
 
 from __future__ import annotations
 
+from datetime import datetime
 from decimal import Decimal
 from typing import Any, Literal, TypeVar
 
@@ -13,12 +14,12 @@ from pydantic import BaseModel, ConfigDict, computed_field, model_validator
 
 from little.events import ArtifactRef, Usage
 
-RunStatus = Literal["pending", "running", "completed", "failed", "cancelled"]
+RunStatus = Literal["pending", "running", "waiting", "completed", "failed", "cancelled"]
 StepStatus = Literal["pending", "running", "completed", "failed"]
 CallStatus = Literal["called", "responded", "failed"]
 ToolStatus = Literal["started", "succeeded", "failed"]
 
-STATE_VERSION = 9
+STATE_VERSION = 10
 """Bumped whenever the shape or meaning of the state changes; older snapshots are ignored.
 
 2: ``replay_source_run_id`` and ``replay_refused_reason`` (RunStarted v2). A version-1
@@ -37,6 +38,9 @@ would be refused as ``identity-coverage-unproven``. ``SubRun.admitted_calls``: a
 snapshot would let a resumed replay serve past a sub-run.
 9: ``interrupted_model_calls`` / ``interrupted_tool_calls``: an older snapshot would count
 none of the calls in flight at the crashes before it.
+10: ``waits``, ``signals``, ``wake_at``, ``waiting_for`` and the ``waiting`` status (WaitStarted,
+WaitEnded, SignalSent, RunSuspended): an older snapshot would resume a waiting run as if it
+had never waited, and lose the signals sent to it.
 """
 
 
@@ -312,6 +316,41 @@ class RecordedValue(_Frozen):
     """Agent calls admitted before it in log order (where it stands among the calls)."""
 
 
+class WaitState(_Frozen):
+    """A durable wait (WaitStarted), and how it ended (WaitEnded) once it did."""
+
+    kind: str
+    """``timer``, ``signal`` or ``approval``."""
+    ordinal: int
+    name: str
+    step_path: str | None = None
+    """The scope that waits: None the run, else a parallel branch's or a step's path."""
+    due_at: datetime | None = None
+    """The timer's due time, or the signal's or approval's timeout."""
+    details_json: str | None = None
+    outcome: str | None = None
+    """None while it waits; else ``fired``, ``received``, ``timed_out``, ``approved``,
+    ``rejected``."""
+    signal_id: str | None = None
+    """The signal it took."""
+
+    @property
+    def label(self) -> str:
+        """What it waits for, readable (RunSuspended's ``waiting_for``)."""
+        return "timer" if self.kind == "timer" else f"{self.kind}:{self.name}"
+
+
+class SignalState(_Frozen):
+    """A signal sent to the run (SignalSent), and whether a wait took it."""
+
+    signal_id: str
+    name: str
+    payload_json: str
+    sent_at: datetime
+    sender: str = ""
+    taken: bool = False
+
+
 class CommittedArtifact(_Frozen):
     name: str
     ref: ArtifactRef
@@ -406,6 +445,15 @@ class MaterializedRunState(_Frozen):
     """Tool calls started again by a resume with no result to the first start (it may have
     acted)."""
 
+    waits: tuple[WaitState, ...] = ()
+    """Durable waits (timers, signals, approvals), in the order they began."""
+    signals: tuple[SignalState, ...] = ()
+    """Signals sent to the run, in log order (taken or kept for a wait to come)."""
+    wake_at: datetime | None = None
+    """While ``waiting``: the earliest due time of its waits (RunSuspended), if any."""
+    waiting_for: tuple[str, ...] = ()
+    """While ``waiting``: what it waits for (``timer``, ``signal:<name>``, ``approval:<id>``)."""
+
     usage: UsageTotals = UsageTotals()
     """Billed: every model call actually made for this run."""
     avoided_usage: UsageTotals = UsageTotals()
@@ -429,6 +477,41 @@ class MaterializedRunState(_Frozen):
                 return g
         return None
 
+    def wait(self, step_path: str | None, ordinal: int) -> WaitState | None:
+        for w in self.waits:
+            if w.ordinal == ordinal and w.step_path == step_path:
+                return w
+        return None
+
+    def kept_signal(self, name: str) -> SignalState | None:
+        """The oldest signal named ``name`` no wait has taken yet (signals are taken in the
+        order they were sent)."""
+        for s in self.signals:
+            if not s.taken and s.name == name:
+                return s
+        return None
+
+    def can_wake(self, now: datetime) -> bool:
+        """Whether a ``waiting`` run has a wait that can end now: a due time passed, or a
+        signal it waits for was sent. A run suspended inside a sub-run waits on that
+        sub-run's waits too: its ``wake_at`` covers their timers, not their signals."""
+        if self.status != "waiting":
+            return False
+        if self.wake_at is not None and self.wake_at <= now:
+            return True
+        for w in self.waits:
+            if w.outcome is None:
+                if w.due_at is not None and w.due_at <= now:
+                    return True
+                if w.kind != "timer" and self.kept_signal(signal_name(w)) is not None:
+                    return True
+        return False
+
     @property
     def terminal(self) -> bool:
         return self.status in ("completed", "failed", "cancelled")
+
+
+def signal_name(wait: WaitState) -> str:
+    """The signal a wait takes: its name, or ``approval:<call id>`` for an approval."""
+    return f"approval:{wait.name}" if wait.kind == "approval" else wait.name

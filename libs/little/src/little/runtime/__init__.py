@@ -7,14 +7,17 @@ from little.runtime._errors import (
     BranchStopped,
     BudgetExceededError,
     ClaimRejectedError,
+    ExecutionSuspended,
     LoopLimitError,
     PanelMixedError,
     RunNotStartedError,
     SessionDivergedError,
+    SignalRefusedError,
     SimulationDivergedError,
     StepFailedError,
     SubRunFailedError,
     UnknownWorkflowError,
+    WaitTimeoutError,
     WorkflowVersionError,
 )
 from little.runtime._loading import load_workflows
@@ -27,6 +30,7 @@ from little.runtime._registry import Workflow, lookup, register, registered, wor
 from little.runtime._runner import RunResult, claim, execute, fold_run_off_loop, resume, run
 from little.runtime._session import AgentSession, workflow_tool
 from little.runtime._simulate import Divergence, Simulation, simulate
+from little.runtime._waits import decide_approval, follow, send_signal
 
 __all__ = [
     "AgentSession",
@@ -35,6 +39,7 @@ __all__ = [
     "ClaimRejectedError",
     "Divergence",
     "ExecutionStopped",
+    "ExecutionSuspended",
     "LoopLimitError",
     "OuterLoopManifest",
     "PanelMixedError",
@@ -43,18 +48,22 @@ __all__ = [
     "RunNotStartedError",
     "RunResult",
     "SessionDivergedError",
+    "SignalRefusedError",
     "Simulation",
     "SimulationDivergedError",
     "StepContext",
     "StepFailedError",
     "SubRunFailedError",
     "UnknownWorkflowError",
+    "WaitTimeoutError",
     "Workflow",
     "WorkflowContext",
     "WorkflowVersionError",
     "claim",
+    "decide_approval",
     "execute",
     "fold_run_off_loop",
+    "follow",
     "load_manifest",
     "load_workflows",
     "lookup",
@@ -63,6 +72,7 @@ __all__ = [
     "registered",
     "resume",
     "run",
+    "send_signal",
     "simulate",
     "workflow",
     "workflow_tool",

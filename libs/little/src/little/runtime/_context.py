@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from little._canonical import canonical_json
@@ -41,11 +41,13 @@ from little.runtime._control import ExecutionStopped
 from little.runtime._errors import (
     BranchStopped,
     ClaimRejectedError,
+    ExecutionSuspended,
     LoopLimitError,
     StepFailedError,
 )
 from little.runtime._recorded import MISS_SUB_RUN
 from little.runtime._registry import lookup
+from little.runtime._waits import ScopeWaits, seconds, utcnow
 
 if TYPE_CHECKING:
     from little.harness import Model, Tool
@@ -105,6 +107,7 @@ async def drain(
     the tasks."""
     index = {task: i for i, task in enumerate(tasks)}
     first: BaseException | None = None
+    suspended: list[ExecutionSuspended] = []
     pending: set[asyncio.Task[Any]] = set(tasks)
     try:
         while pending:
@@ -115,6 +118,9 @@ async def drain(
                     continue
                 if isinstance(exc, _WRITER_ENDING):
                     raise exc
+                if isinstance(exc, ExecutionSuspended):
+                    suspended.append(exc)  # waits: the others go on until they end or wait too
+                    continue
                 if first is None or (
                     isinstance(first, BranchStopped) and not isinstance(exc, BranchStopped)
                 ):
@@ -128,6 +134,8 @@ async def drain(
             await asyncio.gather(*pending, return_exceptions=True)
     if first is not None:
         raise first
+    if suspended:
+        raise ExecutionSuspended.merge(suspended[0].run_id, suspended)
     return [task.result() for task in tasks]
 
 
@@ -204,7 +212,50 @@ class _ValuesMixin:
         await self._x.writer.flush()
 
 
-class WorkflowContext(_ValuesMixin):
+class _WaitsMixin:
+    _x: Execution
+    _waits: ScopeWaits
+
+    def _check_group(self) -> None:
+        raise NotImplementedError
+
+    async def sleep(self, duration: float | timedelta) -> None:
+        """Wait ``duration`` (seconds or a timedelta), durably: the due time is recorded
+        before the wait, so a resume waits only for what is left, and the run holds no
+        process meanwhile (it is ``waiting``; whoever wakes it executes it at its due time)."""
+        due = utcnow() + timedelta(seconds=seconds(duration, "sleep's duration"))
+        await self._timer(due)
+
+    async def sleep_until(self, when: datetime) -> None:
+        """Wait until ``when`` (timezone-aware), durably; see ``sleep``."""
+        if when.tzinfo is None:
+            raise ConfigurationError(f"sleep_until needs a timezone-aware datetime, not {when}")
+        await self._timer(when.astimezone(UTC))
+
+    async def _timer(self, due: datetime) -> None:
+        self._check_group()
+        await self._waits.wait("timer", "sleep", due)
+
+    async def wait_for_signal(
+        self,
+        name: str,
+        *,
+        timeout: float | timedelta | None = None,  # noqa: ASYNC109 (durable, not asyncio's)
+    ) -> Any:
+        """Wait for the signal ``name`` (``little signal <run> <name> --data JSON``) and return
+        its JSON payload; ``WaitTimeoutError`` if none is sent within ``timeout``. A signal sent
+        before the wait is kept for it; the run holds no process while it waits. The signal is
+        recorded as taken: a resume or a replay returns the same payload without its sender."""
+        if not name or name.startswith("approval:"):
+            raise ConfigurationError(f"{name!r} is not a signal name a workflow can wait for")
+        self._check_group()
+        _, payload = await self._waits.wait(
+            "signal", name, self._waits.due(timeout, "wait_for_signal's timeout")
+        )
+        return payload
+
+
+class WorkflowContext(_ValuesMixin, _WaitsMixin):
     """The durable API of one scope of a run (the run itself or a parallel branch)."""
 
     def __init__(
@@ -219,6 +270,7 @@ class WorkflowContext(_ValuesMixin):
         self._branch_path = branch_path
         self._group = group
         self._values = _RecordedValues(execution, scope or None, scope)
+        self._waits = ScopeWaits(execution, scope or None)
         self._calls: dict[str, int] = {}
 
     @property
@@ -431,7 +483,7 @@ class WorkflowContext(_ValuesMixin):
         return await self.step(f"start_workflow/{label}", run_sub)
 
 
-class StepContext(_ValuesMixin):
+class StepContext(_ValuesMixin, _WaitsMixin):
     """What a step function sees: its path, its visit, agent sessions, artifacts, sub-runs."""
 
     def __init__(self, parent: WorkflowContext, step_path: str, visit: int) -> None:
@@ -444,6 +496,7 @@ class StepContext(_ValuesMixin):
         # a revisited step's values are its own (a loop's second visit reads the clock anew)
         values_scope = step_path if visit == 1 else f"{step_path}@{visit}"
         self._values = _RecordedValues(self._x, values_scope, self.scope)
+        self._waits = ScopeWaits(self._x, values_scope)
         self._group = parent._group
         self._sub_runs = 0
         self._sessions: set[str] = set()

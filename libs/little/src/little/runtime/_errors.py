@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 
 from little.errors import ConfigurationError, LittleError, RuntimeIntegrityError
 
@@ -148,3 +149,47 @@ class SimulationDivergedError(RuntimeIntegrityError):
 
 class WorkflowVersionError(RuntimeIntegrityError):
     """The run was started by another version of its workflow than the one registered now."""
+
+
+class ExecutionSuspended(LittleError):
+    """The execution let go of its run until a durable wait can end (a timer not due yet, a
+    signal or an approval not sent yet): ``RunSuspended`` is recorded and the run is
+    ``waiting``, held by nobody. Not a failure; retryable: executing the run again once a wait
+    can end (``wake_at`` passed, a signal arrived) continues it."""
+
+    retryable = True
+
+    def __init__(self, run_id: str, wake_at: datetime | None, waiting_for: tuple[str, ...]) -> None:
+        due = f" until {wake_at.isoformat()}" if wake_at is not None else ""
+        super().__init__(f"run {run_id} waits for {', '.join(waiting_for)}{due}")
+        self.run_id = run_id
+        self.wake_at = wake_at
+        self.waiting_for = waiting_for
+
+    @classmethod
+    def merge(cls, run_id: str, suspended: Iterable[ExecutionSuspended]) -> ExecutionSuspended:
+        """One suspension for waits of several branches: the earliest due time, every wait."""
+        items = list(suspended)
+        due = [s.wake_at for s in items if s.wake_at is not None]
+        labels = tuple(dict.fromkeys(label for s in items for label in s.waiting_for))
+        return cls(run_id, min(due) if due else None, labels)
+
+
+class WaitTimeoutError(LittleError, TimeoutError):
+    """A signal or an approval was not sent before the wait's timeout: the workflow may catch
+    it. Terminal (the timeout is recorded: a resume raises it again)."""
+
+    retryable = False
+
+    def __init__(self, run_id: str, kind: str, name: str, scope: str | None) -> None:
+        super().__init__(
+            f"run {run_id}: {kind} {name!r} of {scope or 'the run'} was not sent before its timeout"
+        )
+        self.run_id = run_id
+        self.kind = kind
+        self.name = name
+
+
+class SignalRefusedError(ConfigurationError):
+    """A signal (or an approval decision) that cannot be delivered: an unknown or finished
+    run, a malformed payload, an approval nobody asked for. Nothing was recorded. Terminal."""

@@ -16,6 +16,7 @@ import socket
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from little._canonical import canonical_json
@@ -48,6 +49,7 @@ from little.runtime._errors import (
     BranchStopped,
     BudgetExceededError,
     ClaimRejectedError,
+    ExecutionSuspended,
     PanelMixedError,
     RunNotStartedError,
     SimulationDivergedError,
@@ -70,6 +72,7 @@ from little.runtime._recorded import (
 )
 from little.runtime._registry import AnyWorkflow, lookup
 from little.runtime._source import COVERAGE_SELF_CONTAINED, SourceIdentity, workflow_source
+from little.runtime._waits import HOLD_SECONDS, RunWaits
 from little.runtime._writer import FAULTS, PRODUCER, RunWriter
 
 log = get_logger("little.runtime")
@@ -90,6 +93,10 @@ class RunResult:
     """Recorded-call replay of the run (``little.replay.ReplayEnvelope``): set on every result
     ``run``, ``resume`` and ``execute`` return, a run that is not a replay included (its
     ``source_run_id`` is None, ``replayed`` False); None only for a result built by hand."""
+    wake_at: datetime | None = None
+    """A ``waiting`` run's earliest due time (None: only a signal can wake it)."""
+    waiting_for: tuple[str, ...] = ()
+    """What a ``waiting`` run waits for: ``timer``, ``signal:<name>``, ``approval:<call>``."""
 
 
 def default_owner() -> str:
@@ -150,6 +157,7 @@ class Execution:
         writer: RunWriter,
         owner: str,
         source: RecordedCalls | None = None,
+        hold: float = HOLD_SECONDS,
     ) -> None:
         self.world = world
         self.run_id = run_id
@@ -169,6 +177,8 @@ class Execution:
         (a retried step's second attempt reads the first attempt's)."""
         for v in replayed.values:
             self.values.setdefault((v.step_path, v.ordinal), v)
+        self.waits = RunWaits(self, hold)
+        """Durable waits and the signals sent to the run (``little.runtime._waits``)."""
 
     def replay(self) -> ReplayEnvelope:
         """The run's replay envelope now: the state as claimed plus the agent calls this
@@ -259,7 +269,8 @@ class Execution:
             | BudgetExceededError
             | PanelMixedError
             | BranchStopped
-            | ExecutionStopped,
+            | ExecutionStopped
+            | ExecutionSuspended,
         )
 
     async def run_sub(
@@ -274,12 +285,19 @@ class Execution:
             parent_run_id=self.run_id,
             parent_call_id=call_id,
             control=self.writer.control,  # stopping or cancelling a run stops its sub-runs too
+            hold=self.waits.hold,
         )
+        if result.status == "waiting":  # the sub-run let go of itself: so does its parent
+            raise ExecutionSuspended(self.run_id, result.wake_at, result.waiting_for)
         if result.status != "completed":
             raise SubRunFailedError(
                 self.run_id, sub_run_id, workflow.name, result.status, result.error
             )
         return result.output
+
+
+_AGAIN = RunResult("", "again")
+"""``_execute_claimed``'s answer when the run suspended and can go on at once."""
 
 
 async def _result(state: MaterializedRunState, world: World) -> RunResult:
@@ -378,8 +396,14 @@ async def execute(
     replay_from: str | None = None,
     replay_mode: str = MODE_REPAIRABLE,
     fresh: bool = False,
+    hold: float = HOLD_SECONDS,
 ) -> RunResult:
-    """Run or resume ``run_id`` to its end in this process.
+    """Run or resume ``run_id`` in this process, to its end or until it waits.
+
+    A run that waits (a timer not due, a signal not sent: ``little.runtime._waits``) is
+    suspended: the result's status is ``waiting``, with ``wake_at`` and ``waiting_for``, and
+    nothing holds the run until it is executed again (``follow`` does that). Timers due within
+    ``hold`` seconds are slept here instead.
 
     ``control`` lets a supervisor stop or cancel the execution at its next event boundary
     (``ExecutionStopped`` is raised). ``on_running(state)`` is called once the run is claimed
@@ -417,7 +441,7 @@ async def execute(
         return await _result(state, world)
     writer.control = control
     try:
-        return await _execute_claimed(
+        result = await _execute_claimed(
             world,
             run_id,
             workflow,
@@ -432,9 +456,22 @@ async def execute(
             on_running=on_running,
             replay_from=replay_from,
             replay_mode=replay_mode,
+            hold=hold,
         )
     finally:
         await writer.settled()  # no append of this execution is left in flight when it ends
+    if result is _AGAIN:  # a signal it waits for landed while it suspended: go on at once
+        return await execute(
+            world,
+            run_id,
+            workflow,
+            owner=owner,
+            control=control,
+            hold=hold,
+            parent_run_id=parent_run_id,
+            parent_call_id=parent_call_id,
+        )
+    return result
 
 
 async def _execute_claimed(
@@ -453,6 +490,7 @@ async def _execute_claimed(
     on_running: Callable[[MaterializedRunState], None] | None,
     replay_from: str | None,
     replay_mode: str,
+    hold: float,
 ) -> RunResult:
     await writer.checkpoint()  # stopped or cancelled while claiming
     if state.steps:
@@ -506,7 +544,7 @@ async def _execute_claimed(
                 "it with other code would mix two programs' answers"
             )
     recorded = await asyncio.to_thread(_recorded_calls, world, state, source)
-    execution = Execution(world, run_id, state, writer, owner, recorded)
+    execution = Execution(world, run_id, state, writer, owner, recorded, hold)
     input = await execution.load_json(state.input_json, state.input_ref)
     log.info("run_executing", run_id=run_id, epoch=writer.epoch, resumed_from_seq=state.last_seq)
     if on_running is not None:
@@ -514,6 +552,18 @@ async def _execute_claimed(
     try:
         output = await workflow(WorkflowContext(execution), input)
     except Exception as exc:
+        if isinstance(exc, ExecutionSuspended):
+            if await execution.waits.suspend(exc):
+                return _AGAIN
+            return RunResult(
+                run_id,
+                "waiting",
+                served_calls=execution.served_calls,
+                reinvoked_calls=execution.reinvoked_calls,
+                replay=execution.replay(),
+                wake_at=exc.wake_at,
+                waiting_for=exc.waiting_for,
+            )
         if isinstance(exc, ExecutionStopped):
             await writer.checkpoint()  # records this run's RunCancelled if a sub-run was cancelled
             raise
@@ -670,8 +720,12 @@ async def run(
     max_tokens: int | None = None,
     replay_from: str | None = None,
     replay_mode: str = MODE_REPAIRABLE,
+    hold: float = HOLD_SECONDS,
 ) -> RunResult:
     """Start ``workflow`` with ``input`` as a new run (or resume ``run_id`` if it exists).
+
+    It runs until it ends or waits (status ``waiting``: ``follow`` resumes it whenever a wait
+    can end; timers due within ``hold`` seconds are slept here).
 
     ``replay_from=<run id>`` re-runs it against that recorded run: every agent call whose
     admission ordinal and request match the recorded one returns the recorded answer without
@@ -691,9 +745,17 @@ async def run(
         replay_from=replay_from,
         replay_mode=replay_mode,
         fresh=run_id is None,  # an id made here and given to nobody yet: nothing to read
+        hold=hold,
     )
 
 
-async def resume(world: World, run_id: str, workflow: AnyWorkflow | None = None) -> RunResult:
-    """Resume ``run_id`` from its log (its workflow is looked up by name if not given)."""
-    return await execute(world, run_id, workflow)
+async def resume(
+    world: World,
+    run_id: str,
+    workflow: AnyWorkflow | None = None,
+    *,
+    hold: float = HOLD_SECONDS,
+) -> RunResult:
+    """Resume ``run_id`` from its log (its workflow is looked up by name if not given), until
+    it ends or waits."""
+    return await execute(world, run_id, workflow, hold=hold)

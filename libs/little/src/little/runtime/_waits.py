@@ -1,0 +1,389 @@
+"""Durable waits: timers, signals and approvals that hold no process while they wait.
+
+A wait is recorded before it waits (``WaitStarted``: its kind, its place, its due time) and
+when it ends (``WaitEnded``: fired, received, timed out, approved, rejected). A wait that
+cannot end now lets go of the run: the execution records ``RunSuspended`` and ends
+(``ExecutionSuspended``), so the run is ``waiting`` and nothing holds it; whoever wakes it
+(``follow``, ``little worker``, the resume coordinator) executes it again at its due time or
+when a signal it waits for arrives, and the replay reaches the same wait and ends it. Timers
+due within ``hold`` seconds are waited for in the process instead: a suspension and a claim
+cost more than a short sleep.
+
+Signals come from outside the run's writers (``send_signal``): ``SignalSent`` stands outside
+the run's seq chain, like a claim, and is kept in the run's log until a wait of that name
+takes it (the oldest first). Taking it is recorded (``WaitEnded.signal_id``), so a resume and
+a replay give each wait the same signal without its sender.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import uuid
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from little._canonical import canonical_json
+from little.errors import ConfigurationError
+from little.events import RunSuspended, SignalSent, WaitEnded, WaitStarted
+from little.log import Position
+from little.logs import get_logger
+from little.replay import MaterializedRunState, SignalState, WaitState, signal_name
+from little.runtime._errors import ExecutionSuspended, SignalRefusedError, WaitTimeoutError
+
+if TYPE_CHECKING:
+    from little._world import World
+    from little.runtime._registry import AnyWorkflow
+    from little.runtime._runner import Execution, RunResult
+
+log = get_logger("little.runtime")
+
+HOLD_SECONDS = float(os.environ.get("LITTLE_WAIT_HOLD_SECONDS", "1.0"))
+"""Timers due within this many seconds are slept in the process; longer waits suspend."""
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def seconds(duration: float | timedelta, what: str) -> float:
+    value = duration.total_seconds() if isinstance(duration, timedelta) else float(duration)
+    if value != value or value < 0:  # NaN or negative
+        raise ConfigurationError(f"{what} must be a duration of 0 seconds or more, not {duration}")
+    return value
+
+
+class RunWaits:
+    """The waits and signals of one execution: those its log held when it was claimed, then
+    those it records and reads since."""
+
+    def __init__(self, execution: Execution, hold: float) -> None:
+        self._x = execution
+        self.hold = hold
+        replayed = execution.replayed
+        self.waits: dict[tuple[str | None, int], WaitState] = {
+            (w.step_path, w.ordinal): w for w in replayed.waits
+        }
+        self.signals: dict[str, SignalState] = {s.signal_id: s for s in replayed.signals}
+        self._read_to: Position | None = (
+            None
+            if replayed.last_position is None
+            else Position(replayed.last_position.partition, replayed.last_position.offset)
+        )
+
+    # -- signals -------------------------------------------------------------------------
+
+    def _kept(self, name: str) -> SignalState | None:
+        for s in self.signals.values():
+            if not s.taken and s.name == name:
+                return s
+        return None
+
+    def _read_new_signals(self) -> None:
+        """Read the run's log past what this execution has seen for signals sent since (a
+        worker thread)."""
+        last = self._read_to
+        for item in self._x.world.read_run(self._x.run_id, after=last):
+            last = Position(item.partition, item.offset)
+            e = item.event
+            if isinstance(e, SignalSent) and e.signal_id not in self.signals:
+                self.signals[e.signal_id] = SignalState(
+                    signal_id=e.signal_id,
+                    name=e.name,
+                    payload_json=e.payload_json,
+                    sent_at=e.occurred_at,
+                    sender=e.sender,
+                )
+        self._read_to = last
+
+    async def take(self, name: str) -> SignalState | None:
+        """The oldest signal named ``name`` no wait took yet: from what this execution knows,
+        else from the log as it is now (read off the loop)."""
+        kept = self._kept(name)
+        if kept is None:
+            await asyncio.to_thread(self._read_new_signals)
+            kept = self._kept(name)
+        return kept
+
+    async def arrived_since(self, waiting: Iterable[str]) -> bool:
+        """After suspending: did a signal one of ``waiting`` needs land meanwhile (after this
+        execution's last read)? Then the run can go on at once."""
+        names = {label.split(":", 1)[1] for label in waiting if label.startswith("signal:")}
+        names |= {label for label in waiting if label.startswith("approval:")}
+        if not names:
+            return False
+        await asyncio.to_thread(self._read_new_signals)
+        return any(self._kept(n) is not None for n in names)
+
+    # -- waits ---------------------------------------------------------------------------
+
+    async def wait(
+        self,
+        scope: str | None,
+        ordinal: int,
+        kind: str,
+        name: str,
+        due_at: datetime | None,
+        details: Any = None,
+    ) -> tuple[WaitState, Any]:
+        """The wait at (``scope``, ``ordinal``), recorded if new, ended if it can end now;
+        returns it ended and the payload of the signal it took (None for a timer). Raises
+        ``ExecutionSuspended`` when it cannot end yet, ``WaitTimeoutError`` when it timed out."""
+        x = self._x
+        key = (scope, ordinal)
+        wait = self.waits.get(key)
+        if wait is None:
+            await x.writer.emit(
+                WaitStarted,
+                step_path=scope,
+                kind=kind,
+                ordinal=ordinal,
+                name=name,
+                due_at=due_at,
+                details_json=None if details is None else canonical_json(details),
+            )
+            wait = WaitState(
+                kind=kind,
+                ordinal=ordinal,
+                name=name,
+                step_path=scope,
+                due_at=due_at,
+                details_json=None if details is None else canonical_json(details),
+            )
+            self.waits[key] = wait
+        elif wait.kind != kind or wait.name != name:
+            raise ConfigurationError(
+                f"run {x.run_id}: wait {ordinal} of {scope or 'the run'} is a {wait.kind} "
+                f"{wait.name!r} in the log, but the workflow now waits for a {kind} {name!r}: "
+                "the code changed"
+            )
+        if wait.outcome is None:
+            wait = await self._end(wait)
+        return wait, self._payload(wait)
+
+    def _payload(self, wait: WaitState) -> Any:
+        if wait.outcome == "timed_out":
+            raise WaitTimeoutError(self._x.run_id, wait.kind, wait.name, wait.step_path)
+        if wait.signal_id is None:
+            return None
+        return json.loads(self.signals[wait.signal_id].payload_json)
+
+    async def _end(self, wait: WaitState) -> WaitState:
+        if wait.kind != "timer":
+            signal = await self.take(signal_name(wait))
+            if signal is not None:
+                outcome = "received"
+                if wait.kind == "approval":
+                    decision = json.loads(signal.payload_json)
+                    outcome = "approved" if decision.get("approved") else "rejected"
+                return await self._record_end(wait, outcome, signal)
+        now = utcnow()
+        if wait.due_at is not None and wait.due_at <= now:
+            return await self._record_end(wait, "fired" if wait.kind == "timer" else "timed_out")
+        left = None if wait.due_at is None else (wait.due_at - now).total_seconds()
+        if wait.kind == "timer" and left is not None and left <= self.hold:
+            await self._x.writer.checkpoint()  # a stop asked meanwhile ends it here instead
+            await asyncio.sleep(left)
+            return await self._record_end(wait, "fired")
+        raise ExecutionSuspended(self._x.run_id, wait.due_at, (wait.label,))
+
+    async def _record_end(
+        self, wait: WaitState, outcome: str, signal: SignalState | None = None
+    ) -> WaitState:
+        await self._x.writer.emit(
+            WaitEnded,
+            step_path=wait.step_path,
+            kind=wait.kind,
+            ordinal=wait.ordinal,
+            name=wait.name,
+            outcome=outcome,
+            signal_id=None if signal is None else signal.signal_id,
+        )
+        if signal is not None:
+            self.signals[signal.signal_id] = signal.model_copy(update={"taken": True})
+        ended = wait.model_copy(
+            update={"outcome": outcome, "signal_id": None if signal is None else signal.signal_id}
+        )
+        self.waits[(wait.step_path, wait.ordinal)] = ended
+        return ended
+
+    async def suspend(self, suspended: ExecutionSuspended) -> bool:
+        """Record ``RunSuspended``; True if a signal the run waits for arrived meanwhile (the
+        run can be executed again at once)."""
+        await self._x.writer.emit(
+            RunSuspended, wake_at=suspended.wake_at, waiting_for=suspended.waiting_for
+        )
+        log.info(
+            "run_suspended",
+            run_id=self._x.run_id,
+            wake_at=None if suspended.wake_at is None else suspended.wake_at.isoformat(),
+            waiting_for=list(suspended.waiting_for),
+        )
+        return await self.arrived_since(suspended.waiting_for)
+
+
+class ScopeWaits:
+    """The waits of one scope (the run, a branch, a step's visit), numbered in order."""
+
+    def __init__(self, execution: Execution, scope: str | None) -> None:
+        self._x = execution
+        self._scope = scope
+        self._ordinal = 0
+
+    async def wait(
+        self, kind: str, name: str, due_at: datetime | None, details: Any = None
+    ) -> tuple[WaitState, Any]:
+        ordinal = self._ordinal
+        self._ordinal += 1
+        return await self._x.waits.wait(self._scope, ordinal, kind, name, due_at, details)
+
+    def due(self, timeout: float | timedelta | None, what: str) -> datetime | None:
+        """A new wait's due time ``timeout`` from now (a resume finds the recorded one)."""
+        if timeout is None:
+            return None
+        return utcnow() + timedelta(seconds=seconds(timeout, what))
+
+
+# -- signals from outside --------------------------------------------------------------------
+
+
+def sender() -> str:
+    return f"{os.environ.get('USER', 'user')}@{socket.gethostname()}"
+
+
+def check_signal(state: MaterializedRunState, run_id: str, name: str, where: str) -> None:
+    """Refuse a signal to a run that cannot take it (``SignalRefusedError``)."""
+    if state.last_position is None or state.workflow is None:
+        raise SignalRefusedError(f"run {run_id} is unknown in {where}: no signal was recorded")
+    if state.terminal:
+        raise SignalRefusedError(
+            f"run {run_id} has already ended ({state.status}) in {where}: no signal was recorded"
+        )
+    if not name or name == "approval:":
+        raise SignalRefusedError(f"run {run_id}: a signal needs a name")
+
+
+def check_approval(state: MaterializedRunState, run_id: str, call_id: str, where: str) -> None:
+    """Refuse a decision on an approval the run never asked for, or already has."""
+    check_signal(state, run_id, f"approval:{call_id}", where)
+    asked = [w for w in state.waits if w.kind == "approval" and w.name == call_id]
+    if not asked:
+        raise SignalRefusedError(
+            f"run {run_id} asked for no approval of call {call_id!r} in {where}: "
+            "nothing was recorded"
+        )
+    if all(w.outcome is not None for w in asked) or state.kept_signal(f"approval:{call_id}"):
+        raise SignalRefusedError(
+            f"run {run_id}: call {call_id!r} was already decided: nothing was recorded"
+        )
+
+
+def payload_json(data: Any) -> str:
+    """A signal's payload as canonical JSON (``SignalRefusedError`` if it is not JSON)."""
+    try:
+        return canonical_json(data)
+    except (TypeError, ValueError) as exc:
+        raise SignalRefusedError(f"a signal's payload must be JSON: {exc}") from exc
+
+
+def signal_event(
+    run_id: str, name: str, data: Any, *, signal_id: str | None = None, by: str | None = None
+) -> SignalSent:
+    return SignalSent(
+        run_id=run_id,
+        name=name,
+        payload_json=payload_json(data),
+        signal_id=signal_id or str(uuid.uuid4()),
+        sender=by or sender(),
+    )
+
+
+async def send_signal(
+    world: World,
+    run_id: str,
+    name: str,
+    data: Any = None,
+    *,
+    signal_id: str | None = None,
+    by: str | None = None,
+) -> SignalSent:
+    """Deliver signal ``name`` with JSON ``data`` to ``run_id``: appended to its log (kept
+    until a wait takes it; a run waiting for it can be woken). Raises ``SignalRefusedError``
+    for an unknown or finished run or a payload that is not JSON; nothing is recorded then.
+    The same ``signal_id`` sent twice is recorded once (the second is ignored by the fold)."""
+    from little.runtime._runner import fold_run_off_loop
+
+    event = signal_event(run_id, name, data, signal_id=signal_id, by=by)
+    state = await fold_run_off_loop(world, run_id)
+    if name.startswith("approval:"):
+        check_approval(state, run_id, name[len("approval:") :], world.description)
+    else:
+        check_signal(state, run_id, name, world.description)
+    await world.submit([event])
+    log.info("signal_sent", run_id=run_id, name=name, signal_id=event.signal_id)
+    return event
+
+
+async def decide_approval(
+    world: World,
+    run_id: str,
+    call_id: str,
+    *,
+    approved: bool,
+    reason: str = "",
+    by: str | None = None,
+) -> SignalSent:
+    """Approve or reject the tool call ``call_id`` a run waits on (``little approve`` /
+    ``little reject``): a signal ``approval:<call_id>`` whose payload is the decision."""
+    decision = {"approved": approved, "reason": reason, "by": by or sender()}
+    return await send_signal(world, run_id, f"approval:{call_id}", decision, by=by)
+
+
+# -- waking ----------------------------------------------------------------------------------
+
+
+def can_wake(world: World, state: MaterializedRunState, now: datetime) -> bool:
+    """Whether a waiting run has a wait that can end now: its own, or a waiting sub-run's
+    (a worker thread: sub-runs are folded from the log)."""
+    from little.replay import fold_run
+
+    if state.can_wake(now):
+        return True
+    if state.status != "waiting":
+        return False
+    for sub in state.sub_runs:  # suspended inside a sub-run: the sub-run is waiting too
+        sub_state, _, _ = fold_run(world, sub.sub_run_id)
+        if sub_state.status == "waiting" and can_wake(world, sub_state, now):
+            return True
+    return False
+
+
+async def follow(
+    world: World,
+    run_id: str,
+    workflow: AnyWorkflow | None = None,
+    *,
+    poll: float = 0.5,
+    hold: float = HOLD_SECONDS,
+) -> RunResult:
+    """Resume ``run_id`` whenever one of its waits can end, until it ends (or a failure):
+    sleep until its next due time, and look for the signals it waits for every ``poll``
+    seconds. Nothing is held meanwhile: this process may exit, and another (``little
+    resume``, ``little worker``, the coordinator) takes the run up."""
+    from little.runtime._runner import fold_run_off_loop, resume
+
+    while True:
+        state = await fold_run_off_loop(world, run_id)
+        now = utcnow()
+        if state.status == "waiting" and not await asyncio.to_thread(can_wake, world, state, now):
+            pause = poll
+            if state.wake_at is not None:
+                pause = min(poll, max(0.0, (state.wake_at - now).total_seconds()))
+            await asyncio.sleep(pause)
+            continue
+        result = await resume(world, run_id, workflow, hold=hold)
+        if result.status != "waiting":
+            return result

@@ -1,0 +1,112 @@
+"""Workflows that wait: a timer, a signal, a signal with a timeout, waits in parallel
+branches, a wait inside a step and inside a sub-run. Steps append to the file named by
+``LITTLE_TEST_STEP_LOG`` (with the pid), so a test can count what ran, and where."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from little.runtime import StepContext, WaitTimeoutError, WorkflowContext, workflow
+
+LOG = "LITTLE_TEST_STEP_LOG"
+
+
+def log_step(name: str, **fields: Any) -> None:
+    path = os.environ.get(LOG)
+    if path:
+        with Path(path).open("a") as f:
+            f.write(json.dumps({"pid": os.getpid(), "step": name, **fields}) + "\n")
+
+
+def steps(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def mark(name: str) -> Any:
+    def fn(step: StepContext, *args: Any) -> str:
+        log_step(name)
+        return name
+
+    return fn
+
+
+@workflow("waits.nap", version="1")
+async def nap(ctx: WorkflowContext, input: dict[str, Any]) -> dict[str, Any]:
+    """before -> sleep(input.seconds) -> after."""
+    await ctx.step("before", mark("before"))
+    await ctx.sleep(input["seconds"])
+    await ctx.step("after", mark("after"))
+    return {"slept": input["seconds"]}
+
+
+@workflow("waits.order", version="1")
+async def order(ctx: WorkflowContext, input: Any) -> dict[str, Any]:
+    """Waits for the signal ``approved`` and returns its payload."""
+    await ctx.step("placed", mark("placed"))
+    decision = await ctx.wait_for_signal("approved")
+    shipped = await ctx.step("ship", mark("ship"))
+    return {"decision": decision, "shipped": shipped}
+
+
+@workflow("waits.deadline", version="1")
+async def deadline(ctx: WorkflowContext, input: dict[str, Any]) -> dict[str, Any]:
+    """Waits for ``reply`` at most input.timeout seconds; a timeout is caught."""
+    try:
+        reply = await ctx.wait_for_signal("reply", timeout=input["timeout"])
+    except WaitTimeoutError:
+        reply = None
+    await ctx.step("after", mark("after"))
+    return {"reply": reply}
+
+
+@workflow("waits.two_signals", version="1")
+async def two_signals(ctx: WorkflowContext, input: Any) -> list[Any]:
+    """Two waits on one signal name: each takes the next signal sent, in order."""
+    first = await ctx.wait_for_signal("item")
+    second = await ctx.wait_for_signal("item")
+    return [first, second]
+
+
+@workflow("waits.branches", version="1")
+async def branches(ctx: WorkflowContext, input: dict[str, Any]) -> dict[str, Any]:
+    """Branch ``a`` sleeps, branch ``b`` waits for a signal: the run waits for both."""
+
+    async def a(bctx: WorkflowContext) -> str:
+        await bctx.sleep(input["seconds"])
+        return str(await bctx.step("a-done", mark("a-done")))
+
+    async def b(bctx: WorkflowContext) -> Any:
+        return await bctx.wait_for_signal("go")
+
+    return await ctx.parallel("both", {"a": a, "b": b})
+
+
+@workflow("waits.in_step", version="1")
+async def in_step(ctx: WorkflowContext, input: dict[str, Any]) -> str:
+    """A step that sleeps in its own code: a resume runs the step again up to its wait."""
+
+    async def slow(step: StepContext) -> str:
+        log_step("slow-start")
+        await step.sleep(input["seconds"])
+        log_step("slow-end")
+        return "done"
+
+    return str(await ctx.step("slow", slow))
+
+
+@workflow("waits.child", version="1")
+async def child(ctx: WorkflowContext, input: Any) -> Any:
+    return await ctx.wait_for_signal("child-go")
+
+
+@workflow("waits.parent", version="1")
+async def parent(ctx: WorkflowContext, input: Any) -> Any:
+    """A sub-run that waits for a signal: the parent waits with it."""
+    got = await ctx.start_workflow("waits.child", None)
+    await ctx.step("after", mark("after"))
+    return got
