@@ -39,9 +39,11 @@ def test_a_short_timer_is_slept_in_the_process_and_recorded(
     result = asyncio.run(run(world, flows.nap, {"seconds": 0.2}))
     assert result.status == "completed"
     started, ended = events(world, result.run_id, WaitStarted, WaitEnded)
-    assert isinstance(started, WaitStarted) and isinstance(ended, WaitEnded)
+    assert isinstance(started, WaitStarted)
+    assert isinstance(ended, WaitEnded)
     assert (started.kind, started.ordinal, ended.outcome) == ("timer", 0, "fired")
-    assert started.due_at is not None and ended.occurred_at >= started.due_at
+    assert started.due_at is not None
+    assert ended.occurred_at >= started.due_at
     assert not events(world, result.run_id, RunSuspended)  # held, never let go
     assert ran(tmp_path) == ["before", "after"]
 
@@ -53,15 +55,18 @@ def test_a_long_timer_suspends_the_run_and_follow_wakes_it_at_its_due_time(
     assert result.status == "waiting"
     assert result.waiting_for == ("timer",)
     state, _, _ = fold_run(world, result.run_id)
-    assert state.status == "waiting" and state.wake_at == result.wake_at
+    assert state.status == "waiting"
+    assert state.wake_at == result.wake_at
     (wait,) = state.waits
     assert (wait.kind, wait.outcome, wait.due_at) == ("timer", None, result.wake_at)
     assert ran(tmp_path) == ["before"]
 
     done = asyncio.run(follow(world, result.run_id, hold=0))
-    assert done.status == "completed" and done.output == {"slept": 1.0}
+    assert done.status == "completed"
+    assert done.output == {"slept": 1.0}
     (ended,) = events(world, result.run_id, WaitEnded)
-    assert result.wake_at is not None and ended.occurred_at >= result.wake_at
+    assert result.wake_at is not None
+    assert ended.occurred_at >= result.wake_at
     assert ran(tmp_path) == ["before", "after"]  # "before" is not run again by the wake-up
     assert len(events(world, result.run_id, WaitStarted)) == 1
 
@@ -81,7 +86,8 @@ def test_a_timer_that_came_due_while_nothing_ran_fires_on_the_next_resume(
     world: little.World,
 ) -> None:
     first = asyncio.run(run(world, flows.nap, {"seconds": 0.3}, hold=0))
-    assert first.status == "waiting" and first.wake_at is not None
+    assert first.status == "waiting"
+    assert first.wake_at is not None
     while datetime.now(UTC) < first.wake_at:  # nothing runs the run meanwhile
         asyncio.run(asyncio.sleep(0.05))
     done = asyncio.run(resume(world, first.run_id, hold=0))
@@ -93,7 +99,8 @@ def test_a_signal_sent_while_the_run_waits_wakes_it_with_its_payload(
     world: little.World, tmp_path: Path
 ) -> None:
     first = asyncio.run(run(world, flows.order, None))
-    assert first.status == "waiting" and first.waiting_for == ("signal:approved",)
+    assert first.status == "waiting"
+    assert first.waiting_for == ("signal:approved",)
     assert first.wake_at is None
     asyncio.run(send_signal(world, first.run_id, "approved", {"by": "ana", "ok": True}))
     state, _, _ = fold_run(world, first.run_id)
@@ -103,7 +110,8 @@ def test_a_signal_sent_while_the_run_waits_wakes_it_with_its_payload(
     assert ran(tmp_path) == ["placed", "ship"]
     (sent,) = events(world, first.run_id, SignalSent)
     (ended,) = events(world, first.run_id, WaitEnded)
-    assert isinstance(ended, WaitEnded) and isinstance(sent, SignalSent)
+    assert isinstance(ended, WaitEnded)
+    assert isinstance(sent, SignalSent)
     assert (ended.outcome, ended.signal_id) == ("received", sent.signal_id)
 
 
@@ -125,16 +133,19 @@ def test_the_same_signal_delivered_twice_is_taken_once(world: little.World) -> N
     done = asyncio.run(follow(world, first.run_id))
     assert done.output == ["a", "b"]
     state, _, _ = fold_run(world, first.run_id)
-    assert [s.signal_id for s in state.signals][0] == "sig-1" and len(state.signals) == 2
+    assert next(s.signal_id for s in state.signals) == "sig-1"
+    assert len(state.signals) == 2
 
 
 def test_a_signal_wait_times_out_and_the_workflow_catches_it(world: little.World) -> None:
     first = asyncio.run(run(world, flows.deadline, {"timeout": 0.3}, hold=0))
-    assert first.status == "waiting" and first.wake_at is not None
+    assert first.status == "waiting"
+    assert first.wake_at is not None
     done = asyncio.run(follow(world, first.run_id, hold=0))
     assert done.output == {"reply": None}
     (ended,) = events(world, first.run_id, WaitEnded)
-    assert isinstance(ended, WaitEnded) and ended.outcome == "timed_out"
+    assert isinstance(ended, WaitEnded)
+    assert ended.outcome == "timed_out"
     assert ended.occurred_at >= first.wake_at
     # the replay of the finished run raises the same timeout: the log says it timed out
     assert asyncio.run(resume(world, first.run_id)).output == {"reply": None}
@@ -175,7 +186,8 @@ def test_a_sub_run_that_waits_suspends_its_parent_and_a_signal_to_it_wakes_both(
     world: little.World, tmp_path: Path
 ) -> None:
     first = asyncio.run(run(world, flows.parent, None))
-    assert first.status == "waiting" and first.waiting_for == ("signal:child-go",)
+    assert first.status == "waiting"
+    assert first.waiting_for == ("signal:child-go",)
     parent, _, _ = fold_run(world, first.run_id)
     (sub,) = parent.sub_runs
     assert fold_run(world, sub.sub_run_id)[0].status == "waiting"
