@@ -9,6 +9,14 @@ import os
 from pathlib import Path
 from typing import Any
 
+from little.events import Usage
+from little.harness import (
+    ModelRequest,
+    ModelResponse,
+    Tool,
+    ToolCallRequest,
+    ToolContext,
+)
 from little.runtime import StepContext, WaitTimeoutError, WorkflowContext, workflow
 
 LOG = "LITTLE_TEST_STEP_LOG"
@@ -110,3 +118,43 @@ async def parent(ctx: WorkflowContext, input: Any) -> Any:
     got = await ctx.start_workflow("waits.child", None)
     await ctx.step("after", mark("after"))
     return got
+
+
+# -- approvals -------------------------------------------------------------------------------
+
+
+def transfer_tool() -> Tool:
+    def transfer(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+        log_step("transfer", amount=args["amount"])
+        return {"sent": args["amount"]}
+
+    return Tool("transfer", transfer, "Move money.", requires_approval=True)
+
+
+class Banker:
+    """Asks for a transfer, then answers with what the tool told it (or that it was refused).
+    Its reply depends only on the request, as a model's would."""
+
+    provider = "scripted"
+    name = "banker"
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        if not any(m.get("role") == "assistant" for m in request.messages):
+            return ModelResponse(
+                tool_calls=(ToolCallRequest("t1", "transfer", {"amount": 250}),),
+                usage=Usage(input_tokens=20, output_tokens=8),
+            )
+        last = request.messages[-1]
+        return ModelResponse(
+            content=f"done: {last['content']}", usage=Usage(input_tokens=10, output_tokens=5)
+        )
+
+
+@workflow("waits.pay", version="1")
+async def pay(ctx: WorkflowContext, input: Any) -> str | None:
+    async def agent(step: StepContext) -> str | None:
+        async with step.session("banker", model=Banker(), tools=[transfer_tool()]) as s:
+            return await s.run("pay the invoice")
+
+    result = await ctx.step("agent", agent)
+    return None if result is None else str(result)

@@ -15,15 +15,23 @@ import time
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
 import structlog
 
 from little import World
-from little.commands import CancelRun, CommandDecodeError, ResumeRun, StartRun, decode_command
+from little.commands import (
+    CancelRun,
+    CommandDecodeError,
+    ResumeRun,
+    SignalRun,
+    StartRun,
+    decode_command,
+)
 from little.errors import LittleError, LogError, RuntimeIntegrityError
-from little.events import ModelResponded, RunParked
+from little.events import ModelResponded, RunParked, SignalSent
 from little.log import partition_for
 from little.replay import (
     MaterializedRunState,
@@ -38,6 +46,7 @@ from little.runtime import (
     ClaimRejectedError,
     ExecutionStopped,
     RunControl,
+    SignalRefusedError,
     UnknownWorkflowError,
     WorkflowVersionError,
     claim,
@@ -45,6 +54,7 @@ from little.runtime import (
     fold_run_off_loop,
     registered,
 )
+from little.runtime._waits import check_approval, check_signal, signal_event
 from little_services.resume_coordinator._consumers import CommandConsumer, RunEvent, RunsTail
 from little_services.resume_coordinator._metrics import Metrics
 from little_services.resume_coordinator._scheduling import CommandRef, Ledger
@@ -96,6 +106,10 @@ class Tracked:
     unsettled) until an execution gets the run started, so a retry can still start it."""
     start_refs: list[CommandRef] = field(default_factory=list)
     """Commands of executions that ended before the run started, settled once it does."""
+    waiting: bool = False
+    """Its last execution here suspended it (``waiting``): no lease runs out on it; it is
+    executed again at ``wake_at`` or when a signal for it lands on the runs topic."""
+    wake_at: datetime | None = None
 
 
 def retry_or_park(entry: Tracked, exc: Exception) -> str:
@@ -233,6 +247,11 @@ class Coordinator:
         self._snapshot_pool.shutdown(wait=True)
         self.world.close()
         log.info("coordinator_stopped", owner=self.owner)
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The loop the coordinator serves on (the HTTP thread hands signals to it)."""
+        return self._loop
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)
@@ -420,6 +439,65 @@ class Coordinator:
         elif isinstance(command, CancelRun):
             reason = command.reason or "cancelled on request"
             self.ensure(command.run_id, partition, "cancel", command=ref, cancel=reason)
+        elif isinstance(command, SignalRun):
+            self._spawn(self._signal_command(command, ref))
+
+    async def _signal_command(self, command: SignalRun, ref: CommandRef) -> None:
+        """Record the command's signal in its run's log (once however often the command is
+        read: the signal id), then settle it; a refused signal is logged and settled."""
+        try:
+            await self.deliver_signal(
+                command.run_id,
+                command.name,
+                command.payload,
+                signal_id=command.signal_id,
+                by=command.issued_by,
+            )
+        except SignalRefusedError as exc:
+            self.metrics.commands.labels("refused").inc()
+            log.warning("signal_refused", run_id=command.run_id, name=command.name, error=str(exc))
+        except LittleError as exc:  # the log failed: read the command again after a restart
+            log.error("signal_not_recorded", run_id=command.run_id, error=str(exc))
+            return
+        self._settle(ref)
+
+    async def deliver_signal(
+        self,
+        run_id: str,
+        name: str,
+        payload: object,
+        *,
+        signal_id: str | None = None,
+        by: str | None = None,
+    ) -> SignalSent:
+        """Append ``SignalSent`` to the run's log (any run, owned here or not: the owner's
+        runs tail sees it and wakes the run) after checking the run can take it
+        (``SignalRefusedError`` otherwise, nothing recorded)."""
+        event = signal_event(run_id, name, payload, signal_id=signal_id, by=by or self.owner)
+        state = await fold_run_off_loop(self.world, run_id)
+        where = f"resume coordinator {self.owner}"
+        if name.startswith("approval:"):
+            check_approval(state, run_id, name[len("approval:") :], where)
+        else:
+            check_signal(state, run_id, name, where)
+        if not any(s.signal_id == event.signal_id for s in state.signals):
+            await self.world.submit([event])
+        log.info("signal_recorded", run_id=run_id, name=name, signal_id=event.signal_id)
+        self._wake(run_id, "signal")
+        return event
+
+    def _wake(self, run_id: str, reason: str) -> None:
+        """Execute a waiting run of ours now (a sub-run's signal wakes its top-level run,
+        which executes the sub-run inline)."""
+        entry = self.runs.get(run_id.split("~", 1)[0])
+        if (
+            entry is not None
+            and entry.waiting
+            and entry.local is None
+            and entry.partition in self.owned
+            and not self.stopping
+        ):
+            self.ensure(entry.run_id, entry.partition, reason)
 
     def _settle(self, ref: CommandRef) -> None:
         point = self.ledger.settle(*ref)
@@ -459,6 +537,7 @@ class Coordinator:
         if reason in ("start", "resume", "cancel"):
             self._set_parked(entry, None)
         self.finished.pop(run_id, None)
+        entry.waiting, entry.wake_at = False, None
         local = LocalRun(run_id, reason)
         cancel = cancel or entry.cancel
         if cancel is not None:
@@ -559,6 +638,8 @@ class Coordinator:
                 control=control,
                 on_running=partial(self._running, entry, local),
             )
+            if result.status == "waiting":
+                entry.wake_at = result.wake_at
         except WorkflowVersionError as exc:
             if start is None:  # the run needs another version of its workflow than ours
                 assert state is not None
@@ -719,6 +800,8 @@ class Coordinator:
         elif not owned:
             self.runs.pop(entry.run_id, None)
             self._unpark(entry.run_id)
+        elif outcome == "waiting":  # held by nobody: woken at its due time or by a signal
+            entry.waiting = True
         else:  # stopped, fenced, retryable: resumed if nobody progresses in a lease (not parked)
             entry.lease_until = time.monotonic() + self.lease
 
@@ -743,6 +826,9 @@ class Coordinator:
             if kind in TERMINAL_TYPES:
                 if entry is not None and entry.local is None and epoch >= entry.epoch:
                     self._forget(run_id, done=True)
+                continue
+            if kind == "SignalSent":
+                self._wake(run_id, "signal")
                 continue
             if entry is None:
                 entry = Tracked(run_id, partition, now + self.lease)
@@ -787,9 +873,15 @@ class Coordinator:
                 assert self._stop is not None
                 self._stop.set()
                 return
+            wall = datetime.now(UTC)
             for entry in list(self.runs.values()):
                 if entry.local is not None:
                     entry.lease_until = now + self.lease  # a live execution here holds its lease
+                    continue
+                if entry.waiting:
+                    due = entry.wake_at is not None and entry.wake_at <= wall
+                    if due and entry.partition in self.owned:
+                        self.ensure(entry.run_id, entry.partition, "timer")
                     continue
                 if entry.parked or now < entry.lease_until or entry.partition not in self.owned:
                     continue
@@ -802,3 +894,4 @@ class Coordinator:
                 )
                 self.ensure(entry.run_id, entry.partition, "stalled")
             self.metrics.tracked.set(len(self.runs))
+            self.metrics.waiting.set(sum(1 for e in self.runs.values() if e.waiting))

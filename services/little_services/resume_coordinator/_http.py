@@ -1,20 +1,26 @@
-"""/healthz, /readyz and /metrics, served by uvicorn on a thread of its own.
+"""/healthz, /readyz and /metrics, and the signal and approval endpoints, served by uvicorn on
+a thread of its own.
 
-On its own thread and loop the endpoints answer even while the coordinator's loop is busy
-appending; they only read plain attributes of the coordinator.
+On its own thread and loop the probes answer even while the coordinator's loop is busy
+appending; they only read plain attributes of the coordinator. ``POST /runs/{id}/signals/{name}``
+and ``POST /runs/{id}/approvals/{call}`` need the bearer token (refused when none is set) and
+hand the signal to the coordinator's loop, which records it in the run's log.
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
+from typing import Annotated, Any
 
 import uvicorn
-from fastapi import FastAPI, Response
+from fastapi import Body, FastAPI, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from little.errors import ConfigurationError
+from little.errors import ConfigurationError, LittleError
+from little.runtime import SignalRefusedError
 from little_services._auth import PROBES, require_bearer
 from little_services.resume_coordinator._coordinator import Coordinator
 
@@ -64,6 +70,50 @@ def make_app(
             },
             status_code=200 if ready else 503,
         )
+
+    def deliver(run_id: str, name: str, payload: Any) -> Response:
+        if not api_token:
+            return JSONResponse(
+                {"error": "signals over HTTP need the bearer token: set LITTLE_API_TOKEN"},
+                status_code=403,
+            )
+        loop = coordinator.loop
+        if loop is None or coordinator.stopping:
+            return JSONResponse({"error": "the coordinator is not serving"}, status_code=503)
+        future = asyncio.run_coroutine_threadsafe(
+            coordinator.deliver_signal(run_id, name, payload), loop
+        )
+        try:
+            event = future.result(timeout=30)
+        except SignalRefusedError as exc:
+            code = 404 if "unknown" in str(exc) else 409
+            return JSONResponse({"error": str(exc)}, status_code=code)
+        except (LittleError, TimeoutError) as exc:
+            return JSONResponse({"error": f"not recorded: {exc}"}, status_code=503)
+        return JSONResponse(
+            {"run_id": run_id, "name": name, "signal_id": event.signal_id}, status_code=202
+        )
+
+    @app.post("/runs/{run_id}/signals/{name}")
+    def signal(run_id: str, name: str, payload: Annotated[Any, Body()] = None) -> Response:
+        """Deliver signal ``name``; the JSON body is its payload (202 once recorded)."""
+        if name.startswith("approval:"):
+            return JSONResponse(
+                {"error": "approvals go to POST /runs/{id}/approvals/{call_id}"}, status_code=400
+            )
+        return deliver(run_id, name, payload)
+
+    @app.post("/runs/{run_id}/approvals/{call_id}")
+    def approval(run_id: str, call_id: str, decision: Annotated[Any, Body()]) -> Response:
+        """Approve or reject a tool call: ``{"approved": true|false, "reason": "..."}``."""
+        if not isinstance(decision, dict) or not isinstance(decision.get("approved"), bool):
+            return JSONResponse(
+                {"error": 'the body must be {"approved": true|false, "reason": "..."}'},
+                status_code=400,
+            )
+        reason = decision.get("reason", "")
+        payload = {"approved": decision["approved"], "reason": str(reason), "by": "http"}
+        return deliver(run_id, f"approval:{call_id}", payload)
 
     @app.get("/metrics")
     def metrics() -> Response:

@@ -28,6 +28,12 @@ class Metrics:
             "lacks, an integrity error): not resumed until a ResumeRun or another coordinator.",
             registry=r,
         )
+        self.waiting = Gauge(
+            "little_coordinator_runs_waiting",
+            "Runs of owned partitions suspended on a durable wait (a timer, a signal, an "
+            "approval): held by no execution, woken at their due time or by a signal.",
+            registry=r,
+        )
         self.calls = Counter(
             "little_coordinator_calls_total",
             "Model and tool calls made in owned partitions (kind: model, tool), whoever made "

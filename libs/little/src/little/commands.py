@@ -1,4 +1,5 @@
-"""Commands to the resume coordinator: StartRun, ResumeRun and CancelRun on little.commands.v1.
+"""Commands to the resume coordinator: StartRun, ResumeRun, CancelRun and SignalRun on
+little.commands.v1.
 
 Commands are requests, not facts about a run, so they stay out of the event catalog: their
 schemas live in ``schemas/commands/<Command>/v<N>.avsc`` and they use Avro single-object
@@ -34,6 +35,7 @@ __all__ = [
     "CommandDecodeError",
     "CommandPublisher",
     "ResumeRun",
+    "SignalRun",
     "StartRun",
     "command_headers",
     "decode_command",
@@ -136,9 +138,33 @@ class CancelRun(_Command):
     reason: str = ""
 
 
-Command = StartRun | ResumeRun | CancelRun
-_COMMAND_TYPES: Mapping[str, type[StartRun | ResumeRun | CancelRun]] = {
-    c.command_type: c for c in (StartRun, ResumeRun, CancelRun)
+class SignalRun(_Command):
+    """Deliver signal ``name`` with ``payload_json`` to ``run_id`` (``little signal``; an
+    approval decision is the signal ``approval:<call id>``): the coordinator that owns the run
+    appends ``SignalSent`` to its log, and wakes it if it waits for that signal."""
+
+    command_type: ClassVar[str] = "SignalRun"
+    name: str = Field(min_length=1)
+    payload_json: str = "null"
+    signal_id: str = Field(default_factory=lambda: str(uuid.uuid4()), min_length=1)
+
+    @field_validator("payload_json")
+    @classmethod
+    def _is_json(cls, value: str) -> str:
+        try:
+            json.loads(value)
+        except ValueError as exc:
+            raise ValueError(f"payload_json is not JSON: {exc}") from exc
+        return value
+
+    @property
+    def payload(self) -> Any:
+        return json.loads(self.payload_json)
+
+
+Command = StartRun | ResumeRun | CancelRun | SignalRun
+_COMMAND_TYPES: Mapping[str, type[StartRun | ResumeRun | CancelRun | SignalRun]] = {
+    c.command_type: c for c in (StartRun, ResumeRun, CancelRun, SignalRun)
 }
 
 

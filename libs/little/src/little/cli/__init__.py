@@ -5,6 +5,7 @@ comes from little-services). They follow its conventions with ``console`` (stdou
 the ``Bootstrap`` and ``DataDir`` options.
 """
 
+import little.cli._waits  # noqa: F401 (importing it registers signal, approve, reject, worker)
 from little.cli._app import Bootstrap, DataDir, app, console, main
 from little.cli._commands import CommandSettings  # (importing it registers the commands)
 from little.cli._plugins import add_plugins as _add_plugins

@@ -21,6 +21,7 @@ from rich.table import Table
 from little.cli._app import Bootstrap, DataDir, app, console
 from little.cli._local import (
     AsJson,
+    Detach,
     MaxAgentCalls,
     MaxTokens,
     ReplayFrom,
@@ -186,11 +187,13 @@ def resume(
     data_dir: DataDir = None,
     workflows: Workflows = None,
     as_json: AsJson = False,
+    detach: Detach = False,
 ) -> None:
     """Resume a run: on Kafka, ask the coordinator that owns it (ResumeRun); on the embedded
-    world, resume it in this process and print its outcome."""
+    world, resume it in this process (waking it when it waits, unless --detach) and print its
+    outcome."""
     if not (bootstrap_servers or CommandSettings().kafka_bootstrap):
-        resume_here(run_id, workflows, data_dir, as_json)
+        resume_here(run_id, workflows, data_dir, as_json, detach)
         return
     _live_run(bootstrap_servers, run_id, "resume")
     _publish(bootstrap_servers, commands_topic, ResumeRun(run_id=run_id))

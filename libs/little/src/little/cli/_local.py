@@ -14,6 +14,7 @@ import importlib
 import json
 import os
 import sys
+from collections.abc import Awaitable
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -38,6 +39,14 @@ Workflows = Annotated[
     ),
 ]
 AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+Detach = Annotated[
+    bool,
+    typer.Option(
+        "--detach",
+        help="Return once the run waits (a timer, a signal, an approval) instead of waking it "
+        "here; `little resume` or `little worker` takes it up.",
+    ),
+]
 ReplayFrom = Annotated[
     str | None,
     typer.Option(
@@ -181,6 +190,14 @@ def finish(world: World, result: RunResult, as_json: bool) -> None:
             f"billed: {state.usage.calls} model call(s), {dollars(state.usage)}; avoided: "
             f"{state.avoided_usage.calls} model call(s), {dollars(state.avoided_usage)}"
         )
+    if result.status == "waiting":
+        due = f" (due {result.wake_at.isoformat()})" if result.wake_at is not None else ""
+        console.print(
+            f"waiting for {', '.join(result.waiting_for)}{due}: `little resume "
+            f"{result.run_id}` or `little worker` wakes it",
+            markup=False,
+        )
+        return
     if result.status != "completed":
         raise LittleError(f"run {result.run_id} {result.status}: {result.error or ''}".rstrip())
 
@@ -209,8 +226,10 @@ def run_command(
     data_dir: DataDir = None,
     bootstrap_servers: Bootstrap = None,
     as_json: AsJson = False,
+    detach: Detach = False,
 ) -> None:
-    """Run a workflow in this process (embedded world by default) and print its outcome."""
+    """Run a workflow in this process (embedded world by default) and print its outcome; a
+    run that waits is woken here when it can go on (unless --detach)."""
     from little.runtime import run
 
     mode = replay_mode_of(replay_mode, replay_from)
@@ -218,23 +237,42 @@ def run_command(
     value = _json_arg(input, "--input")
     quiet()
     with open_world(data_dir, bootstrap_servers) as world:
-        result = asyncio.run(
-            run(
-                world,
-                wf,
-                value,
-                run_id=run_id,
-                max_agent_calls=max_agent_calls,
-                max_tokens=max_tokens,
-                replay_from=replay_from,
-                replay_mode=mode or "repairable",
-            )
+        started = run(
+            world,
+            wf,
+            value,
+            run_id=run_id,
+            max_agent_calls=max_agent_calls,
+            max_tokens=max_tokens,
+            replay_from=replay_from,
+            replay_mode=mode or "repairable",
         )
-        finish(world, result, as_json)
+        finish(world, asyncio.run(_following(world, started, wf, detach)), as_json)
+
+
+async def _following(
+    world: World, started: Awaitable[RunResult], wf: Workflow[..., Any] | None, detach: bool
+) -> RunResult:
+    """The run's result, once it ended; with ``detach``, once it ends or waits."""
+    from little.runtime import follow
+
+    result = await started
+    if result.status != "waiting" or detach:
+        return result
+    console.print(
+        f"run {result.run_id} waits for {', '.join(result.waiting_for)}: waking it here when it "
+        "can go on (Ctrl-C leaves it waiting, for `little resume` or `little worker`)",
+        markup=False,
+    )
+    return await follow(world, result.run_id, wf)
 
 
 def resume_here(
-    run_id: str, workflows: str | None, data_dir: Path | None, as_json: bool = False
+    run_id: str,
+    workflows: str | None,
+    data_dir: Path | None,
+    as_json: bool = False,
+    detach: bool = False,
 ) -> None:
     """``little resume`` on the embedded world: resume the run in this process."""
     from little.replay import fold_run
@@ -254,7 +292,8 @@ def resume_here(
         workflow = None
         if state.workflow is not None:
             workflow = lookup(state.workflow, run_id=run_id)
-        finish(world, asyncio.run(resume(world, run_id, workflow)), as_json)
+        result = asyncio.run(_following(world, resume(world, run_id, workflow), workflow, detach))
+        finish(world, result, as_json)
 
 
 # -- little runs ---------------------------------------------------------------------------

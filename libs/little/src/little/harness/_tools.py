@@ -45,6 +45,9 @@ class Tool:
     side_effecting: bool = False
     """It changes the world (writes files, sends mail, ...): an exchange of a session holding
     it is never answered from a recorded run, since replay reuses answers, not effects."""
+    requires_approval: bool = False
+    """A person approves each call before it runs (``little approve`` / ``little reject``):
+    the session records the request and the run waits, holding no process."""
 
     @property
     def spec(self) -> ToolSpec:
@@ -63,6 +66,7 @@ def tool(
     description: str = "",
     parameters: dict[str, Any] | None = None,
     side_effecting: bool = False,
+    requires_approval: bool = False,
 ) -> Callable[[ToolFn], Tool]:
     """Decorator: ``@tool()`` over ``def search(args, ctx) -> result``."""
 
@@ -73,6 +77,7 @@ def tool(
             description or (fn.__doc__ or "").strip(),
             parameters or {"type": "object"},
             side_effecting,
+            requires_approval,
         )
 
     return wrap

@@ -52,7 +52,7 @@ from little.runtime._waits import ScopeWaits, seconds, utcnow
 if TYPE_CHECKING:
     from little.harness import Model, Tool
     from little.runtime._runner import Execution
-    from little.runtime._session import AgentSession
+    from little.runtime._session import AgentSession, ApprovalPolicy
 
 log = get_logger("little.runtime")
 
@@ -518,8 +518,14 @@ class StepContext(_ValuesMixin, _WaitsMixin):
         tools: list[Tool] | None = None,
         system: str | None = None,
         manifest: Mapping[str, Any] | None = None,
+        approval: ApprovalPolicy = False,
     ) -> AgentSession:
-        """An agent session whose model and tool calls are recorded and fast-forwarded."""
+        """An agent session whose model and tool calls are recorded and fast-forwarded.
+
+        ``approval``: ask a person before tool calls (True: every one; a function of the tool's
+        name and arguments: those it says), besides tools declared ``requires_approval``. The
+        request is recorded and the run waits for ``little approve`` / ``little reject``,
+        holding no process; a rejection reaches the model as the tool's error."""
         from little.runtime._session import AgentSession
 
         session_id = f"{self.step_path}#{name}" + (f"@{self.visit}" if self.visit > 1 else "")
@@ -530,7 +536,9 @@ class StepContext(_ValuesMixin, _WaitsMixin):
                 f"{name!r}; give each session of a step its own name"
             )
         self._sessions.add(session_id)
-        return AgentSession(self._x, self, session_id, name, model, tools or [], system, manifest)
+        return AgentSession(
+            self._x, self, session_id, name, model, tools or [], system, manifest, approval
+        )
 
     async def panel(
         self, legs: Sequence[tuple[AgentSession, str]], *, max_turns: int = 10

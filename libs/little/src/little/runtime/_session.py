@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +60,11 @@ if TYPE_CHECKING:
     from little.runtime._context import StepContext
     from little.runtime._runner import Execution
 
+ApprovalPolicy = bool | Callable[[str, dict[str, Any]], bool]
+"""A session's approval policy: True asks a person before every tool call, a function
+``(tool name, arguments) -> bool`` before the calls it names; tools declared
+``requires_approval=True`` are always asked for."""
+
 
 class AgentSession:
     """``async with step.session(...) as agent: answer = await agent.run(prompt)``."""
@@ -74,8 +79,10 @@ class AgentSession:
         tools: list[Tool],
         system: str | None,
         manifest: Mapping[str, Any] | None,
+        approval: ApprovalPolicy = False,
     ) -> None:
         self._x = execution
+        self._approval = approval
         self._step = step
         self.session_id = session_id
         self.name = name
@@ -451,6 +458,28 @@ class AgentSession:
         self._count_exchange(response.usage)
         return response
 
+    def _needs_approval(self, tool: Tool, arguments: dict[str, Any]) -> bool:
+        if tool.requires_approval:
+            return True
+        policy = self._approval
+        return bool(policy(tool.name, arguments)) if callable(policy) else bool(policy)
+
+    async def _approval_of(self, call_id: str, call: ToolCallRequest) -> str | None:
+        """Record the approval request (tool, arguments, call id) and wait for the decision,
+        durably; None if approved, else the rejection the model is told as the tool's error."""
+        approval_id = f"{self.session_id}/{call_id}"
+        details = {
+            "tool": call.name,
+            "arguments": call.arguments,
+            "call_id": approval_id,
+            "session_id": self.session_id,
+        }
+        wait, decision = await self._step._waits.wait("approval", approval_id, None, details)
+        if wait.outcome == "approved":
+            return None
+        reason = decision.get("reason") if isinstance(decision, dict) else None
+        return f"rejected by a person: {reason}" if reason else "rejected by a person"
+
     def _count_exchange(self, u: Usage) -> None:
         self._exchange_calls += 1
         _add_usage(self._exchange_tokens, u)
@@ -467,6 +496,10 @@ class AgentSession:
         tool = self.tools.get(call.name)
         attempt = 2 if recorded is not None else 1
         self._step._check_group()
+        if tool is not None and self._needs_approval(tool, call.arguments):
+            rejected = await self._approval_of(call_id, call)
+            if rejected is not None:
+                return _tool_message(call.id, canonical_json({"error": rejected}))
         await self._emit(
             ToolCallStarted,
             call_id=call_id,

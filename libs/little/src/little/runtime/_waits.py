@@ -18,6 +18,7 @@ a replay give each wait the same signal without its sender.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import socket
@@ -387,3 +388,80 @@ async def follow(
         result = await resume(world, run_id, workflow, hold=hold)
         if result.status != "waiting":
             return result
+
+
+class Waker:
+    """Wakes the waiting runs of a world (``little worker``): reads the log as it grows,
+    keeps the top-level runs whose last record says they wait (``RunSuspended``) or may have
+    been woken (``SignalSent``), and resumes each one whose wait can end now."""
+
+    def __init__(self, world: World, *, hold: float = HOLD_SECONDS) -> None:
+        self.world = world
+        self.hold = hold
+        self._next: dict[int, int] = {}
+        self._candidates: set[str] = set()
+
+    def _scan(self) -> None:
+        """Read what the log gained since the last scan (a worker thread)."""
+        log_ = self.world.log
+        for partition, end in sorted(log_.end_offsets().items()):
+            offset = self._next.get(partition, 0)
+            while offset < end:
+                batch = log_.read_partition(partition, offset, limit=1000)
+                for record in batch:
+                    kind = record.header("little.type")
+                    if kind in (b"RunSuspended", b"SignalSent"):
+                        self._candidates.add(record.run_id.split("~", 1)[0])
+                offset = batch[-1].offset + 1 if batch else offset + 1000
+            self._next[partition] = max(offset, end)
+
+    def _ready(self, now: datetime) -> tuple[list[str], datetime | None]:
+        """The candidates that can go on now, and the earliest due time of the others."""
+        from little.replay import fold_run
+
+        self._scan()
+        ready: list[str] = []
+        next_due: datetime | None = None
+        for run_id in sorted(self._candidates):
+            state, _, _ = fold_run(self.world, run_id)
+            if state.status != "waiting":
+                if state.terminal:
+                    self._candidates.discard(run_id)
+                continue
+            if can_wake(self.world, state, now):
+                ready.append(run_id)
+            elif state.wake_at is not None and (next_due is None or state.wake_at < next_due):
+                next_due = state.wake_at
+        return ready, next_due
+
+    async def wake_ready(self) -> tuple[list[RunResult], datetime | None]:
+        """Resume every waiting run whose wait can end now (concurrently); their results,
+        and the earliest due time among the runs still waiting."""
+        from little.runtime._runner import resume
+
+        ready, next_due = await asyncio.to_thread(self._ready, utcnow())
+        results = await asyncio.gather(
+            *(resume(self.world, run_id, hold=self.hold) for run_id in ready),
+            return_exceptions=True,
+        )
+        out: list[RunResult] = []
+        for run_id, result in zip(ready, results, strict=True):
+            if isinstance(result, BaseException):
+                log.error("wake_failed", run_id=run_id, error=f"{type(result).__name__}: {result}")
+                continue
+            out.append(result)
+            log.info("run_woken", run_id=run_id, status=result.status)
+            if result.wake_at is not None and (next_due is None or result.wake_at < next_due):
+                next_due = result.wake_at
+        return out, next_due
+
+    async def serve(self, stop: asyncio.Event, *, poll: float = 0.5) -> None:
+        """Wake runs until ``stop`` is set: at each due time, and every ``poll`` seconds for
+        signals."""
+        while not stop.is_set():
+            _, next_due = await self.wake_ready()
+            pause = poll
+            if next_due is not None:
+                pause = min(poll, max(0.0, (next_due - utcnow()).total_seconds()))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=pause)
