@@ -146,6 +146,7 @@ class Coordinator:
         self.runs: dict[str, Tracked] = {}
         self._parked: set[str] = set()  # run ids of tracked runs that are parked
         self.finished: OrderedDict[str, None] = OrderedDict()
+        self._misrouted_seen: OrderedDict[str, int] = OrderedDict()
         self.ledger = Ledger()
         self.ready = False
         self.stopping = False
@@ -739,6 +740,11 @@ class Coordinator:
         for partition, run_id, kind, epoch in events:
             if partition not in self.owned or run_id in self.finished:
                 continue
+            if partition_for(run_id, self.partitions) != partition:
+                # misrouted (another partitioner): not the run's stream, which no reader of
+                # the run reads; its lease, claims and end are judged by its own partition
+                self._misrouted(partition, run_id, kind)
+                continue
             entry = self.runs.get(run_id)
             if kind in TERMINAL_TYPES:
                 if entry is not None and entry.local is None and epoch >= entry.epoch:
@@ -756,6 +762,21 @@ class Coordinator:
                     log.warning("run_fenced", run_id=run_id, epoch=epoch, ours=local.epoch)
                 entry.epoch = max(entry.epoch, epoch)
             entry.lease_until = max(entry.lease_until, now + self.lease)
+
+    def _misrouted(self, partition: int, run_id: str, kind: str) -> None:
+        if self._misrouted_seen.get(run_id) != partition:  # once per run and partition
+            self._misrouted_seen[run_id] = partition
+            while len(self._misrouted_seen) > 10_000:
+                self._misrouted_seen.popitem(last=False)
+            log.error(
+                "run_event_misrouted",
+                run_id=run_id,
+                type=kind,
+                partition=partition,
+                expected=partition_for(run_id, self.partitions),
+                hint="produce run events with Kafka's default partitioner over the run id "
+                "(murmur2; librdkafka: partitioner=murmur2_random)",
+            )
 
     async def _watch(self) -> None:
         """Local heartbeats, stall detection, loop lag and the consumer thread's health."""
