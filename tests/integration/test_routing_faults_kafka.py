@@ -3,12 +3,16 @@
 * **Misrouted**: a well-formed event keyed with its run's id but produced into another
   partition, by a plain confluent-kafka producer with librdkafka's default partitioner
   (``consistent_random``: CRC32 of the key, where little and Java use murmur2).
+* **Copied**: a record of a run produced again, the same bytes, by a plain producer with
+  ``partitioner=murmur2_random`` (which agrees with little's partitioning): what a mirror or a
+  re-produce leaves.
 
 Every test uses fresh topics and its own consumer group.
 """
 
 from __future__ import annotations
 
+import uuid
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +22,7 @@ import pytest
 from confluent_kafka import KafkaError, Message, Producer
 
 import little
+from little.errors import RuntimeIntegrityError
 from little.events import Event, RunCancelled, event_headers
 from little.replay import materialize_run_state_from_events, replay_run
 from little_services.projection import (
@@ -150,3 +155,49 @@ def test_a_misrouted_event_goes_to_the_dlq_and_changes_no_run(
         text = headers[DLQ_MESSAGE].decode()
         assert f"belongs in partition {world.log.partition_for(run_id)} " in text
         assert "murmur2" in text
+
+
+def test_a_reproduced_record_is_skipped_and_counted_and_another_event_at_its_seq_is_not(
+    env: dict[str, str], world: little.World, tmp_path: Path
+) -> None:
+    bootstrap, topic = env["LITTLE_KAFKA_BOOTSTRAP"], env["LITTLE_RUNS_TOPIC"]
+    copied, forged = "copied-run", "forged-run"
+    for run_id in (copied, forged):
+        world.append(run_events(run_id, 40))
+    middle = list(world.log.read_run(copied))[12]  # an accepted event well before the end
+    producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random"})
+    delivered: list[Message] = []
+    producer.produce(
+        topic,
+        key=middle.run_id.encode(),
+        value=middle.payload,
+        headers=list(middle.headers),
+        on_delivery=lambda err, msg: delivered.append(msg) if err is None else None,
+    )
+    assert producer.flush(30) == 0
+    (again,) = delivered
+    assert again.partition() == world.log.partition_for(copied)  # murmur2_random agrees
+    assert again.offset() > middle.offset  # type: ignore[operator]
+    assert [r.payload for r in world.log.read_run(copied)].count(middle.payload) == 2
+    # A new event (its own id) at an accepted seq: two events claim one place in the chain.
+    accepted = world.decode(list(world.log.read_run(forged))[12]).event
+    other = accepted.model_copy(update={"event_id": str(uuid.uuid4())})
+    world.append([other])
+
+    replayed = replay_run(world, copied).state
+    assert (replayed.status, replayed.duplicate_events) == ("completed", 1)
+    with pytest.raises(RuntimeIntegrityError, match="another event than the one accepted"):
+        replay_run(world, forged)
+
+    with SqliteProjectionStore(tmp_path / "p.sqlite3") as store:
+        totals = project(env, world, store)
+        rows = store.get_many([copied, forged])
+        assert rows[copied].status == "completed"
+        assert rows[copied].state == materialize_run_state_from_events(world.read_run(copied))
+        assert rows[copied].state.duplicate_events == 1
+        assert rows[forged].status == "integrity_error"
+        assert rows[forged].integrity.reason == "stream-integrity"  # type: ignore[union-attr]
+        assert other.event_id in rows[forged].integrity.message  # type: ignore[union-attr]
+        assert totals.dead_letters == 1
+    (letter,) = read_committed(bootstrap, env["LITTLE_DLQ_TOPIC"])
+    assert letter.key() == forged.encode()  # type: ignore[attr-defined]
