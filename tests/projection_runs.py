@@ -171,7 +171,8 @@ def write_interleaved(world: object, runs: dict[str, list[Event]], chunk: int = 
 
 def clean_fold(world: object, only: object = None) -> dict[str, object]:
     """Every run's state (or those in ``only``) folded from scratch, reading each partition of
-    the log once."""
+    the log once. A run's stream is its own partition: a record of it found in another one
+    (misrouted) is not part of it."""
     from collections import defaultdict
 
     from little.events import LoggedEvent
@@ -186,7 +187,9 @@ def clean_fold(world: object, only: object = None) -> dict[str, object]:
             if not page:
                 break
             for rec in page:
-                if only is None or rec.run_id in only:  # type: ignore[operator]
+                if only is not None and rec.run_id not in only:  # type: ignore[operator]
+                    continue
+                if log.partition_for(rec.run_id) == p:
                     by_run[rec.run_id].append(world.decode(rec))  # type: ignore[attr-defined]
             offset = page[-1].offset + 1
     return {r: materialize_run_state_from_events(evs, run_id=r) for r, evs in by_run.items()}

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from little.errors import ConfigurationError
@@ -113,3 +115,38 @@ def test_a_failed_execution_is_retried_if_its_error_is_retryable_else_parked() -
         assert retry_or_park(entry, exc) == outcome, exc
         assert entry.parked is not None
         assert entry.parked.startswith(type(exc).__name__), entry.parked
+
+
+def test_a_misrouted_run_event_on_the_tail_is_no_progress_of_its_run(tmp_path: Path) -> None:
+    """An event of a run found in another partition than the run's (a producer with another
+    partitioner) is not the run's stream: it neither makes this coordinator track the run
+    (whose lease would then run out here, and the run be taken over from its owner) nor
+    fences the run's execution, nor ends it."""
+    from types import SimpleNamespace
+    from typing import Any
+
+    import little
+    from little.log import partition_for
+    from little_services.resume_coordinator._coordinator import Coordinator
+    from little_services.resume_coordinator._metrics import Metrics
+
+    partitions = 4
+    snapshots: Any = SimpleNamespace(partitions=partitions)
+    with little.local_world(tmp_path / "w", partitions=partitions) as world:
+        coordinator = Coordinator(
+            CoordinatorSettings(kafka_bootstrap=None), world, snapshots, Metrics()
+        )
+        coordinator.owned = set(range(partitions))
+        run_id = "run-elsewhere"
+        own = partition_for(run_id, partitions)
+        other = (own + 1) % partitions
+        coordinator.on_run_events([(other, run_id, "StepStarted", 1)])
+        assert run_id not in coordinator.runs
+        coordinator.on_run_events([(own, run_id, "StepStarted", 1)])
+        tracked = coordinator.runs[run_id]
+        assert (tracked.partition, tracked.epoch) == (own, 0)
+        coordinator.on_run_events([(other, run_id, "RunClaimed", 7)])
+        coordinator.on_run_events([(other, run_id, "RunCompleted", 7)])
+        assert coordinator.runs[run_id].epoch == 0  # no claim seen, still tracked
+        coordinator.on_run_events([(own, run_id, "RunClaimed", 2)])
+        assert coordinator.runs[run_id].epoch == 2

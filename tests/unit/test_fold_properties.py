@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
 from little.events import (
@@ -30,6 +31,7 @@ from little.events import (
     ToolCallStarted,
 )
 from little.replay import (
+    LogPosition,
     MaterializedRunState,
     UsageTotals,
     materialize_run_state_from_events,
@@ -184,6 +186,46 @@ def test_seq_claims_and_fencing(run: GeneratedRun) -> None:
         last.partition,
         last.offset,
     )
+
+
+@PROPERTY
+@given(generated_runs(), st.data())
+def test_copies_of_accepted_events_change_nothing_but_their_count(
+    run: GeneratedRun, data: st.DataObject
+) -> None:
+    """A mirror or a re-produce leaves copies of accepted events later in the partition (same
+    event, same id, a later offset): folding with them is folding without them, and they are
+    counted, also once a newer claim fenced their writer; at every split point too."""
+    applied = accepted(run)
+    records = list(run.events)
+    sources = data.draw(st.lists(st.sampled_from(applied), max_size=6)) if applied else []
+    for source in sources:
+        after = records.index(source) + 1
+        records.insert(data.draw(st.integers(after, len(records))), source)
+    partition = records[0].partition
+    log = [  # as the partition holds them: every record at its own offset
+        LoggedEvent(event=le.event, partition=partition, offset=i) for i, le in enumerate(records)
+    ]
+    copy_positions, seen = set(), set()
+    for i, le in enumerate(log):
+        if le.event.event_id in seen:
+            copy_positions.add(i)
+        seen.add(le.event.event_id)
+    without = [le for i, le in enumerate(log) if i not in copy_positions]
+    state = fold(log)
+    expected = fold(without)
+    assert state.duplicate_events == len(sources)
+    assert state.fenced_events == expected.fenced_events == len(run.zombie_event_ids)
+    last = log[-1]
+    assert state == expected.model_copy(
+        update={
+            "duplicate_events": len(sources),
+            "last_event_id": last.event.event_id,
+            "last_position": LogPosition(partition=last.partition, offset=last.offset),
+        }
+    )
+    for k in range(len(log) + 1):
+        assert fold(log[k:], start=fold(log[:k], run_id=run.run_id)) == state, f"split at {k}"
 
 
 # -- usage and cost ------------------------------------------------------------------------------

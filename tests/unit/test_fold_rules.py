@@ -42,6 +42,7 @@ from little.events import (
     ToolCallStarted,
     ToolCallSucceeded,
     Usage,
+    ValueRecorded,
 )
 from little.replay import (
     LogPosition,
@@ -54,7 +55,7 @@ from little.replay import (
     materialize_run_state_from_events,
     price_usd,
 )
-from little.replay._state import construct, evolve
+from little.replay._state import RECENT_EVENT_IDS, construct, evolve
 
 RUN = "run-rules-1"
 PARTITION = 3
@@ -199,6 +200,65 @@ def test_a_duplicate_seq_is_an_integrity_error() -> None:
     step_started(log, "a")  # seq 1
     log.add(StepCompleted, seq=1, step_path="a", step_id="a")
     with pytest.raises(StreamIntegrityError, match=r"duplicate: expected seq 2, found 1"):
+        log.fold()
+
+
+def copy_of(log: Log, event: Event) -> None:
+    """The same event again, later in the partition: what a mirror or a re-produce leaves."""
+    log._append(event)
+
+
+def test_an_exact_copy_of_an_accepted_event_is_skipped_and_counted() -> None:
+    log = started()
+    step_started(log, "a")  # seq 1
+    first = log.events[-1].event
+    session(log, "s1", "a")  # seq 2
+    step_completed(log, "a")  # seq 3
+    clean = log.fold()
+    copy_of(log, first)  # seq 1 again, after seq 3
+    copy_of(log, log.events[-2].event)  # the last one again
+    step_started(log, "b")  # seq 4: the chain goes on
+    state = log.fold()
+    assert state.duplicate_events == 2
+    assert (state.last_seq, state.events_applied) == (4, clean.events_applied + 1)
+    assert state.step("a") == clean.step("a")  # not started a second time
+    assert state.step("a").attempts == 1  # type: ignore[union-attr]
+    assert state.fenced_events == 0
+
+
+def test_a_copy_of_an_accepted_event_after_a_newer_claim_is_a_duplicate_not_a_zombies() -> None:
+    log = started()
+    step_started(log, "a")  # seq 1, epoch 1
+    first = log.events[-1].event
+    log.claim(2)
+    copy_of(log, first)  # epoch 1 < 2, but it is the very event accepted at seq 1
+    step_started(log, "b", epoch=2)  # seq 2
+    state = log.fold()
+    assert (state.duplicate_events, state.fenced_events) == (1, 0)
+
+
+def test_another_event_at_an_accepted_seq_is_an_integrity_error_naming_both() -> None:
+    log = started()
+    step_started(log, "a")  # seq 1
+    accepted = log.events[-1].event
+    step_completed(log, "a")  # seq 2
+    other = log.add(StepStarted, seq=1, step_path="a", step_id="a")  # same seq, another id
+    with pytest.raises(StreamIntegrityError) as info:
+        log.fold()
+    message = str(info.value)
+    assert "seq duplicate: expected seq 3, found 1" in message
+    assert f"another event than the one accepted there ({accepted.event_id})" in message
+    assert other.event_id in message
+
+
+def test_a_copy_older_than_the_ids_the_fold_keeps_is_an_integrity_error_saying_so() -> None:
+    log = started()
+    step_started(log, "a")  # seq 1
+    early = log.events[-1].event
+    for i in range(RECENT_EVENT_IDS):
+        log.add(ValueRecorded, kind="clock", ordinal=i, value_json=str(i))
+    copy_of(log, early)
+    with pytest.raises(StreamIntegrityError, match="older than the last 64 accepted events"):
         log.fold()
 
 

@@ -6,6 +6,7 @@ what folding every run from scratch gives, whatever happened to offsets and stor
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 from collections.abc import Iterator
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import little
-from little.events import Event, EventCodec, event_headers
+from little.events import Event, EventCodec, RunCancelled, event_headers
 from little.log import DLQ_TOPIC, EmbeddedEventLog, OutgoingRecord, ResetTo
 from little.replay import (
     MaterializedRunState,
@@ -372,3 +373,87 @@ def test_a_record_of_another_run_in_a_runs_stream_is_an_integrity_error(
     assert keyed.integrity is not None
     assert "event of run other in the stream of run keyed" in keyed.integrity.message
     assert store.get("other") is None
+
+
+def _insert_at(world: little.World, partition: int, event: Event) -> int:
+    """Append one well-formed record of ``event`` to ``partition`` of the embedded log as a
+    foreign writer of the file would, whatever partition its run belongs in; its offset."""
+    path = Path(world.description.removeprefix("embedded:")) / "log.sqlite3"
+    conn = sqlite3.connect(path)
+    with conn:
+        (offset,) = conn.execute(
+            'SELECT COALESCE(MAX("offset") + 1, 0) FROM records WHERE topic = ? AND partition = ?',
+            (world.log.topic, partition),
+        ).fetchone()
+        headers = json.dumps([[k, v.hex()] for k, v in event_headers(event)])
+        conn.execute(
+            "INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                world.log.topic,
+                partition,
+                offset,
+                event.run_id,
+                0,
+                headers,
+                EventCodec().encode(event),
+            ),
+        )
+    conn.close()
+    return int(offset)
+
+
+def test_a_record_outside_its_runs_partition_is_dead_lettered_and_changes_no_run(
+    world: little.World, store: ProjectionStore, tmp_path: Path
+) -> None:
+    events = run_events("routed", 30)
+    last = world.append(events)[-1].offset
+    own = world.log.partition_for("routed")
+    other = (own + 1) % PARTITIONS
+    filler = next(f"fill-{i}" for i in range(100) if world.log.partition_for(f"fill-{i}") == other)
+    world.append(run_events(filler, 40))
+    # well-formed: the run's next seq at its epoch, above its last offset (folded in, before)
+    late = RunCancelled(run_id="routed", seq=events[-1].seq + 1, epoch=1, reason="elsewhere")
+    offset = _insert_at(world, other, late)
+    assert offset > last
+    totals = project(world, store)
+
+    row = store.get("routed")
+    assert row is not None
+    assert (row.status, row.partition, row.integrity) == ("completed", own, None)
+    assert row.state == materialize_run_state_from_events(world.read_run("routed"))
+    assert totals.dead_letters == 1
+    dlq = EmbeddedEventLog(tmp_path / "w" / "log.sqlite3", topic=DLQ_TOPIC, partitions=PARTITIONS)
+    (letter,) = [r for p in range(PARTITIONS) for r in dlq.read_partition(p, 0)]
+    dlq.close()
+    assert letter.run_id == "routed"
+    assert letter.header(DLQ_REASON) == b"misrouted"
+    assert (letter.header(DLQ_PARTITION), letter.header(DLQ_OFFSET)) == (
+        str(other).encode(),
+        str(offset).encode(),
+    )
+
+
+def test_a_row_stored_in_another_partition_is_refolded_from_the_runs_start(
+    world: little.World, store: SqliteProjectionStore
+) -> None:
+    # What a projector that folded misrouted records left: the row of a run in another
+    # partition, at an offset of that partition.
+    events = run_events("moved", 40)
+    world.append(events[:25])
+    project(world, store)
+    own = world.log.partition_for("moved")
+    conn = sqlite3.connect(store.path)
+    with conn:
+        conn.execute(
+            "UPDATE runs SET partition = ?, last_offset = 1000000, "
+            "state = json_set(state, '$.status', 'cancelled') WHERE run_id = 'moved'",
+            ((own + 1) % PARTITIONS,),
+        )
+    conn.close()
+    world.append(events[25:])
+    totals = project(world, store)
+    row = store.get("moved")
+    assert row is not None
+    assert (row.status, row.partition) == ("completed", own)
+    assert row.state == materialize_run_state_from_events(world.read_run("moved"))
+    assert totals.refolded_runs == 1

@@ -117,6 +117,18 @@ def test_a_run_never_moves_back_unless_it_is_stale(store: ProjectionStore) -> No
     assert not refolded.stale
 
 
+def test_offsets_of_two_partitions_never_compare(store: ProjectionStore) -> None:
+    # A row held in another partition than its run's (left by a projector that folded a
+    # misrouted record) is replaced by the run's own partition's, whatever its offset.
+    store.put(ProjectionWrite(TOPIC, [record("a", partition=2, last=500)]))
+    store.put(ProjectionWrite(TOPIC, [record("a", partition=1, last=20)]))
+    held = store.get("a")
+    assert held is not None
+    assert (held.partition, held.last_offset) == (1, 20)
+    store.put(ProjectionWrite(TOPIC, [record("a", partition=1, last=10)]))  # still never back
+    assert store.get("a").last_offset == 20  # type: ignore[union-attr]
+
+
 def test_filters(store: ProjectionStore) -> None:
     store.put(
         ProjectionWrite(

@@ -4,7 +4,8 @@ Drivers (Kafka with transactions, or any EventLog + CursorStore) feed it records
 partition, persist what it returns, then commit offsets. It owns the rules that make
 committed offsets replay cursors: a record a run's stored state already covers is skipped; a
 run whose beginning the store lacks is folded from its start through the log first; a record
-that does not decode or fold marks its run and is dead-lettered, never retried forever.
+that does not decode or fold marks its run and is dead-lettered, never retried forever; a
+record found outside its run's partition is no part of the run and is dead-lettered alone.
 """
 
 from __future__ import annotations
@@ -18,7 +19,14 @@ import structlog
 from little import RecordDecodeError, World
 from little.errors import RuntimeIntegrityError
 from little.events import LoggedEvent, RunClaimed
-from little.log import DLQ_TOPIC, RUNS_TOPIC, SNAPSHOTS_TOPIC, Header, StoredRecord
+from little.log import (
+    DLQ_TOPIC,
+    RUNS_TOPIC,
+    SNAPSHOTS_TOPIC,
+    Header,
+    StoredRecord,
+    partition_for,
+)
 from little.replay import (
     MaterializedRunState,
     Snapshot,
@@ -48,6 +56,7 @@ DLQ_OFFSET = "little.dlq.source.offset"
 REASON_STREAM = "stream-integrity"
 REASON_FOLD = "fold-failed"
 REASON_NO_KEY = "no-run-id"
+REASON_MISROUTED = "misrouted"
 
 
 @dataclass(frozen=True)
@@ -253,11 +262,14 @@ class ProjectionCore:
             batch.dead_letters.append(
                 self._dead_letter(rec, REASON_NO_KEY, "record without a run id (key)")
             )
+        self._refuse_misrouted(partition, by_run, batch)
         rows = self._rows(by_run)
         work: list[tuple[str, RunRecord | None, list[StoredRecord]]] = []
         wanted: dict[str, tuple[int, int]] = {}
         for run_id, recs in by_run.items():
             row = rows.get(run_id)
+            if row is not None and row.partition != partition:
+                row = self._moved_row(row, recs[0])
             if row is not None and not row.stale:
                 if row.integrity is not None:
                     self._count_after_mark(row, recs, batch)
@@ -327,6 +339,48 @@ class ProjectionCore:
             )
 
     # -- internals ---------------------------------------------------------------------------
+
+    def _refuse_misrouted(
+        self, partition: int, by_run: dict[str, list[StoredRecord]], batch: PartitionBatch
+    ) -> None:
+        """Dead-letter the records of runs whose partition is another: a run's stream is its
+        own partition (``partition_for``, murmur2 of the run id); a record keyed with the run
+        but produced elsewhere (librdkafka's default partitioner is CRC32) is read by no
+        reader of the run, so it must not change the run's projection either."""
+        partitions = self.world.log.partitions
+        for run_id in [r for r in by_run if partition_for(r, partitions) != partition]:
+            expected = partition_for(run_id, partitions)
+            recs = by_run.pop(run_id)
+            for rec in recs:
+                message = (
+                    f"run {run_id}: record at partition {rec.partition} offset {rec.offset} "
+                    f"belongs in partition {expected} (murmur2 of the run id over {partitions} "
+                    "partitions, Kafka's default partitioner): it was produced with another "
+                    "partitioner (librdkafka's default, consistent_random, is CRC32; set "
+                    "partitioner=murmur2_random) and is no part of the run's stream"
+                )
+                batch.dead_letters.append(self._dead_letter(rec, REASON_MISROUTED, message))
+            log.warning(
+                "record_misrouted",
+                run_id=run_id,
+                partition=partition,
+                expected=expected,
+                offsets=[r.offset for r in recs[:10]],
+                records=len(recs),
+            )
+
+    def _moved_row(self, row: RunRecord, first: StoredRecord) -> RunRecord:
+        """A stored row of another partition than the run's (written before misrouted records
+        were refused, so it may hold one): refold the run from its start in its partition."""
+        start = self.world.log.first_offset(row.run_id)
+        log.warning(
+            "projection_row_in_another_partition",
+            run_id=row.run_id,
+            stored_partition=row.partition,
+            partition=first.partition,
+            hint="refolded from the run's first record in its own partition",
+        )
+        return replace(row, stale=True, first_offset=first.offset if start is None else start)
 
     def _rows(self, run_ids: Iterable[str]) -> dict[str, RunRecord]:
         rows: dict[str, RunRecord] = {}

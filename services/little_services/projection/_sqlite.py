@@ -91,12 +91,14 @@ _RUN_COLUMNS = (
     "state",
     "replay",
 )
-# A run's row never moves back in the log (see ProjectionStore.put) unless it is stale.
+# A run's row never moves back in the log (see ProjectionStore.put) unless it is stale or
+# held in another partition (whose offsets do not compare).
 _UPSERT_RUN = (
     f"INSERT INTO runs ({', '.join(_RUN_COLUMNS)}) VALUES ({', '.join('?' * len(_RUN_COLUMNS))}) "
     "ON CONFLICT (run_id) DO UPDATE SET "
     + ", ".join(f"{c} = excluded.{c}" for c in _RUN_COLUMNS[1:])
-    + " WHERE runs.stale = 1 OR excluded.last_offset >= runs.last_offset"
+    + " WHERE runs.stale = 1 OR excluded.partition != runs.partition"
+    " OR excluded.last_offset >= runs.last_offset"
 )
 
 _UPSERT_CURSOR = "INSERT OR REPLACE INTO cursors VALUES (?, ?, ?, ?, ?)"

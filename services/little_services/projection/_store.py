@@ -197,7 +197,10 @@ class ProjectionStore(ABC):
 
         A record whose ``last_offset`` is below the stored one of its run is ignored unless
         the stored one is stale: a late write of an instance that lost the partition (a
-        zombie sharing the store) never moves a run back.
+        zombie sharing the store) never moves a run back. Offsets compare within a partition
+        only: a stored record of another partition is replaced (the core writes a run only
+        from the run's own partition, so such a row was written before misrouted records
+        were refused).
         """
 
     @abstractmethod
@@ -284,7 +287,12 @@ class MemoryProjectionStore(ProjectionStore):
         with self._lock:
             for record in write.records:
                 held = self._runs.get(record.run_id)
-                if held is None or held.stale or record.last_offset >= held.last_offset:
+                if (
+                    held is None
+                    or held.stale
+                    or held.partition != record.partition
+                    or record.last_offset >= held.last_offset
+                ):
                     self._runs[record.run_id] = record
             for p, c in write.cursors.items():
                 self._cursors[(write.topic, p)] = c

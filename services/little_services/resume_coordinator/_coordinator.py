@@ -52,9 +52,9 @@ from little.runtime import (
     claim,
     execute,
     fold_run_off_loop,
+    prepare_signal,
     registered,
 )
-from little.runtime._waits import check_approval, check_signal, signal_event
 from little_services.resume_coordinator._consumers import CommandConsumer, RunEvent, RunsTail
 from little_services.resume_coordinator._metrics import Metrics
 from little_services.resume_coordinator._scheduling import CommandRef, Ledger
@@ -160,6 +160,7 @@ class Coordinator:
         self.runs: dict[str, Tracked] = {}
         self._parked: set[str] = set()  # run ids of tracked runs that are parked
         self.finished: OrderedDict[str, None] = OrderedDict()
+        self._misrouted_seen: OrderedDict[str, int] = OrderedDict()
         self.ledger = Ledger()
         self.ready = False
         self.stopping = False
@@ -473,13 +474,11 @@ class Coordinator:
         """Append ``SignalSent`` to the run's log (any run, owned here or not: the owner's
         runs tail sees it and wakes the run) after checking the run can take it
         (``SignalRefusedError`` otherwise, nothing recorded)."""
-        event = signal_event(run_id, name, payload, signal_id=signal_id, by=by or self.owner)
         state = await fold_run_off_loop(self.world, run_id)
         where = f"resume coordinator {self.owner}"
-        if name.startswith("approval:"):
-            check_approval(state, run_id, name[len("approval:") :], where)
-        else:
-            check_signal(state, run_id, name, where)
+        event = prepare_signal(
+            state, run_id, name, payload, where=where, signal_id=signal_id, by=by or self.owner
+        )
         if not any(s.signal_id == event.signal_id for s in state.signals):
             await self.world.submit([event])
         log.info("signal_recorded", run_id=run_id, name=name, signal_id=event.signal_id)
@@ -822,6 +821,11 @@ class Coordinator:
         for partition, run_id, kind, epoch in events:
             if partition not in self.owned or run_id in self.finished:
                 continue
+            if partition_for(run_id, self.partitions) != partition:
+                # misrouted (another partitioner): not the run's stream, which no reader of
+                # the run reads; its lease, claims and end are judged by its own partition
+                self._misrouted(partition, run_id, kind)
+                continue
             entry = self.runs.get(run_id)
             if kind in TERMINAL_TYPES:
                 if entry is not None and entry.local is None and epoch >= entry.epoch:
@@ -842,6 +846,21 @@ class Coordinator:
                     log.warning("run_fenced", run_id=run_id, epoch=epoch, ours=local.epoch)
                 entry.epoch = max(entry.epoch, epoch)
             entry.lease_until = max(entry.lease_until, now + self.lease)
+
+    def _misrouted(self, partition: int, run_id: str, kind: str) -> None:
+        if self._misrouted_seen.get(run_id) != partition:  # once per run and partition
+            self._misrouted_seen[run_id] = partition
+            while len(self._misrouted_seen) > 10_000:
+                self._misrouted_seen.popitem(last=False)
+            log.error(
+                "run_event_misrouted",
+                run_id=run_id,
+                type=kind,
+                partition=partition,
+                expected=partition_for(run_id, self.partitions),
+                hint="produce run events with Kafka's default partitioner over the run id "
+                "(murmur2; librdkafka: partitioner=murmur2_random)",
+            )
 
     async def _watch(self) -> None:
         """Local heartbeats, stall detection, loop lag and the consumer thread's health."""

@@ -20,7 +20,7 @@
     │   ├── SessionDivergedError   (little.runtime)  a resumed session built another request
     │   ├── WorkflowVersionError   (little.runtime)  the run was started by another workflow version
     │   ├── SimulationDivergedError (little.runtime)  a simulated run needed a call its golden lacks
-    │   ├── StreamIntegrityError   (little.replay)   seq gap or duplicate, event of another run, ...
+    │   ├── StreamIntegrityError   (little.replay)   seq gap, two events at one seq, event of another run, ...
     │   ├── ParallelBranchMismatchError  (little.replay)  a parallel group resolved other branches
     │   └── ArtifactMismatchError  (little.replay)   a committed artifact is missing or differs
     ├── ClaimRejectedError         (little.runtime)  a racing claimer claimed first; retryable

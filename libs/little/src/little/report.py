@@ -74,6 +74,7 @@ def report_data(result: ReplayResult) -> dict[str, Any]:
         "accepted_claims": s.accepted_claims,
         "rejected_claims": s.rejected_claims,
         "fenced_events": s.fenced_events,
+        "duplicate_events": s.duplicate_events,
         "last_seq": s.last_seq,
         "events_folded": result.events_folded,
         "from_snapshot": None

@@ -369,7 +369,9 @@ def print_report(result: Any) -> None:
     )
     console.print(
         f"epoch {s.epoch}: {s.accepted_claims} claim(s) accepted, {s.rejected_claims} rejected, "
-        f"{s.fenced_events} fenced event(s); {result.events_folded} event(s) folded"
+        f"{s.fenced_events} fenced event(s)"
+        + (f", {s.duplicate_events} exact duplicate(s) skipped" if s.duplicate_events else "")
+        + f"; {result.events_folded} event(s) folded"
         + (
             f" after the snapshot at offset {result.from_snapshot.offset}"
             if result.from_snapshot

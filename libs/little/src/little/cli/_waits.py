@@ -45,13 +45,7 @@ def _send(
 ) -> str:
     """Deliver the signal; returns its id."""
     from little.commands import ResumeRun, SignalRun
-    from little.runtime._waits import (
-        check_approval,
-        check_signal,
-        payload_json,
-        send_signal,
-        sender,
-    )
+    from little.runtime import prepare_signal, send_signal
 
     kafka = _on_kafka(bootstrap)
     if kafka is None:
@@ -59,12 +53,13 @@ def _send(
         with open_world(data_dir, None) as world:
             return asyncio.run(send_signal(world, run_id, name, payload)).signal_id
     state, where = _state(kafka, run_id)
-    if name.startswith("approval:"):
-        check_approval(state, run_id, name[len("approval:") :], where)
-    else:
-        check_signal(state, run_id, name, where)
+    event = prepare_signal(state, run_id, name, payload, where=where)
     command = SignalRun(
-        run_id=run_id, name=name, payload_json=payload_json(payload), issued_by=sender()
+        run_id=run_id,
+        name=name,
+        payload_json=event.payload_json,
+        signal_id=event.signal_id,
+        issued_by=event.sender,
     )
     _publish(kafka, commands_topic, command)
     if "~" in run_id:  # a sub-run runs inside its top-level run: wake that one
@@ -98,10 +93,16 @@ def _decide(
     commands_topic: str | None,
     data_dir: Any,
 ) -> None:
-    from little.runtime._waits import sender
+    from little.runtime import approval_decision
 
-    decision = {"approved": approved, "reason": reason, "by": sender()}
-    _send(run_id, f"approval:{call_id}", decision, bootstrap, commands_topic, data_dir)
+    _send(
+        run_id,
+        f"approval:{call_id}",
+        approval_decision(approved, reason),
+        bootstrap,
+        commands_topic,
+        data_dir,
+    )
     verb = "approved" if approved else "rejected"
     console.print(f"call {call_id} of run {run_id} {verb}", markup=False)
 
@@ -148,7 +149,7 @@ def worker(
     """Wake the waiting runs of the embedded world at their due times and when their signals
     arrive, until interrupted (on Kafka the resume coordinator does this)."""
     from little.cli._local import load
-    from little.runtime._waits import Waker
+    from little.runtime import Waker
 
     load(workflows)
     quiet()

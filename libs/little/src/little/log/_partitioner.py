@@ -1,8 +1,11 @@
-"""Which partition a run lives in: Kafka's default partitioner (murmur2 of the key).
+"""Which partition a run lives in: the Java client's default partitioner (murmur2 of the key).
 
-Using the Java client's function means any Kafka producer keyed by run id (Java, Go, Python
-with ``partitioner=murmur2_random``) puts a run's records and its commands in the same partition
-number, which is what makes partition ownership run ownership.
+Using the Java client's function means a producer keyed by run id with that partitioner (Java's
+default; librdkafka and its bindings with ``partitioner=murmur2_random``, not their default
+``consistent_random``, which is CRC32) puts a run's records and its commands in the same
+partition number, which is what makes partition ownership run ownership. A run's stream is its
+partition: a record of the run found in another one is no part of it (``read_run`` never reads
+it; the projector dead-letters it as ``misrouted``).
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ remaining events gives the same state as folding everything.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterable
 from decimal import Decimal
 from typing import Any, NoReturn
@@ -46,6 +47,7 @@ from little.events import (
 )
 from little.replay._pricing import price_usd
 from little.replay._state import (
+    RECENT_EVENT_IDS,
     AgentCall,
     CommittedArtifact,
     LogPosition,
@@ -69,8 +71,9 @@ from little.replay._state import (
 
 
 class StreamIntegrityError(RuntimeIntegrityError):
-    """A run's event stream is broken (seq gap or duplicate, event of another run, an event
-    for a session that never started). Names the run, the event and its offset."""
+    """A run's event stream is broken (seq gap, another event at an accepted seq, event of
+    another run, an event for a session that never started). Names the run, the event and its
+    offset."""
 
     def __init__(
         self, run_id: str, message: str, event: Event, position: LogPosition | None
@@ -138,6 +141,7 @@ class _Fold:
             (w.step_path, w.ordinal): w for w in start.waits
         }
         self.signals: dict[str, SignalState] = {s.signal_id: s for s in start.signals}
+        self.recent: deque[str] = deque(start.recent_event_ids, maxlen=RECENT_EVENT_IDS)
         # (partition, offset) of the last item applied: a LogPosition is built only where one
         # is stored (freeze, a step's completion, an error), not for every event
         self.start_position = start.last_position
@@ -161,7 +165,10 @@ class _Fold:
         elif isinstance(event, SignalSent):
             self.signal_sent(event)  # from outside the run's writers: no seq, no epoch
         elif event.epoch < run["epoch"]:
-            run["fenced_events"] += 1  # a zombie writer's event, after a newer claim
+            if self._accepted_id(event.seq) == event.event_id:
+                run["duplicate_events"] += 1  # a copy of an accepted event, made later
+            else:
+                run["fenced_events"] += 1  # a zombie writer's event, after a newer claim
         else:
             if event.epoch > run["epoch"]:
                 self._fail(
@@ -170,15 +177,36 @@ class _Fold:
                     event,
                 )
             expected = run["last_seq"] + 1
-            if event.seq != expected:
-                kind = "duplicate" if event.seq < expected else "gap"
-                self._fail(f"seq {kind}: expected seq {expected}, found {event.seq}", event)
-            run["last_seq"] = event.seq
-            run["events_applied"] += 1
-            handler = _HANDLERS.get(type(event))
-            if handler is not None:
-                handler(self, event)
+            if event.seq == expected:
+                run["last_seq"] = event.seq
+                run["events_applied"] += 1
+                self.recent.append(event.event_id)
+                handler = _HANDLERS.get(type(event))
+                if handler is not None:
+                    handler(self, event)
+            elif event.seq > expected:
+                self._fail(f"seq gap: expected seq {expected}, found {event.seq}", event)
+            elif self._accepted_id(event.seq) == event.event_id:
+                run["duplicate_events"] += 1  # a mirror's or a re-produce's copy: skipped
+            else:
+                self._fail(self._not_a_copy(event, expected), event)
         run["last_event_id"] = event.event_id
+
+    def _accepted_id(self, seq: int) -> str | None:
+        """The id of the accepted event at ``seq``, if it is among the recent ones kept."""
+        back = self.run["last_seq"] - seq
+        recent = self.recent
+        return recent[len(recent) - 1 - back] if 0 <= back < len(recent) else None
+
+    def _not_a_copy(self, event: Event, expected: int) -> str:
+        head = f"seq duplicate: expected seq {expected}, found {event.seq}"
+        accepted = self._accepted_id(event.seq)
+        if accepted is not None:
+            return f"{head}, another event than the one accepted there ({accepted})"
+        return (
+            f"{head}, older than the last {len(self.recent)} accepted events, whose ids the "
+            "fold keeps: a copy cannot be told from another event there"
+        )
 
     def _log_position(self) -> LogPosition | None:
         pos, start = self.position, self.start_position
@@ -202,6 +230,7 @@ class _Fold:
                 "agent_calls": tuple(self.agent_calls.values()),
                 "waits": tuple(self.waits.values()),
                 "signals": tuple(self.signals.values()),
+                "recent_event_ids": tuple(self.recent),
             },
         )
 
@@ -648,7 +677,9 @@ def materialize_run_state_from_events(
 
     ``run_id`` names the run when there is no ``start``; otherwise the first event does. Raises
     ``StreamIntegrityError`` (a ``RuntimeIntegrityError``) naming run, event and offset when
-    the stream is broken. Events of a fenced writer are counted in ``fenced_events`` and ignored.
+    the stream is broken. Events of a fenced writer are counted in ``fenced_events`` and ignored;
+    copies of accepted events (the same ``event_id`` at its seq, among the last
+    ``RECENT_EVENT_IDS`` accepted) in ``duplicate_events``, and ignored.
     """
     iterator = iter(events)
     if start is None:

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from little.events import LoggedEvent, RunClaimed
+from little.events import LoggedEvent, RunClaimed, SignalSent
 from little.replay._fold import materialize_run_state_from_events
 from little.replay._state import MaterializedRunState
 
@@ -23,21 +23,30 @@ _KEYS: dict[str, tuple[str, ...]] = {
     "agent_calls": ("ordinal",),
 }
 """How the items of a state's collections are named in a diff (else by their index)."""
-_QUIET = {"last_seq", "last_event_id", "last_position", "events_applied"}
+_QUIET = {"last_seq", "last_event_id", "last_position", "events_applied", "recent_event_ids"}
 """Fields every event moves: left out of a diff (the event's own line says them)."""
 
 
 def accepted_events(events: Iterable[LoggedEvent]) -> list[LoggedEvent]:
     """A run's accepted events in log order: the claims that won, and the events of their
-    writers (a fenced writer's events are not part of the run's history)."""
+    writers (a fenced writer's events are not part of the run's history, nor a copy of an
+    accepted event: the same ``event_id`` at the same seq), and the signals sent to it (outside
+    the seq chain; one per signal id)."""
     epoch, out = 0, []
+    ids: dict[int, str] = {}
+    signals: set[str] = set()
     for item in events:
         e = item.event
         if isinstance(e, RunClaimed):
             if e.epoch > epoch:
                 epoch = e.epoch
                 out.append(item)
-        elif e.epoch >= epoch:
+        elif isinstance(e, SignalSent):
+            if e.signal_id not in signals:
+                signals.add(e.signal_id)
+                out.append(item)
+        elif e.epoch >= epoch and ids.get(e.seq) != e.event_id:
+            ids.setdefault(e.seq, e.event_id)
             out.append(item)
     return out
 

@@ -19,7 +19,7 @@ StepStatus = Literal["pending", "running", "completed", "failed"]
 CallStatus = Literal["called", "responded", "failed"]
 ToolStatus = Literal["started", "succeeded", "failed"]
 
-STATE_VERSION = 10
+STATE_VERSION = 11
 """Bumped whenever the shape or meaning of the state changes; older snapshots are ignored.
 
 2: ``replay_source_run_id`` and ``replay_refused_reason`` (RunStarted v2). A version-1
@@ -38,10 +38,15 @@ would be refused as ``identity-coverage-unproven``. ``SubRun.admitted_calls``: a
 snapshot would let a resumed replay serve past a sub-run.
 9: ``interrupted_model_calls`` / ``interrupted_tool_calls``: an older snapshot would count
 none of the calls in flight at the crashes before it.
-10: ``waits``, ``signals``, ``wake_at``, ``waiting_for`` and the ``waiting`` status (WaitStarted,
+10: ``duplicate_events`` and ``recent_event_ids``: from an older snapshot (no ids) a copy of an
+event it covers would be an integrity error.
+11: ``waits``, ``signals``, ``wake_at``, ``waiting_for`` and the ``waiting`` status (WaitStarted,
 WaitEnded, SignalSent, RunSuspended): an older snapshot would resume a waiting run as if it
 had never waited, and lose the signals sent to it.
 """
+
+RECENT_EVENT_IDS = 64
+"""How many accepted events' ids a state keeps, to tell their copies from other events."""
 
 
 class _Frozen(BaseModel):
@@ -416,6 +421,11 @@ class MaterializedRunState(_Frozen):
     accepted_claims: int = 0
     rejected_claims: int = 0
     fenced_events: int = 0
+    duplicate_events: int = 0
+    """Copies of accepted events (the same ``event_id`` at its seq: a mirror's or a
+    re-produce's), skipped."""
+    recent_event_ids: tuple[str, ...] = ()
+    """The ids of the last ``RECENT_EVENT_IDS`` accepted events, the last at ``last_seq``."""
     last_seq: int = -1
     last_event_id: str | None = None
     last_position: LogPosition | None = None

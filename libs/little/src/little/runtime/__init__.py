@@ -30,7 +30,14 @@ from little.runtime._registry import Workflow, lookup, register, registered, wor
 from little.runtime._runner import RunResult, claim, execute, fold_run_off_loop, resume, run
 from little.runtime._session import AgentSession, workflow_tool
 from little.runtime._simulate import Divergence, Simulation, simulate
-from little.runtime._waits import decide_approval, follow, send_signal
+from little.runtime._waits import (
+    Waker,
+    approval_decision,
+    decide_approval,
+    follow,
+    prepare_signal,
+    send_signal,
+)
 
 __all__ = [
     "AgentSession",
@@ -56,9 +63,11 @@ __all__ = [
     "SubRunFailedError",
     "UnknownWorkflowError",
     "WaitTimeoutError",
+    "Waker",
     "Workflow",
     "WorkflowContext",
     "WorkflowVersionError",
+    "approval_decision",
     "claim",
     "decide_approval",
     "execute",
@@ -68,6 +77,7 @@ __all__ = [
     "load_workflows",
     "lookup",
     "outer_loop",
+    "prepare_signal",
     "register",
     "registered",
     "resume",

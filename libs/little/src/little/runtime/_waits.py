@@ -302,6 +302,28 @@ def signal_event(
     )
 
 
+def prepare_signal(
+    state: MaterializedRunState,
+    run_id: str,
+    name: str,
+    data: Any = None,
+    *,
+    where: str,
+    signal_id: str | None = None,
+    by: str | None = None,
+) -> SignalSent:
+    """The ``SignalSent`` that delivers ``name`` with ``data`` to the run ``state`` folds, once
+    checked: ``SignalRefusedError`` (naming ``where`` the run was looked for) for an unknown or
+    finished run, a payload that is not JSON, or an approval (``approval:<call id>``) the run
+    never asked for or already has."""
+    event = signal_event(run_id, name, data, signal_id=signal_id, by=by)
+    if name.startswith("approval:"):
+        check_approval(state, run_id, name[len("approval:") :], where)
+    else:
+        check_signal(state, run_id, name, where)
+    return event
+
+
 async def send_signal(
     world: World,
     run_id: str,
@@ -317,15 +339,18 @@ async def send_signal(
     The same ``signal_id`` sent twice is recorded once (the second is ignored by the fold)."""
     from little.runtime._runner import fold_run_off_loop
 
-    event = signal_event(run_id, name, data, signal_id=signal_id, by=by)
     state = await fold_run_off_loop(world, run_id)
-    if name.startswith("approval:"):
-        check_approval(state, run_id, name[len("approval:") :], world.description)
-    else:
-        check_signal(state, run_id, name, world.description)
+    event = prepare_signal(
+        state, run_id, name, data, where=world.description, signal_id=signal_id, by=by
+    )
     await world.submit([event])
     log.info("signal_sent", run_id=run_id, name=name, signal_id=event.signal_id)
     return event
+
+
+def approval_decision(approved: bool, reason: str = "", by: str | None = None) -> dict[str, Any]:
+    """The payload of the signal ``approval:<call id>`` that answers an approval."""
+    return {"approved": approved, "reason": reason, "by": by or sender()}
 
 
 async def decide_approval(
@@ -339,7 +364,7 @@ async def decide_approval(
 ) -> SignalSent:
     """Approve or reject the tool call ``call_id`` a run waits on (``little approve`` /
     ``little reject``): a signal ``approval:<call_id>`` whose payload is the decision."""
-    decision = {"approved": approved, "reason": reason, "by": by or sender()}
+    decision = approval_decision(approved, reason, by)
     return await send_signal(world, run_id, f"approval:{call_id}", decision, by=by)
 
 
