@@ -259,10 +259,11 @@ async def _following(
     result = await started
     if result.status != "waiting" or detach:
         return result
-    console.print(
+    print(  # progress, on stderr: stdout is the outcome (JSON with --json)
         f"run {result.run_id} waits for {', '.join(result.waiting_for)}: waking it here when it "
         "can go on (Ctrl-C leaves it waiting, for `little resume` or `little worker`)",
-        markup=False,
+        file=sys.stderr,
+        flush=True,
     )
     return await follow(world, result.run_id, wf)
 

@@ -32,7 +32,7 @@ def _payload(data: str) -> Any:
 
 
 def _on_kafka(bootstrap: str | None) -> str | None:
-    return bootstrap or CommandSettings().kafka_bootstrap
+    return bootstrap or CommandSettings().kafka_bootstrap or None
 
 
 def _send(
