@@ -154,8 +154,10 @@ def test_timers_signals_and_approvals_through_the_coordinator_survive_its_sigkil
     env.wait_status(nap, "completed")  # woken at its due time by the second coordinator
     (started,) = env.events(nap, WaitStarted)
     (ended,) = env.events(nap, WaitEnded)
-    assert isinstance(started, WaitStarted) and started.due_at is not None
-    assert isinstance(ended, WaitEnded) and ended.outcome == "fired"
+    assert isinstance(started, WaitStarted)
+    assert started.due_at is not None
+    assert isinstance(ended, WaitEnded)
+    assert ended.outcome == "fired"
     assert ended.occurred_at >= started.due_at
     assert sorted(env.steps()) == sorted(["before", "after", "placed", "ship", "transfer"])
     assert len(env.events(order, SignalSent)) == 1

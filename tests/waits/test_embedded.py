@@ -5,6 +5,7 @@ nobody), and the run is woken when its due time passes or its signal arrives."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -230,3 +231,32 @@ def test_replay_run_of_a_run_that_waited_shows_its_waits_and_signals(
     ((kind, outcome),) = [(w.kind, w.outcome) for w in state.waits]
     assert (kind, outcome) == ("signal", "received")
     assert [(s.name, s.taken) for s in state.signals] == [("approved", True)]
+
+
+def test_the_report_and_little_runs_say_what_a_run_waits_for(
+    world: little.World, tmp_path: Path
+) -> None:
+    from little.report import report_data, waiting_line
+    from tests.cli import little_cli
+
+    paying = asyncio.run(run(world, flows.pay, None))
+    napping = asyncio.run(run(world, flows.nap, {"seconds": 60}, hold=0))
+    pay_state, _, _ = fold_run(world, paying.run_id)
+    assert waiting_line(pay_state) == (
+        'waiting for approval of transfer({"amount":250}): call agent#banker/1:t1'
+    )
+    nap_state, _, _ = fold_run(world, napping.run_id)
+    line = waiting_line(nap_state)
+    assert line is not None
+    assert line.startswith("waiting for timer (due ")
+    assert report_data(replay_run(world, paying.run_id))["waiting"] == waiting_line(pay_state)
+    listed = little_cli(
+        "runs", "--data-dir", str(tmp_path / "world"), "--status", "waiting", "--json"
+    )
+    assert listed.returncode == 0, listed.stderr
+    rows = {r["run_id"]: r for r in map(json.loads, listed.stdout.splitlines())}
+    assert set(rows) == {paying.run_id, napping.run_id}
+    assert rows[paying.run_id]["detail"] == waiting_line(pay_state)
+    shown = little_cli("report", paying.run_id, "--data-dir", str(tmp_path / "world"))
+    assert shown.returncode == 0, shown.stderr
+    assert "waiting for approval of transfer" in shown.stdout

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 
 from little.errors import ConfigurationError
 from little.replay import MaterializedRunState, ReplayEnvelope, replay_envelope
+from little.report import waiting_line
 
 INTEGRITY_ERROR = "integrity_error"
 """The status of a run whose stream could not be decoded or folded (see ``IntegrityMark``)."""
@@ -78,12 +79,12 @@ class RunRecord:
     @property
     def detail(self) -> str | None:
         """What an operator reads beside the status: the integrity mark's message, why it is
-        parked, or the run's error."""
+        parked, what it waits for (an approval's tool and arguments), or the run's error."""
         if self.integrity is not None:
             return self.integrity.message
         if self.status == PARKED:
             return self.state.parked_reason
-        return self.state.error
+        return self.state.error or waiting_line(self.state)
 
     def summary(self) -> RunSummary:
         s = self.state

@@ -43,6 +43,7 @@ __all__ = [
     "report_data",
     "tokens",
     "usage_dict",
+    "waiting_line",
 ]
 
 
@@ -97,6 +98,8 @@ def report_data(result: ReplayResult) -> dict[str, Any]:
         "billed": usage_dict(s.usage),
         "avoided": usage_dict(s.avoided_usage),
         "replay": replay_envelope(s).to_json(),
+        "waiting": waiting_line(s),
+        "waits": [w.model_dump(mode="json") for w in s.waits],
         "interrupted": {
             "model_calls": s.interrupted_model_calls,
             "tool_calls": s.interrupted_tool_calls,
@@ -126,6 +129,31 @@ def interrupted_line(s: MaterializedRunState) -> str | None:
     if not s.terminal and _in_flight(s):
         parts.append(f"{_in_flight(s)} model call(s) in flight now (or at a crash not resumed)")
     return "; ".join(parts) or None
+
+
+def waiting_line(s: MaterializedRunState) -> str | None:
+    """What a ``waiting`` run waits for, readable: each open wait (an approval with its tool
+    and arguments, so a person can decide from this line) and the due time. None otherwise."""
+    if s.status != "waiting":
+        return None
+    parts = []
+    for w in s.waits:
+        if w.outcome is not None:
+            continue
+        if w.kind == "approval":
+            details = json.loads(w.details_json or "{}")
+            args = json.dumps(details.get("arguments"), separators=(",", ":"))
+            parts.append(f"approval of {details.get('tool')}({args}): call {w.name}")
+        elif w.kind == "signal":
+            parts.append(f"signal {w.name!r}")
+        else:
+            parts.append("timer")
+        if w.due_at is not None:
+            verb = "due" if w.kind == "timer" else "times out"
+            parts[-1] += f" ({verb} {w.due_at.isoformat(timespec='seconds')})"
+    if not parts:  # suspended inside a sub-run
+        parts = list(s.waiting_for)
+    return "waiting for " + ", ".join(parts)
 
 
 def node_name(node: Sequence[str | int | None] | None) -> str | None:

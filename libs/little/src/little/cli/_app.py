@@ -360,7 +360,7 @@ def _simulate(
 
 def print_report(result: Any) -> None:
     from little.replay import replay_envelope
-    from little.report import dollars, interrupted_line, replay_line, tokens
+    from little.report import dollars, interrupted_line, replay_line, tokens, waiting_line
 
     s = result.state
     console.print(
@@ -378,6 +378,9 @@ def print_report(result: Any) -> None:
             else ""
         )
     )
+    waiting = waiting_line(s)
+    if waiting is not None:  # arguments and names are not rich markup
+        console.print(waiting, markup=False, highlight=False, soft_wrap=True)
     replay = replay_line(replay_envelope(s))
     if replay is not None:  # labels and reasons are not rich markup
         console.print(replay, markup=False, highlight=False, soft_wrap=True)

@@ -318,6 +318,7 @@ def run_ids(world: World) -> list[str]:
 
 def _row(state: MaterializedRunState) -> dict[str, Any]:
     from little.replay import replay_envelope
+    from little.report import waiting_line
 
     replay = replay_envelope(state)
     return {
@@ -332,7 +333,7 @@ def _row(state: MaterializedRunState) -> dict[str, Any]:
         ),
         "replay_source_run_id": state.replay_source_run_id,
         "replay": replay.model_dump(mode="json"),
-        "detail": state.parked_reason or state.error,
+        "detail": state.parked_reason or state.error or waiting_line(state),
     }
 
 
