@@ -48,6 +48,17 @@ OTHER: Sequence[tuple[str, Sequence[SettingDoc]]] = (
         ),
     ),
     (
+        "Durable waits (every process that executes runs)",
+        (
+            SettingDoc(
+                ("LITTLE_WAIT_HOLD_SECONDS",),
+                "1.0",
+                "Timers due within this many seconds are slept in the process; longer waits "
+                "suspend the run (status `waiting`, held by nobody) until it is woken.",
+            ),
+        ),
+    ),
+    (
         "Topic provisioning (`little topics apply`, `LITTLE_PROVISION_TOPICS`)",
         (
             SettingDoc(
