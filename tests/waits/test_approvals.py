@@ -83,3 +83,22 @@ def test_a_decision_nobody_asked_for_or_given_twice_is_refused(world: little.Wor
     with pytest.raises(SignalRefusedError, match="already decided"):
         asyncio.run(decide_approval(world, first.run_id, call_id, approved=False))
     assert asyncio.run(follow(world, first.run_id)).status == "completed"
+
+
+def test_a_replay_serves_the_approved_exchange_whole_and_asks_nothing(
+    world: little.World, tmp_path: Path
+) -> None:
+    first = asyncio.run(run(world, flows.pay, None))
+    asyncio.run(
+        decide_approval(world, first.run_id, asked(world, first.run_id).name, approved=True)
+    )
+    recorded = asyncio.run(follow(world, first.run_id))
+    assert transfers(tmp_path) == [250]
+
+    again = asyncio.run(run(world, flows.pay, None, replay_from=first.run_id))
+    assert again.status == "completed"  # the exchange was served: no approval to wait for
+    assert again.output == recorded.output
+    assert again.replay is not None
+    assert again.replay.replayed_calls == 1
+    assert not [x for x in world.read_run(again.run_id) if isinstance(x.event, WaitStarted)]
+    assert transfers(tmp_path) == [250]  # and the tool did not run again
