@@ -13,11 +13,12 @@ from little.events import Usage
 from little.harness import (
     ModelRequest,
     ModelResponse,
+    ScriptedModel,
     Tool,
     ToolCallRequest,
     ToolContext,
 )
-from little.runtime import StepContext, WaitTimeoutError, WorkflowContext, workflow
+from little.runtime import StepContext, WaitTimeoutError, Workflow, WorkflowContext, workflow
 
 LOG = "LITTLE_TEST_STEP_LOG"
 
@@ -158,3 +159,35 @@ async def pay(ctx: WorkflowContext, input: Any) -> str | None:
 
     result = await ctx.step("agent", agent)
     return None if result is None else str(result)
+
+
+# -- simulation ------------------------------------------------------------------------------
+
+
+async def draft(step: StepContext) -> str | None:
+    model = ScriptedModel(
+        [ModelResponse(content="a draft", usage=Usage(input_tokens=9, output_tokens=3))]
+    )
+    async with step.session("writer", model=model) as writer:
+        return await writer.run("write a draft")
+
+
+async def review_body(ctx: WorkflowContext, input: dict[str, Any], signal: str) -> dict[str, Any]:
+    text = await ctx.step("draft", draft)
+    verdict = await ctx.wait_for_signal(signal)
+    await ctx.sleep(input["seconds"])
+    return {"draft": text, "verdict": verdict}
+
+
+@workflow("waits.review", version="1")
+async def review(ctx: WorkflowContext, input: dict[str, Any]) -> dict[str, Any]:
+    """A model call, then a signal and a timer: a golden run for simulate."""
+    return await review_body(ctx, input, "verdict")
+
+
+async def _review_other_signal(ctx: WorkflowContext, input: dict[str, Any]) -> dict[str, Any]:
+    return await review_body(ctx, input, "second-opinion")
+
+
+review_edited = Workflow("waits.review", "1", _review_other_signal)
+"""The same workflow edited to wait for another signal (not registered)."""

@@ -260,3 +260,25 @@ def test_the_report_and_little_runs_say_what_a_run_waits_for(
     shown = little_cli("report", paying.run_id, "--data-dir", str(tmp_path / "world"))
     assert shown.returncode == 0, shown.stderr
     assert "waiting for approval of transfer" in shown.stdout
+
+
+def test_simulate_ends_each_wait_as_the_golden_run_did_and_diverges_at_another_wait(
+    world: little.World,
+) -> None:
+    from little.runtime import simulate
+
+    first = asyncio.run(run(world, flows.review, {"seconds": 0.2}, hold=0))
+    asyncio.run(send_signal(world, first.run_id, "verdict", "ship it"))
+    golden = asyncio.run(follow(world, first.run_id, hold=0))
+    assert golden.output == {"draft": "a draft", "verdict": "ship it"}
+
+    same = asyncio.run(simulate(world, flows.review, first.run_id))
+    assert same.identical, same.divergence
+    assert same.result is not None
+    assert same.result.output == golden.output  # the golden's signal, no sender, no waiting
+
+    edited = asyncio.run(simulate(world, flows.review_edited, first.run_id))
+    assert not edited.identical
+    assert edited.divergence is not None
+    assert "waits for a signal 'second-opinion'" in edited.divergence.got
+    assert "where the golden run has a signal 'verdict'" in edited.divergence.got

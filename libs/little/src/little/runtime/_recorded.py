@@ -24,7 +24,13 @@ from collections.abc import Iterable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-from little.replay import AgentCall, MaterializedRunState, RecordedValue
+from little.replay import (
+    AgentCall,
+    MaterializedRunState,
+    RecordedValue,
+    SignalState,
+    WaitState,
+)
 from little.runtime._errors import SimulationDivergedError
 
 # why a call was not served from the record (AgentCallSettled.miss_reason)
@@ -152,6 +158,10 @@ class RecordedCalls:
     values: Iterable[RecordedValue] = ()
     damage: str | None = None
     defect: int | None = None
+    waits: Iterable[WaitState] = ()
+    """The source run's waits and the signals they took: a simulation ends each wait as the
+    golden run's ended (``little.runtime._waits``); nothing else reads them."""
+    signals: Iterable[SignalState] = ()
     proven: int = 0
     """Ordinals ``0 .. proven-1`` are offered; a call past them is not."""
     _by_place: dict[Place, AgentCall] = field(default_factory=dict)
@@ -172,6 +182,8 @@ class RecordedCalls:
             source.values,
             damage,
             source.agent_calls_defect_ordinal,
+            source.waits,
+            source.signals,
         )
 
     def lookup(

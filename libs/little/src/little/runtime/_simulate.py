@@ -341,6 +341,8 @@ async def simulate(
                 str(stopped),
                 want.ordinal if want else None,
             )
+        if stopped.miss_reason == "wait-mismatch" and divergence.got is None:
+            divergence = dataclasses.replace(divergence, got=str(stopped))  # stopped at the wait
     if divergence is None:
         return Simulation(golden_run_id, None, result)
     calls, cost = (0, None)

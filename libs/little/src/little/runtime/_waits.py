@@ -33,7 +33,13 @@ from little.events import RunSuspended, SignalSent, WaitEnded, WaitStarted
 from little.log import Position
 from little.logs import get_logger
 from little.replay import MaterializedRunState, SignalState, WaitState, signal_name
-from little.runtime._errors import ExecutionSuspended, SignalRefusedError, WaitTimeoutError
+from little.runtime._errors import (
+    ExecutionSuspended,
+    SignalRefusedError,
+    SimulationDivergedError,
+    WaitTimeoutError,
+)
+from little.runtime._recorded import SIMULATING
 
 if TYPE_CHECKING:
     from little._world import World
@@ -172,7 +178,51 @@ class RunWaits:
             return None
         return json.loads(self.signals[wait.signal_id].payload_json)
 
+    async def _simulated(self, wait: WaitState) -> WaitState:
+        """In a simulation: end the wait as the golden run's wait at its place ended (a timer
+        fires at once, a signal is the golden's signal, copied here), or diverge."""
+        source = self._x.agent_calls.source
+        golden = None
+        if source is not None:
+            golden = next(
+                (
+                    w
+                    for w in source.waits
+                    if (w.step_path, w.ordinal) == (wait.step_path, wait.ordinal)
+                ),
+                None,
+            )
+        if (
+            golden is None
+            or (golden.kind, golden.name) != (wait.kind, wait.name)
+            or not golden.outcome
+        ):
+            found = "no wait" if golden is None else f"a {golden.kind} {golden.name!r}"
+            raise SimulationDivergedError(
+                f"run {self._x.run_id}: the simulated run waits for a {wait.kind} {wait.name!r} "
+                f"at wait {wait.ordinal} of {wait.step_path or 'the run'}, where the golden run "
+                f"has {found}" + ("" if golden is None or golden.outcome else " that never ended"),
+                ordinal=None,
+                miss_reason="wait-mismatch",
+            )
+        signal = None
+        if golden.signal_id is not None and source is not None:
+            sent = next(s for s in source.signals if s.signal_id == golden.signal_id)
+            copy = SignalSent(
+                run_id=self._x.run_id,
+                name=sent.name,
+                payload_json=sent.payload_json,
+                signal_id=sent.signal_id,
+                sender=sent.sender,
+            )
+            await self._x.world.submit([copy])
+            signal = sent.model_copy(update={"taken": False})
+            self.signals[signal.signal_id] = signal
+        return await self._record_end(wait, golden.outcome, signal)
+
     async def _end(self, wait: WaitState) -> WaitState:
+        if SIMULATING.get():
+            return await self._simulated(wait)
         if wait.kind != "timer":
             signal = await self.take(signal_name(wait))
             if signal is not None:
