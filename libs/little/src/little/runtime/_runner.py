@@ -65,6 +65,7 @@ from little.runtime._recorded import (
     REFUSED_TARGET_CHANGED,
     REFUSED_UNSAFE,
     REPLAY_MODES,
+    SIMULATING,
     AgentCalls,
     RecordedCalls,
 )
@@ -265,6 +266,10 @@ class Execution:
     async def run_sub(
         self, workflow: AnyWorkflow, sub_run_id: str, input: Any, call_id: str
     ) -> Any:
+        # a simulation simulates a sub-run against the golden run's sub-run at the same call
+        simulating, golden = SIMULATING.get(), None
+        if simulating is not None and self.agent_calls.source_run_id is not None:
+            golden = simulating.sub_runs.get((self.agent_calls.source_run_id, call_id))
         result = await execute(
             self.world,
             sub_run_id,
@@ -274,6 +279,7 @@ class Execution:
             parent_run_id=self.run_id,
             parent_call_id=call_id,
             control=self.writer.control,  # stopping or cancelling a run stops its sub-runs too
+            replay_from=None if golden is None else golden[0],
         )
         if result.status != "completed":
             raise SubRunFailedError(
@@ -470,6 +476,11 @@ async def _execute_claimed(
         identity, refused, source = await asyncio.to_thread(
             _start_facts, world, workflow, replay_from, replay_mode
         )
+        if refused is not None and SIMULATING.get() is not None:
+            # a simulated sub-run whose replay is refused could only run fresh
+            raise SimulationDivergedError(
+                f"replay refused: {refused}", ordinal=None, miss_reason=refused
+            )
         started, at = await writer.emit(
             RunStarted,
             workflow=workflow.name,
@@ -642,7 +653,8 @@ def _replay_refusal(
             source_version=source.workflow_version,
             version=workflow.version,
         )
-    if not any(c.outcome is not None for c in source.agent_calls):
+    if not any(c.outcome is not None for c in source.agent_calls) and SIMULATING.get() is None:
+        # (a simulation is served the source's values, and any call is a divergence anyway)
         return refuse(REFUSED_NO_CALLS)
     return None, RecordedCalls.of(source, damage)
 
