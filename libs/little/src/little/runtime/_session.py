@@ -128,12 +128,17 @@ class AgentSession:
         else:
             # Deferred: nothing acts on it before the session's first write-ahead record, which
             # carries it; a crash before that leaves no session, and the resume starts it anew.
+            # The system prompt is recorded (the manifest has its hash only), so every request
+            # can be rebuilt from the log (``little export --format chat-jsonl``).
+            system_json, system_ref = await self._x.store_text(canonical_json(self.system))
             self._defer(
                 SessionStarted,
                 session_name=self.name,
                 model=self._model_id,
                 manifest_json=canonical_json(self.manifest),
                 manifest_hash=self._manifest_hash,
+                system_json=system_json,
+                system_ref=system_ref,
             )
         return self
 
