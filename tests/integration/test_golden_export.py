@@ -6,6 +6,7 @@ naming it, exit 1."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,3 +116,23 @@ def test_a_bad_golden_file_is_one_error_line(recorded: Recorded, tmp_path: Path)
     wrong = little_cli("replay", str(out), *recorded.world_args, env=recorded.env)
     assert wrong.returncode == 1
     assert wrong.stderr == f"error: {out} is a golden file: it is for --mode simulate\n"
+
+
+def test_export_chat_jsonl_from_either_world(recorded: Recorded) -> None:
+    """The research run's one session: three model calls, tool calls between them."""
+    out = little_cli(
+        "export", recorded.run_id, "--format", "chat-jsonl", *recorded.world_args, env=recorded.env
+    )
+    assert out.returncode == 0, out.stderr
+    lines = [json.loads(line) for line in out.stdout.splitlines()]
+    assert len(lines) == len(research.SCRIPT)
+    assert [len(line["messages"]) for line in lines] == [3, 5, 8]  # system, user, +tools...
+    assert lines[0]["messages"][:2] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Answer: Kafka: history; Kafka: design"},
+    ]
+    assert [m["role"] for m in lines[2]["messages"]] == [
+        "system", "user", "assistant", "tool", "assistant", "tool", "tool", "assistant",
+    ]  # fmt: skip
+    assert lines[2]["messages"][-1] == {"role": "assistant", "content": research.SCRIPT[2].content}
+    assert [t["function"]["name"] for t in lines[0]["tools"]] == ["search", "fetch"]

@@ -199,20 +199,73 @@ def export(
             "that `little replay FILE --mode simulate` and assert_replays accept.",
         ),
     ] = None,
+    format: Annotated[
+        ExportFormat | None,
+        typer.Option(
+            "--format",
+            help="chat-jsonl: the run's model calls as chat fine-tuning JSONL, one line per "
+            "answered call: its full request rebuilt from the log, and the answer.",
+        ),
+    ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="--format: write here [default: stdout]"),
+    ] = None,
+    allow_missing_system: Annotated[
+        bool,
+        typer.Option(
+            "--allow-missing-system",
+            help="chat-jsonl: export the calls of sessions logged before system prompts were "
+            "recorded without their prompt, instead of refusing.",
+        ),
+    ] = False,
     data_dir: DataDir = None,
     bootstrap_servers: Bootstrap = None,
 ) -> None:
-    """Export a run from its log (reading only)."""
-    if golden is None:
-        raise ConfigurationError("little export needs --golden FILE")
-    from little.golden import write_golden
+    """Export a run from its log (reading only): a golden file, or its model exchanges."""
+    if (golden is None) == (format is None):
+        raise ConfigurationError("little export needs one of --golden FILE and --format chat-jsonl")
+    if golden is not None and (output is not None or allow_missing_system):
+        raise ConfigurationError("--output and --allow-missing-system are for --format")
+    if golden is not None:
+        from little.golden import write_golden
+
+        with open_world(data_dir, bootstrap_servers) as world:
+            written = write_golden(world, run_id, golden)
+        events = sum(len(e) for e in written.runs.values())
+        console.print(
+            f"wrote {golden}: {events} event(s) of {len(written.runs)} run(s) (the run and "
+            f"{len(written.runs) - 1} sub-run(s)), {len(written.artifacts)} artifact(s)",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+        return
+    import json
+
+    from little.chat import chat_example, model_exchanges
 
     with open_world(data_dir, bootstrap_servers) as world:
-        written = write_golden(world, run_id, golden)
-    events = sum(len(e) for e in written.runs.values())
+        rows = list(world.read_run(run_id))
+        if not rows:
+            raise LittleError(f"run {run_id} has no events in {world.description}")
+        exchanges = model_exchanges(rows, world.artifacts.get)
+    missing = sorted({x.session_id for x in exchanges if not x.system_recorded})
+    if missing and not allow_missing_system:
+        raise LittleError(
+            f"run {run_id}: session(s) {', '.join(missing)} were logged before system prompts "
+            "were (harness.session.started v1) and had one, so their requests cannot be "
+            "rebuilt in full: pass --allow-missing-system to export them without it"
+        )
+    lines = [json.dumps(chat_example(x), ensure_ascii=False) + "\n" for x in exchanges]
+    if output is None:
+        sys.stdout.write("".join(lines))
+        return
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text("".join(lines), "utf-8")
+    sessions = len({x.session_id for x in exchanges})
     console.print(
-        f"wrote {golden}: {events} event(s) of {len(written.runs)} run(s) (the run and "
-        f"{len(written.runs) - 1} sub-run(s)), {len(written.artifacts)} artifact(s)",
+        f"wrote {output}: {len(lines)} model call(s) of {sessions} session(s)",
         markup=False,
         highlight=False,
         soft_wrap=True,
