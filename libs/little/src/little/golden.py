@@ -32,7 +32,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import tempfile
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -346,7 +345,9 @@ def _write(golden: GoldenRun, target: Path, versions: Mapping[str, int] | None =
             yield _ARTIFACT_RECORD, {"sha256": a.sha256, "media_type": a.media_type, "data": a.data}
 
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    tmp = target.parent / f".{target.name}.{uuid.uuid4().hex}.tmp"
+    # os.open, not mkstemp: the file gets the umask's mode, as any file a command writes
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "wb") as f:
             fastavro.writer(f, schema, records(), codec="deflate", metadata=metadata)
