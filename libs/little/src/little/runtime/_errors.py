@@ -128,7 +128,8 @@ class SessionDivergedError(RuntimeIntegrityError):
 
 class SimulationDivergedError(RuntimeIntegrityError):
     """A simulated run (``little.runtime.simulate``) needed what its golden run cannot serve:
-    a model call (``miss_reason`` says why the record has none), a fresh value or a sub-run.
+    a model call (``miss_reason`` says why the record has none), a fresh value, a sub-run the
+    golden run did not start, or a request built otherwise than it recorded.
     Raised before anything is invoked."""
 
     def __init__(
