@@ -16,7 +16,7 @@ from little.harness import (
     ToolContext,
     tool,
 )
-from little.runtime import StepContext, WorkflowContext, workflow
+from little.runtime import Retry, StepContext, WorkflowContext, workflow
 
 NAME = "tests.chat.glossary"
 SYSTEM = "You are a glossary. Answer in one line."
@@ -43,9 +43,19 @@ SCRIPT = (
 )
 
 
+class ModelDown(Exception):
+    pass
+
+
 class RecordingModel(ScriptedModel):
+    def __init__(self, *args: Any, fail_at: int | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fail_at = fail_at
+
     async def complete(self, request: ModelRequest) -> ModelResponse:
         REQUESTS.append(request)
+        if len(REQUESTS) == self.fail_at:
+            raise ModelDown("the model is down")
         return await super().complete(request)
 
 
@@ -57,16 +67,18 @@ def define(args: dict[str, Any], ctx: ToolContext) -> dict[str, str]:
     return {"word": args["word"], "meaning": f"{args['word']}: a term of logs"}
 
 
-def glossary(v: str, second: str = "And an offset?") -> Any:
+def glossary(v: str, second: str = "And an offset?", fail_at: int | None = None) -> Any:
     """The workflow as version ``v``; ``second`` is the second exchange's prompt (edit it and
-    replay: the first exchange is served from the record, the second runs fresh)."""
+    replay: the first exchange is served from the record, the second runs fresh). With
+    ``fail_at=n`` the model fails the n-th request this process sends, and the step is tried
+    again (its session opened anew)."""
 
     async def ask(step: StepContext) -> list[str | None]:
-        model = RecordingModel(SCRIPT, provider="openai", name="gpt-4o-mini")
+        model = RecordingModel(SCRIPT, provider="openai", name="gpt-4o-mini", fail_at=fail_at)
         async with step.session("glossary", model=model, tools=[define], system=SYSTEM) as agent:
             return [await agent.run("What is Kafka?"), await agent.run(second)]
 
     async def flow(ctx: WorkflowContext, _: Any) -> Any:
-        return await ctx.step("ask", ask)
+        return await ctx.step("ask", ask, retry=Retry(max_attempts=2))
 
     return workflow(NAME, version=v)(flow)

@@ -151,6 +151,22 @@ def test_a_fresh_call_after_a_served_exchange_holds_the_whole_conversation(
     assert lines[0]["messages"][-2] == {"role": "user", "content": "And a partition?"}
 
 
+def test_a_step_tried_again_exports_each_answered_call_of_both_attempts(
+    world: little.World, tmp_path: Path
+) -> None:
+    """The model fails the first attempt's second request: the step is tried again and its
+    session opened anew (turn 1 again). The first attempt's answered call is an exchange too
+    (the model answered it); the failed one has no line."""
+    result = asyncio.run(run(world, cw.glossary(f"c{next(_versions)}", fail_at=2), None))
+    assert result.status == "completed"
+    assert len(cw.REQUESTS) == 6  # 1 answered + 1 failed, then the 4 of the second attempt
+    code, lines, err = export(tmp_path / "w", result.run_id)
+    assert code == 0, err
+    answered = [cw.REQUESTS[0], *cw.REQUESTS[2:]]
+    assert [line["messages"][:-1] for line in lines] == [sent(r) for r in answered]
+    assert lines[0] == lines[1]  # the same first request, answered alike both times
+
+
 def _copy(events: list[LoggedEvent], to: Path, change: Any) -> str:
     """The run's events, some changed, as the only run of a new world at ``to``."""
     with little.local_world(to) as other:

@@ -10,7 +10,8 @@ model call). ``model_exchanges`` folds those back into the full request of every
 that was answered, and checks each against the log: the message count, the tools hash, the
 system prompt's hash in the manifest and, link by link, the request hash chain, so a rebuilt
 request is the one the model was sent (``RuntimeIntegrityError`` otherwise). A turn called
-again after a crash is one exchange; a fenced writer's events are not history.
+again after a crash is one exchange; a step's new attempt opens its sessions anew (their
+earlier answered calls stay exchanges); a fenced writer's events are not history.
 
 ``chat_example`` writes one in the chat fine-tuning shape (OpenAI's, which other trainers
 read too): ``{"messages": [system, ...request, assistant answer], "tools": [...]}``, tools
@@ -86,6 +87,7 @@ class _Session:
     starts: dict[int, int] = field(default_factory=dict)
     requests: dict[int, tuple[tuple[_Message, ...], ModelCalled]] = field(default_factory=dict)
     settled: set[int] = field(default_factory=set)
+    answered: set[int] = field(default_factory=set)
 
     @property
     def where(self) -> str:
@@ -106,7 +108,6 @@ def model_exchanges(
     Raises ``RuntimeIntegrityError`` where the log does not hold together."""
     sessions: dict[str, _Session] = {}
     out: list[ModelExchange] = []
-    answered: set[tuple[str, int]] = set()
 
     def text(inline: str | None, ref: ArtifactRef | None) -> str | None:
         return load(ref).decode() if ref is not None else inline
@@ -122,6 +123,9 @@ def model_exchanges(
         if e.session_id is None:
             continue
         if isinstance(e, SessionStarted):
+            # logged once per session: again only when a new attempt of its step opens it
+            # anew (a resume does not), and then it starts over, as in the fold
+            sessions.pop(str(e.session_id), None)
             _started(session(e), e, text(e.system_json, e.system_ref))
         elif isinstance(e, AgentCallAdmitted):
             s = session(e)
@@ -130,9 +134,9 @@ def model_exchanges(
             _called(session(e), e, text(e.appended_messages_json, e.appended_messages_ref))
         elif isinstance(e, ModelResponded):
             s = session(e)
-            if (s.session_id, e.turn) in answered:
+            if e.turn in s.answered:
                 continue
-            answered.add((s.session_id, e.turn))
+            s.answered.add(e.turn)
             if e.turn not in s.requests:
                 raise RuntimeIntegrityError(
                     f"{s.where}: seq {e.seq} answers turn {e.turn}, which has no "
@@ -161,8 +165,6 @@ def model_exchanges(
 
 
 def _started(s: _Session, e: SessionStarted, system_json: str | None) -> None:
-    if s.model:
-        return  # once per session (a resume does not log it again)
     manifest = json.loads(e.manifest_json)
     s.model = e.model
     s.tools = list(manifest.get("tools") or [])
