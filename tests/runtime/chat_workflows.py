@@ -43,6 +43,18 @@ SCRIPT = (
 )
 
 
+FIRST_ATTEMPT = (
+    ModelResponse(
+        tool_calls=(ToolCallRequest("d0", "define", {"word": "stream"}),),
+        usage=USAGE,
+        finish_reason="tool_calls",
+    ),
+    *SCRIPT[1:],
+)
+"""What the model answers the first attempt of a step that fails (``fail_at``): another
+first answer, so the two attempts' second requests differ."""
+
+
 class ModelDown(Exception):
     pass
 
@@ -70,11 +82,14 @@ def define(args: dict[str, Any], ctx: ToolContext) -> dict[str, str]:
 def glossary(v: str, second: str = "And an offset?", fail_at: int | None = None) -> Any:
     """The workflow as version ``v``; ``second`` is the second exchange's prompt (edit it and
     replay: the first exchange is served from the record, the second runs fresh). With
-    ``fail_at=n`` the model fails the n-th request this process sends, and the step is tried
-    again (its session opened anew)."""
+    ``fail_at=n`` the model fails the n-th request this process sends (``REQUESTS`` cleared
+    first), answering ``FIRST_ATTEMPT`` until then, and the step is tried again (its session
+    opened anew)."""
 
     async def ask(step: StepContext) -> list[str | None]:
-        model = RecordingModel(SCRIPT, provider="openai", name="gpt-4o-mini", fail_at=fail_at)
+        first = fail_at is not None and not REQUESTS  # the attempt that will fail
+        script = FIRST_ATTEMPT if first else SCRIPT
+        model = RecordingModel(script, provider="openai", name="gpt-4o-mini", fail_at=fail_at)
         async with step.session("glossary", model=model, tools=[define], system=SYSTEM) as agent:
             return [await agent.run("What is Kafka?"), await agent.run(second)]
 

@@ -164,7 +164,9 @@ def test_a_step_tried_again_exports_each_answered_call_of_both_attempts(
     assert code == 0, err
     answered = [cw.REQUESTS[0], *cw.REQUESTS[2:]]
     assert [line["messages"][:-1] for line in lines] == [sent(r) for r in answered]
-    assert lines[0] == lines[1]  # the same first request, answered alike both times
+    assert lines[0]["messages"][:-1] == lines[1]["messages"][:-1]  # the same first request
+    assert lines[0]["messages"][-1] == chat_message(cw.FIRST_ATTEMPT[0].as_message())
+    assert lines[1]["messages"][-1] == chat_message(cw.SCRIPT[0].as_message())
 
 
 def _copy(events: list[LoggedEvent], to: Path, change: Any) -> str:

@@ -242,3 +242,20 @@ def test_a_changed_request_hash_chain_is_a_divergence(
     assert d.got.endswith("...: the request hash chain changed")
     assert d.ordinal == 0
     assert sim.calls_after == 3
+
+
+def test_a_golden_run_whose_step_was_tried_again_simulates_identically(
+    world: little.World,
+) -> None:
+    """The golden run's first attempt of the step answered a call then failed; the second
+    opened the session anew. The served exchange is the second attempt's: its request hashes
+    are checked against that attempt's turns."""
+    from tests.runtime import chat_workflows as cw
+
+    cw.REQUESTS.clear()
+    source = asyncio.run(run(world, cw.glossary(f"r{next(_versions)}", fail_at=2), "x"))
+    assert source.status == "completed"
+    sent = len(cw.REQUESTS)
+    sim = asyncio.run(simulate(world, cw.glossary(f"r{next(_versions)}", fail_at=2), source.run_id))
+    assert sim.identical, sim.lines()
+    assert len(cw.REQUESTS) == sent  # nothing invoked

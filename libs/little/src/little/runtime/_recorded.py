@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-from little.events import LoggedEvent, ModelCalled, SubRunReserved
+from little.events import LoggedEvent, ModelCalled, SessionStarted, SubRunReserved
 from little.replay import AgentCall, MaterializedRunState, RecordedValue, accepted_events
 from little.runtime._errors import SimulationDivergedError
 
@@ -222,8 +222,13 @@ class Simulating:
         for run_id, events in runs.items():
             for item in accepted_events(events):
                 e = item.event
-                if isinstance(e, ModelCalled) and e.session_id is not None:
-                    requests.setdefault((run_id, e.session_id, e.turn), e.request_hash)
+                if isinstance(e, SessionStarted) and e.session_id is not None:
+                    # a step's new attempt opens its session anew: its turns are the ones
+                    # its settled exchange (the one served) went through
+                    for key in [k for k in requests if k[:2] == (run_id, e.session_id)]:
+                        del requests[key]
+                elif isinstance(e, ModelCalled) and e.session_id is not None:
+                    requests[(run_id, e.session_id, e.turn)] = e.request_hash
                 elif isinstance(e, SubRunReserved) and e.call_id is not None:
                     sub_runs.setdefault((run_id, e.call_id), (e.sub_run_id, e.workflow))
         return cls(requests, sub_runs)
