@@ -379,13 +379,18 @@ async def simulate(
     file = None if source.path is None else str(source.path)
     run_id = f"sim_{uuid.uuid4().hex}"
     names = (golden_run_id, run_id)
-    expected = trace(source.events, names, lambda r: source.runs.get(r, ()))
+    expected, simulating = await asyncio.to_thread(  # folds over every golden event
+        lambda: (
+            trace(source.events, names, lambda r: source.runs.get(r, ())),
+            Simulating.of(source.runs),
+        )
+    )
     with tempfile.TemporaryDirectory(prefix="little-simulate-") as d:
         base = local_world(Path(d) / "world")
         sandbox = base
         if under is not None:
             sandbox = dataclasses.replace(base, artifacts=_Overlay(Path(d) / "artifacts", under))
-        token = SIMULATING.set(Simulating.of(source.runs))
+        token = SIMULATING.set(simulating)
         try:
             await asyncio.to_thread(_seed, sandbox, source)
             if input is _UNSET:
