@@ -374,3 +374,28 @@ def parent(v: str) -> Any:
         return [found, sketch, await ctx.step("write", ask, "write", f"Write up: {found}")]
 
     return workflow(PARENT, version=v)(flow)
+
+
+NESTED = "tests.replay.nested"
+NESTED_CHILD = "tests.replay.nested_child"
+
+
+def nested(v: str, child: str = "Summarise: ", sub: bool = True) -> Any:
+    """A run whose middle stage is a sub-run holding an agent call (stage ``sum``): a
+    simulation simulates the sub-run against the golden run's. ``child`` is the sub-run's
+    prompt; ``sub=False`` calls the stage in the run itself instead."""
+
+    async def summary(ctx: WorkflowContext, text: str) -> Any:
+        return await ctx.step("sum", ask, "sum", child + text)
+
+    workflow(NESTED_CHILD, version=v)(summary)
+
+    async def flow(ctx: WorkflowContext, topic: str) -> Any:
+        first = await ctx.step("research", ask, "research", BASE["research"] + topic)
+        if sub:
+            short = await ctx.start_workflow(NESTED_CHILD, first)
+        else:
+            short = await ctx.step("sum", ask, "sum", child + str(first))
+        return await ctx.step("write", ask, "write", BASE["write"] + str(short))
+
+    return workflow(NESTED, version=v)(flow)

@@ -52,7 +52,7 @@ def test_the_unchanged_workflow_simulates_identically_and_invokes_nothing(
     assert invoked() == {"research": 1, "outline": 1, "write": 1}  # the golden run's only
     assert len(list(world.read_run(run_id))) == events  # the golden world is only read
     assert list(world.read_run(sim.result.run_id)) == []  # the simulated run is not in it
-    assert SIMULATING.get() is False
+    assert SIMULATING.get() is None
 
 
 def test_an_edited_prompt_diverges_at_its_call_and_says_what_re_running_costs(
@@ -183,3 +183,79 @@ def test_a_side_effecting_call_is_served_in_a_simulation(world: little.World) ->
     sim = asyncio.run(simulate(world, same, source.run_id))
     assert sim.identical, sim.lines()
     assert len(rw.WRITES) == 1  # the tool did not run again
+
+
+def test_a_sub_run_is_simulated_against_the_golden_runs_sub_run(world: little.World) -> None:
+    """A sub-run is a run of its own: the simulated run's is simulated against the one the
+    golden run started at the same call, and its trace is compared inside its parent's."""
+    golden_run = asyncio.run(run(world, rw.nested(f"n{next(_versions)}"), "Kafka"))
+    assert golden_run.status == "completed"
+    counts = {stage: rw.invocations(stage) for stage in ("research", "sum", "write")}
+    assert counts == {"research": 1, "sum": 1, "write": 1}
+
+    sim = asyncio.run(simulate(world, rw.nested(f"n{next(_versions)}"), golden_run.run_id))
+    assert sim.identical, sim.lines()
+    assert {stage: rw.invocations(stage) for stage in counts} == counts  # nothing invoked
+
+    edited = rw.nested(f"n{next(_versions)}", child="Shorten: ")
+    d = asyncio.run(simulate(world, edited, golden_run.run_id)).divergence
+    assert d is not None
+    call = f"start_workflow/{rw.NESTED_CHILD}.1/sub1"
+    assert d.expected is not None
+    assert d.expected.startswith(f"{call}> agent call sum/sum#0 request ")
+    assert d.got == (
+        f"sub-run {rw.NESTED_CHILD} at {call}: agent call 0 (sum/sum#0) would be invoked: key-mismatch"
+    )
+    assert d.ordinal is None  # a call of the sub-run: no cost line for the parent's calls
+    assert {stage: rw.invocations(stage) for stage in counts} == counts
+
+
+def test_a_sub_run_the_golden_run_did_not_start_is_a_divergence(world: little.World) -> None:
+    inline = asyncio.run(run(world, rw.nested(f"n{next(_versions)}", sub=False), "Kafka"))
+    sim = asyncio.run(simulate(world, rw.nested(f"n{next(_versions)}"), inline.run_id))
+    d = sim.divergence
+    assert d is not None
+    assert (d.expected, d.got) == (
+        "step sum (visit 1)",
+        f"step start_workflow/{rw.NESTED_CHILD}.1 (visit 1)",
+    )
+
+
+def test_a_changed_request_hash_chain_is_a_divergence(
+    world: little.World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A served exchange invokes nothing, but its turns' request hashes are what a resume of
+    a recorded run checks: built otherwise (canonical JSON or the chain changed), they are a
+    divergence at the call."""
+    import little.runtime._session as session
+
+    run_id = golden(world)
+    chain = session.chain_hash
+    monkeypatch.setattr(session, "chain_hash", lambda p, a: chain(p, a + " "))
+    sim = asyncio.run(simulate(world, rw.version(f"g{next(_versions)}"), run_id))
+    d = sim.divergence
+    assert d is not None
+    assert d.expected is not None
+    assert d.expected.startswith("agent call research/research#0 request ")
+    assert d.got is not None
+    assert d.got.startswith("agent call 0 (research#research): turn 1 builds request ")
+    assert d.got.endswith("...: the request hash chain changed")
+    assert d.ordinal == 0
+    assert sim.calls_after == 3
+
+
+def test_a_golden_run_whose_step_was_tried_again_simulates_identically(
+    world: little.World,
+) -> None:
+    """The golden run's first attempt of the step answered a call then failed; the second
+    opened the session anew. The served exchange is the second attempt's: its request hashes
+    are checked against that attempt's turns."""
+    from tests.runtime import chat_workflows as cw
+
+    cw.REQUESTS.clear()
+    source = asyncio.run(run(world, cw.glossary(f"r{next(_versions)}", fail_at=2), "x"))
+    assert source.status == "completed"
+    sent = len(cw.REQUESTS)
+    sim = asyncio.run(simulate(world, cw.glossary(f"r{next(_versions)}", fail_at=2), source.run_id))
+    assert sim.identical, sim.lines()
+    assert len(cw.REQUESTS) == sent  # nothing invoked

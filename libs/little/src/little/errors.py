@@ -9,6 +9,7 @@
     ├── RecordDecodeError (ValueError)  (little)     a record of a run's stream does not decode
     ├── CommandDecodeError (ValueError)  (little.commands)  a commands record that is no command
     ├── SnapshotError (ValueError)  (little.replay)  a snapshot that cannot be used: replay refolds
+    ├── GoldenFileError (ValueError)  (little.golden)  a golden run file that cannot be read
     ├── LogError                                     the event log failed; retryable
     │   ├── AppendOutcomeUnknownError (TimeoutError)  may have landed: end the writer; retryable
     │   └── BrokerUnavailableError (ConnectionError)  no broker answered; retryable

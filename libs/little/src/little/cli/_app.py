@@ -181,6 +181,97 @@ def explain(
         )
 
 
+class ExportFormat(StrEnum):
+    """``little export --format``."""
+
+    chat_jsonl = "chat-jsonl"
+
+
+@app.command()
+def export(
+    run_id: Annotated[str, typer.Argument(help="The run to export.")],
+    golden: Annotated[
+        Path | None,
+        typer.Option(
+            "--golden",
+            help="Write the finished run (and its sub-runs, and the artifacts they name) to "
+            "this file as a golden run: an Avro object container file any Avro tool reads, "
+            "that `little replay FILE --mode simulate` and assert_replays accept.",
+        ),
+    ] = None,
+    format: Annotated[
+        ExportFormat | None,
+        typer.Option(
+            "--format",
+            help="chat-jsonl: the run's model calls as chat fine-tuning JSONL, one line per "
+            "answered call: its full request rebuilt from the log, and the answer.",
+        ),
+    ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="--format: write here [default: stdout]"),
+    ] = None,
+    allow_missing_system: Annotated[
+        bool,
+        typer.Option(
+            "--allow-missing-system",
+            help="chat-jsonl: export the calls of sessions logged before system prompts were "
+            "recorded without their prompt, instead of refusing.",
+        ),
+    ] = False,
+    data_dir: DataDir = None,
+    bootstrap_servers: Bootstrap = None,
+) -> None:
+    """Export a run from its log (reading only): a golden file, or its model exchanges."""
+    if (golden is None) == (format is None):
+        raise ConfigurationError("little export needs one of --golden FILE and --format chat-jsonl")
+    if golden is not None and (output is not None or allow_missing_system):
+        raise ConfigurationError("--output and --allow-missing-system are for --format")
+    if golden is not None:
+        from little.golden import write_golden
+
+        with open_world(data_dir, bootstrap_servers) as world:
+            written = write_golden(world, run_id, golden)
+        events = sum(len(e) for e in written.runs.values())
+        console.print(
+            f"wrote {golden}: {events} event(s) of {len(written.runs)} run(s) (the run and "
+            f"{len(written.runs) - 1} sub-run(s)), {len(written.artifacts)} artifact(s)",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+        return
+    import json
+
+    from little.chat import chat_example, model_exchanges
+
+    with open_world(data_dir, bootstrap_servers) as world:
+        rows = list(world.read_run(run_id))
+        if not rows:
+            raise LittleError(f"run {run_id} has no events in {world.description}")
+        exchanges = model_exchanges(rows, world.artifacts.get)
+    missing = sorted({x.session_id for x in exchanges if not x.system_recorded})
+    if missing and not allow_missing_system:
+        raise LittleError(
+            f"run {run_id}: session(s) {', '.join(missing)} were logged before system prompts "
+            "were (harness.session.started v1) and had one, so their requests cannot be "
+            "rebuilt in full: pass --allow-missing-system to export them without it"
+        )
+    lines = [json.dumps(chat_example(x), ensure_ascii=False) + "\n" for x in exchanges]
+    if output is None:
+        sys.stdout.write("".join(lines))
+        return
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text("".join(lines), "utf-8")
+    sessions = len({x.session_id for x in exchanges})
+    console.print(
+        f"wrote {output}: {len(lines)} model call(s) of {sessions} session(s)",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
 class ReplayModeName(StrEnum):
     """``little replay --mode``: the replay modes built so far (seed 004)."""
 
@@ -191,7 +282,13 @@ class ReplayModeName(StrEnum):
 
 @app.command()
 def replay(
-    run_id: Annotated[str, typer.Argument(help="The run to replay from its log.")],
+    run_id: Annotated[
+        str,
+        typer.Argument(
+            help="The run to replay from its log; for simulate, a golden file (`little export "
+            "--golden`) instead: an existing file, or a name ending in .avro."
+        ),
+    ],
     mode: Annotated[
         ReplayModeName,
         typer.Option(
@@ -242,6 +339,8 @@ def replay(
     if mode is ReplayModeName.simulate:
         _simulate(run_id, workflow, workflows, data_dir, bootstrap_servers, as_json)
         return
+    if _is_golden_file(run_id):
+        raise ConfigurationError(f"{run_id} is a golden file: it is for --mode simulate")
     if workflow is not None or workflows is not None:
         raise ConfigurationError("--workflow and --workflows are for --mode simulate")
     if mode is ReplayModeName.inference_skipping:
@@ -307,6 +406,12 @@ def replay(
             console.print(f"    {line}", markup=False, highlight=False, soft_wrap=True)
 
 
+def _is_golden_file(name: str) -> bool:
+    """``little replay``'s run argument names a golden file: an existing file, or a name
+    ending in ``.avro`` (a run id never names a file; a missing file is then said so)."""
+    return name.endswith(".avro") or Path(name).is_file()
+
+
 def _simulate(
     run_id: str,
     target: str | None,
@@ -322,21 +427,34 @@ def _simulate(
     from little.replay import fold_run
     from little.runtime import simulate
 
-    with open_world(data_dir, bootstrap_servers) as world:
+    if _is_golden_file(run_id):
+        from little.golden import read_golden
+
+        golden = read_golden(run_id)
         if target is None:
-            state, _, _ = fold_run(world, run_id)
-            if state.workflow is None:
-                raise LittleError(f"run {run_id} has no RunStarted in {world.description}")
-            target = state.workflow
+            target = golden.workflow
+            if target is None:
+                raise LittleError(f"golden file {run_id} has no RunStarted: nothing to simulate")
         wf = resolve(target, workflows)
         quiet()
-        sim = asyncio.run(simulate(world, wf, run_id))
+        sim = asyncio.run(simulate(None, wf, golden))
+    else:
+        with open_world(data_dir, bootstrap_servers) as world:
+            if target is None:
+                state, _, _ = fold_run(world, run_id)
+                if state.workflow is None:
+                    raise LittleError(f"run {run_id} has no RunStarted in {world.description}")
+                target = state.workflow
+            wf = resolve(target, workflows)
+            quiet()
+            sim = asyncio.run(simulate(world, wf, run_id))
     d = sim.divergence
     if as_json:
         print(
             json.dumps(
                 {
-                    "golden_run_id": run_id,
+                    "golden_run_id": sim.golden_run_id,
+                    "golden_file": sim.golden_file,
                     "identical": sim.identical,
                     "divergence": None
                     if d is None
@@ -355,7 +473,7 @@ def _simulate(
         for line in sim.lines():
             console.print(line, markup=False, highlight=False, soft_wrap=True)
     if d is not None:
-        raise LittleError(f"run {run_id}: the simulation diverged at trace entry {d.index}")
+        raise LittleError(f"run {sim.golden}: the simulation diverged at trace entry {d.index}")
 
 
 def print_report(result: Any) -> None:

@@ -319,6 +319,10 @@ class SessionStarted(Event):
     model: str
     manifest_json: str
     manifest_hash: str
+    system_json: str | None = None
+    """The system prompt as canonical JSON (``"null"``: none), so the full request of every
+    model call can be rebuilt from the log (v2; None: in ``system_ref``, or logged before)."""
+    system_ref: ArtifactRef | None = None
 
 
 class SessionCompleted(Event):

@@ -43,6 +43,7 @@ from little.runtime._errors import (
     ClaimRejectedError,
     ExecutionSuspended,
     LoopLimitError,
+    SimulationDivergedError,
     StepFailedError,
 )
 from little.runtime._recorded import MISS_SUB_RUN
@@ -575,7 +576,7 @@ class StepContext(_ValuesMixin, _WaitsMixin):
                 return sub.sub_run_id
         sub_run_id = f"{self.run_id}~{call_id}"
         # its calls run fresh, in a run of its own: a replay's later calls could see them
-        self._x.agent_calls.latch_here(self.scope, MISS_SUB_RUN)
+        self._x.agent_calls.latch_here(self.scope, MISS_SUB_RUN, (call_id, name))
         await self._x.writer.emit(
             SubRunReserved,
             step_path=self.step_path,
@@ -594,4 +595,9 @@ class StepContext(_ValuesMixin, _WaitsMixin):
         self._sub_runs += 1
         call_id = call_id or f"{self.step_path}/sub{self._sub_runs}"
         sub_run_id = await self.reserve_sub_run(name, input, call_id)
-        return await self._x.run_sub(lookup(name, run_id=self.run_id), sub_run_id, input, call_id)
+        try:
+            return await self._x.run_sub(
+                lookup(name, run_id=self.run_id), sub_run_id, input, call_id
+            )
+        except SimulationDivergedError as exc:  # a simulated sub-run diverged: say where
+            raise exc.inside(self.scope, call_id, f"sub-run {name} at {call_id}") from exc

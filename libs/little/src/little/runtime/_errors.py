@@ -129,7 +129,8 @@ class SessionDivergedError(RuntimeIntegrityError):
 
 class SimulationDivergedError(RuntimeIntegrityError):
     """A simulated run (``little.runtime.simulate``) needed what its golden run cannot serve:
-    a model call (``miss_reason`` says why the record has none), a fresh value or a sub-run.
+    a model call (``miss_reason`` says why the record has none), a fresh value, a sub-run the
+    golden run did not start, or a request built otherwise than it recorded.
     Raised before anything is invoked."""
 
     def __init__(
@@ -145,6 +146,29 @@ class SimulationDivergedError(RuntimeIntegrityError):
         self.miss_reason = miss_reason
         self.place = place
         """The call's scope and rank in it: where the golden run's call would be."""
+
+    def inside(self, scope: str, call_id: str, label: str) -> SimulationDivergedError:
+        """This divergence of a sub-run, as its parent sees it: said to be in the sub-run
+        started at ``call_id`` from workflow scope ``scope``, its place in the sub-run's
+        scope as the parent's trace names it (``sub_run_scope``)."""
+        inner = self.place if self.place is not None else ("", 0)
+        return SimulationDivergedError(
+            f"{label}: {self}",
+            ordinal=None,  # the sub-run's ordinals are not the parent's
+            miss_reason=self.miss_reason,
+            place=(sub_run_scope(scope, call_id) + inner[0], inner[1]),
+        )
+
+
+SUB_RUN = "\x1f"
+"""Separates a sub-run's scopes from its parent's in a simulation's trace (a character no step
+name or call id holds)."""
+
+
+def sub_run_scope(scope: str, call_id: str) -> str:
+    """The scope a sub-run started at ``call_id`` from workflow scope ``scope`` stands for in
+    its parent's trace: its own scopes are written after it."""
+    return f"{scope}{SUB_RUN}{call_id}{SUB_RUN}"
 
 
 class WorkflowVersionError(RuntimeIntegrityError):

@@ -24,12 +24,14 @@ from collections.abc import Iterable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
+from little.events import LoggedEvent, ModelCalled, SessionStarted, SubRunReserved
 from little.replay import (
     AgentCall,
     MaterializedRunState,
     RecordedValue,
     SignalState,
     WaitState,
+    accepted_events,
 )
 from little.runtime._errors import SimulationDivergedError
 
@@ -56,6 +58,9 @@ have seen it. Calls after it are ``diverged``."""
 MISS_SUB_RUN = "sub-run-fresh"
 """A sub-run started before this call (its calls ran fresh, in a run of its own): this is
 the first call that could have seen what it did. Calls after it are ``diverged``."""
+MISS_REQUEST_CHANGED = "request-hash-changed"
+"""Simulation only: a served exchange's model turn builds another request hash than the
+golden run recorded for it (the canonical JSON or the request hash chain changed)."""
 MISS_LOG_UNREADABLE = "recorded-log-unreadable"
 """The source run's log stops being readable before this call (an undecodable record, or a
 broken stream): the reader stopped there, so nothing past it is proven."""
@@ -203,7 +208,7 @@ class RecordedCalls:
             return None, MISS_KEY
         if recorded.outcome != "succeeded":
             return None, MISS_RECORDED_FAILURE
-        if (side_effecting or recorded.side_effecting) and not SIMULATING.get():
+        if (side_effecting or recorded.side_effecting) and SIMULATING.get() is None:
             # (a simulation invokes nothing: serving the record repeats no effect)
             return None, MISS_SIDE_EFFECTING
         return recorded, None
@@ -214,9 +219,39 @@ class RecordedCalls:
         return recorded if recorded is not None and recorded.kind == kind else None
 
 
-SIMULATING: ContextVar[bool] = ContextVar("little_simulating", default=False)
+@dataclass(frozen=True)
+class Simulating:
+    """What a simulation knows of its golden runs beyond their records (``SIMULATING``)."""
+
+    requests: Mapping[tuple[str, str, int], str] = field(default_factory=dict)
+    """``(run, session, turn)``: the request hash the golden run recorded for that turn."""
+    sub_runs: Mapping[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+    """``(run, call id)``: the sub-run the golden run started there, and its workflow."""
+
+    @classmethod
+    def of(cls, runs: Mapping[str, Iterable[LoggedEvent]]) -> Simulating:
+        requests: dict[tuple[str, str, int], str] = {}
+        sub_runs: dict[tuple[str, str], tuple[str, str]] = {}
+        for run_id, events in runs.items():
+            for item in accepted_events(events):
+                e = item.event
+                if isinstance(e, SessionStarted) and e.session_id is not None:
+                    # a step's new attempt opens its session anew: its turns are the ones
+                    # its settled exchange (the one served) went through
+                    for key in [k for k in requests if k[:2] == (run_id, e.session_id)]:
+                        del requests[key]
+                elif isinstance(e, ModelCalled) and e.session_id is not None:
+                    requests[(run_id, e.session_id, e.turn)] = e.request_hash
+                elif isinstance(e, SubRunReserved) and e.call_id is not None:
+                    sub_runs.setdefault((run_id, e.call_id), (e.sub_run_id, e.workflow))
+        return cls(requests, sub_runs)
+
+
+SIMULATING: ContextVar[Simulating | None] = ContextVar("little_simulating", default=None)
 """Set while ``little.runtime.simulate`` runs a workflow: a call the record cannot serve is a
-divergence (``SimulationDivergedError``), never an invocation."""
+divergence (``SimulationDivergedError``), never an invocation; a sub-run is simulated against
+the golden run's sub-run at the same call; a served exchange's request hashes are checked
+against the golden run's."""
 
 
 @dataclass
@@ -286,13 +321,28 @@ class AgentCalls:
             self.misses.append(miss)
             self.causes[miss] = cause
 
-    def latch_here(self, scope: str, cause: str) -> None:
+    def latch_here(self, scope: str, cause: str, sub_run: tuple[str, str] | None = None) -> None:
         """For a replay: something fresh happened in workflow scope ``scope`` (a sub-run was
-        started): latch the replay as a missed call would at this point."""
-        if SIMULATING.get():
+        started): latch the replay as a missed call would at this point. In a simulation, a
+        sub-run (``(call id, workflow)``) the golden run started at the same call with the
+        same workflow is simulated against that one, so nothing fresh happens; any other is a
+        divergence."""
+        simulating = SIMULATING.get()
+        if simulating is not None:
+            golden = None
+            if sub_run is not None and self.source is not None:
+                golden = simulating.sub_runs.get((self.source.source_run_id, sub_run[0]))
+            if golden is not None and sub_run is not None and golden[1] == sub_run[1]:
+                return
+            if sub_run is None:
+                why = "the simulated run would do fresh work"
+            elif golden is None:
+                why = f"the golden run started no sub-run at {sub_run[0]}"
+            else:
+                why = f"the golden run's sub-run at {sub_run[0]} ran workflow {golden[1]}"
+            what = f"sub-run {sub_run[1]}" if sub_run is not None else cause
             raise SimulationDivergedError(
-                f"{cause} before call {self.next_ordinal}: the simulated run would do fresh "
-                "work (a sub-run runs in a run of its own, which has no record here)",
+                f"{what} before call {self.next_ordinal}: {why}",
                 ordinal=self.next_ordinal,
                 miss_reason=cause,
                 place=(scope, self._counts.get(scope, 0)),
@@ -314,6 +364,10 @@ class AgentCalls:
         self._by_node[node] = ordinal
         self._places[ordinal] = place
         return ordinal, place
+
+    def place_of(self, ordinal: int) -> Place:
+        """The place admission gave call ``ordinal``."""
+        return self._places[ordinal]
 
     @property
     def source_run_id(self) -> str | None:
@@ -344,7 +398,7 @@ class AgentCalls:
     ) -> tuple[AgentCall | None, str | None]:
         """For a replay: the source's call to serve, or the miss reason (which latches)."""
         if self.source is None:
-            if SIMULATING.get():
+            if SIMULATING.get() is not None:
                 raise SimulationDivergedError(
                     f"agent call {ordinal} ({node[0]}/{node[1]}#{node[2]}) would be invoked: "
                     "the simulated run has no record to serve it from",
@@ -365,7 +419,7 @@ class AgentCalls:
             recorded, reason = self.source.lookup(place, request_key, node, side_effecting)
         if reason is not None and (ordinal, scope, index) not in self.misses:
             self.misses.append((ordinal, scope, index))
-        if reason is not None and SIMULATING.get():
+        if reason is not None and SIMULATING.get() is not None:
             raise SimulationDivergedError(
                 f"agent call {ordinal} ({node[0]}/{node[1]}#{node[2]}) would be invoked: {reason}",
                 ordinal=ordinal,

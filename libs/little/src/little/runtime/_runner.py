@@ -67,6 +67,7 @@ from little.runtime._recorded import (
     REFUSED_TARGET_CHANGED,
     REFUSED_UNSAFE,
     REPLAY_MODES,
+    SIMULATING,
     AgentCalls,
     RecordedCalls,
 )
@@ -276,6 +277,10 @@ class Execution:
     async def run_sub(
         self, workflow: AnyWorkflow, sub_run_id: str, input: Any, call_id: str
     ) -> Any:
+        # a simulation simulates a sub-run against the golden run's sub-run at the same call
+        simulating, golden = SIMULATING.get(), None
+        if simulating is not None and self.agent_calls.source_run_id is not None:
+            golden = simulating.sub_runs.get((self.agent_calls.source_run_id, call_id))
         result = await execute(
             self.world,
             sub_run_id,
@@ -286,6 +291,7 @@ class Execution:
             parent_call_id=call_id,
             control=self.writer.control,  # stopping or cancelling a run stops its sub-runs too
             hold=self.waits.hold,
+            replay_from=None if golden is None else golden[0],
         )
         if result.status == "waiting":  # the sub-run let go of itself: so does its parent
             raise ExecutionSuspended(self.run_id, result.wake_at, result.waiting_for)
@@ -508,6 +514,11 @@ async def _execute_claimed(
         identity, refused, source = await asyncio.to_thread(
             _start_facts, world, workflow, replay_from, replay_mode
         )
+        if refused is not None and SIMULATING.get() is not None:
+            # a simulated sub-run whose replay is refused could only run fresh
+            raise SimulationDivergedError(
+                f"replay refused: {refused}", ordinal=None, miss_reason=refused
+            )
         started, at = await writer.emit(
             RunStarted,
             workflow=workflow.name,
@@ -692,7 +703,8 @@ def _replay_refusal(
             source_version=source.workflow_version,
             version=workflow.version,
         )
-    if not any(c.outcome is not None for c in source.agent_calls):
+    if not any(c.outcome is not None for c in source.agent_calls) and SIMULATING.get() is None:
+        # (a simulation is served the source's values, and any call is a divergence anyway)
         return refuse(REFUSED_NO_CALLS)
     return None, RecordedCalls.of(source, damage)
 

@@ -52,8 +52,14 @@ from little.runtime._errors import (
     BudgetExceededError,
     PanelMixedError,
     SessionDivergedError,
+    SimulationDivergedError,
 )
-from little.runtime._recorded import MISS_PANEL_MIXED, MISS_RECORD_UNUSABLE
+from little.runtime._recorded import (
+    MISS_PANEL_MIXED,
+    MISS_RECORD_UNUSABLE,
+    MISS_REQUEST_CHANGED,
+    SIMULATING,
+)
 from little.runtime._writer import FAULTS
 
 if TYPE_CHECKING:
@@ -129,12 +135,17 @@ class AgentSession:
         else:
             # Deferred: nothing acts on it before the session's first write-ahead record, which
             # carries it; a crash before that leaves no session, and the resume starts it anew.
+            # The system prompt is recorded (the manifest has its hash only), so every request
+            # can be rebuilt from the log (``little export --format chat-jsonl``).
+            system_json, system_ref = await self._x.store_text(canonical_json(self.system))
             self._defer(
                 SessionStarted,
                 session_name=self.name,
                 model=self._model_id,
                 manifest_json=canonical_json(self.manifest),
                 manifest_hash=self._manifest_hash,
+                system_json=system_json,
+                system_ref=system_ref,
             )
         return self
 
@@ -307,7 +318,7 @@ class AgentSession:
                 await self._x.writer.flush()
             raise
         added: list[Message] = result.get("messages") or []
-        self._advance_through(added)
+        self._advance_through(added, ticket.ordinal)
         answer: str | None = result.get("answer")
         self._answer = answer
         if not ticket.settled:  # served from the source run: record that it was
@@ -366,15 +377,31 @@ class AgentSession:
             model_calls=self._exchange_calls,
         )
 
-    def _advance_through(self, added: list[Message]) -> None:
+    def _advance_through(self, added: list[Message], ordinal: int) -> None:
         """Add a served exchange's messages and advance the session as the recorded exchange
         did: one turn, and one link of the request hash chain, per model answer in it (the
-        request of that turn being the conversation up to the answer)."""
+        request of that turn being the conversation up to the answer). In a simulation each
+        link is checked against the request hash the golden run recorded for that turn: a
+        changed canonical JSON or chain would build requests a resume of a recorded run
+        refuses (``SessionDivergedError``), so it is a divergence here."""
+        simulating = SIMULATING.get()
+        source = self._x.agent_calls.source_run_id
         for message in added:
             if message.get("role") == "assistant":
                 self.turns += 1
                 self._chain = chain_hash(self._chain, self._json_of(self._hashed_messages))
                 self._hashed_messages = len(self._messages)
+                if simulating is not None and source is not None:
+                    recorded = simulating.requests.get((source, self.session_id, self.turns))
+                    if recorded is not None and recorded != self._chain:
+                        raise SimulationDivergedError(
+                            f"agent call {ordinal} ({self.session_id}): turn {self.turns} "
+                            f"builds request {self._chain[:12]}... but the golden run "
+                            f"recorded {recorded[:12]}...: the request hash chain changed",
+                            ordinal=ordinal,
+                            miss_reason=MISS_REQUEST_CHANGED,
+                            place=self._x.agent_calls.place_of(ordinal),
+                        )
             self._messages.append(message)
 
     def _json_of(self, start: int) -> str:

@@ -10,20 +10,25 @@ run (one that calls a service itself, not through a session, reaches it). Then i
 (step order, branch sets, decision targets, agent-call request keys, the final outcome) is
 compared with the golden run's, and the first difference is the divergence. Beside it, what
 the golden run recorded from the divergent call on: what re-running from there would spend.
+
+The golden run is a run of a world (by id) or a golden file (``little.golden``): either way
+its sub-runs come with it, and a sub-run the simulated run starts at the same call is
+simulated against the golden run's, its trace compared inside its parent's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import tempfile
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from little._world import World, local_world
 from little.artifacts import ArtifactStore
@@ -37,15 +42,17 @@ from little.events import (
     RunCompleted,
     RunFailed,
     StepStarted,
+    SubRunReserved,
 )
+from little.golden import GoldenRun, golden_tree, read_golden
 from little.replay import (
     MaterializedRunState,
     accepted_events,
     materialize_run_state_from_events,
     price_usd,
 )
-from little.runtime._errors import SimulationDivergedError
-from little.runtime._recorded import SIMULATING
+from little.runtime._errors import SUB_RUN, SimulationDivergedError, sub_run_scope
+from little.runtime._recorded import SIMULATING, Simulating
 from little.runtime._registry import AnyWorkflow
 from little.runtime._runner import RunResult, _start_facts, load_json, run
 
@@ -78,18 +85,27 @@ class Simulation:
     """Model calls the golden run recorded from the divergent agent call on."""
     cost_after: Decimal | None = None
     """What those cost when recorded (None: some are unpriced, or none)."""
+    golden_file: str | None = None
+    """The golden file the golden run was read from (None: a run of a world)."""
 
     @property
     def identical(self) -> bool:
         return self.divergence is None
 
+    @property
+    def golden(self) -> str:
+        """The golden run as the report names it: its id, and its file if it came from one."""
+        if self.golden_file is None:
+            return self.golden_run_id
+        return f"{self.golden_run_id} (golden file {self.golden_file})"
+
     def lines(self) -> list[str]:
         """The readable report: one line if identical, else the diff and the price of it."""
         if self.divergence is None:
-            return [f"identical to {self.golden_run_id}"]
+            return [f"identical to {self.golden}"]
         d = self.divergence
         out = [
-            f"diverged from {self.golden_run_id} at trace entry {d.index}:",
+            f"diverged from {self.golden} at trace entry {d.index}:",
             f"  expected: {d.expected if d.expected is not None else '(the run had ended)'}",
             f"  got:      {d.got if d.got is not None else '(nothing: the run stopped here)'}",
         ]
@@ -119,6 +135,9 @@ class Entry:
     """For an agent call: its scope and rank among that scope's calls."""
     group: tuple[str, tuple[str, ...]] | None = None
     """For a parallel group: its path and branches."""
+    children: tuple[Entry, ...] = ()
+    """For a sub-run: its own trace, as entries of this one (their scopes after
+    ``sub_run_scope``, their text after the call id)."""
 
 
 def _scope_of(path: str | None, scopes: list[str]) -> str:
@@ -126,13 +145,18 @@ def _scope_of(path: str | None, scopes: list[str]) -> str:
     return next((s for s in sorted(scopes, key=len, reverse=True) if path.startswith(s)), "")
 
 
-def trace(events: Iterable[LoggedEvent], run_ids: Iterable[str] = ()) -> list[Entry]:
+def trace(
+    events: Iterable[LoggedEvent],
+    run_ids: Iterable[str] = (),
+    sub_runs: Callable[[str], Sequence[LoggedEvent]] | None = None,
+) -> list[Entry]:
     """What a run did, as comparable entries: each step visit, parallel group (its branch
-    set), decision and agent call (node and request key) once (a retry or a resume repeats
-    none), then how it ended. Only accepted events count. The order is canonical, not the
-    log's: each scope's entries in their order, and a group's branches expanded where the
+    set), decision, agent call (node and request key) and sub-run once (a retry or a resume
+    repeats none), then how it ended. Only accepted events count. The order is canonical, not
+    the log's: each scope's entries in their order, and a group's branches expanded where the
     group stands, in name order (sibling branches interleave by timing, and a served call
-    takes none). ``run_ids`` are written as ``<run>`` in failure messages."""
+    takes none); a sub-run's own trace (its events read with ``sub_runs``) follows its entry.
+    ``run_ids`` are written as ``<run>`` in failure messages."""
     seen: set[tuple[str, ...]] = set()
     scopes = [""]
     by_scope: dict[str, list[Entry]] = {}
@@ -183,6 +207,20 @@ def trace(events: Iterable[LoggedEvent], run_ids: Iterable[str] = ()) -> list[En
                     place=(scope, index),
                 ),
             )
+        elif isinstance(e, SubRunReserved):
+            scope = _scope_of(e.step_path, scopes)
+            prefix = sub_run_scope(scope, str(e.call_id))
+            children = (
+                ()
+                if sub_runs is None
+                else _nested(
+                    trace(sub_runs(e.sub_run_id), names, sub_runs), prefix, f"{e.call_id}> "
+                )
+            )
+            add(
+                ("sub-run", str(e.call_id)),
+                Entry(f"sub-run {e.workflow} at {e.call_id}", scope, children=children),
+            )
         elif isinstance(e, RunCompleted):
             output = e.output_json if e.output_ref is None else e.output_ref.sha256
             ending = [Entry(f"completed with {output}", "")]
@@ -195,12 +233,26 @@ def trace(events: Iterable[LoggedEvent], run_ids: Iterable[str] = ()) -> list[En
     def expand(scope: str) -> Iterator[Entry]:
         for entry in by_scope.get(scope, ()):
             yield entry
+            yield from entry.children
             if entry.group is not None:
                 path, branches = entry.group
                 for branch in sorted(branches):
                     yield from expand(f"{path}/{branch}/")
 
     return [*expand(""), *ending]
+
+
+def _nested(entries: list[Entry], prefix: str, label: str) -> tuple[Entry, ...]:
+    """A sub-run's trace as entries of its parent's: scopes and places after ``prefix``, text
+    after ``label``; no ordinal (the sub-run's calls are not the parent's)."""
+    return tuple(
+        Entry(
+            label + x.text,
+            prefix + x.scope,
+            place=None if x.place is None else (prefix + x.place[0], x.place[1]),
+        )
+        for x in entries
+    )
 
 
 class _Overlay(ArtifactStore):
@@ -256,53 +308,105 @@ def _first_difference(golden: list[Entry], got: list[Entry]) -> Divergence | Non
 
 
 def _ancestors(scope: str) -> set[str]:
-    """A scope and every scope enclosing it (``"fan/a/"``: itself and ``""``)."""
-    out, parts = {"", scope}, scope.split("/")
-    for n in range(2, len(parts), 2):
-        out.add("/".join(parts[:n]) + "/")
+    """A scope and every scope enclosing it (``"fan/a/"``: itself and ``""``), through the
+    sub-runs it is inside of (a sub-run's scopes are enclosed by the scope that started it)."""
+    out: set[str] = set()
+    levels = scope.split(SUB_RUN)  # a run's scope, then per sub-run: its call id, its scope
+    prefix = ""
+    for k in range(0, len(levels), 2):
+        parts = levels[k].split("/")
+        out.update({prefix, prefix + levels[k]})
+        for n in range(2, len(parts), 2):
+            out.add(prefix + "/".join(parts[:n]) + "/")
+        if k + 1 < len(levels):
+            prefix = prefix + sub_run_scope(levels[k], levels[k + 1])
     return out
 
 
+@overload
 async def simulate(
-    world: World, workflow: AnyWorkflow, golden_run_id: str, input: Any = _UNSET
+    world: World, workflow: AnyWorkflow, golden: str, input: Any = _UNSET
+) -> Simulation: ...
+
+
+@overload
+async def simulate(
+    world: World | None,
+    workflow: AnyWorkflow,
+    golden: os.PathLike[str] | GoldenRun,
+    input: Any = _UNSET,
+) -> Simulation: ...
+
+
+async def simulate(
+    world: World | None,
+    workflow: AnyWorkflow,
+    golden: str | os.PathLike[str] | GoldenRun,
+    input: Any = _UNSET,
 ) -> Simulation:
-    """Re-execute ``workflow`` against the golden run ``golden_run_id`` of ``world`` with
-    every call served from its record, never invoking a model or a tool; compare step order,
-    branch sets, decision targets, request keys and the outcome. ``input`` defaults to the
-    golden run's own."""
-
-    def read_golden() -> tuple[list[LoggedEvent], MaterializedRunState]:
-        events = list(world.read_run(golden_run_id))  # read once: folded, traced, copied
-        return events, materialize_run_state_from_events(events, run_id=golden_run_id)
-
-    golden_events, golden = await asyncio.to_thread(read_golden)
-    if golden.workflow is None:
-        raise ConfigurationError(
-            f"run {golden_run_id} has no RunStarted in {world.description}: nothing to simulate"
-        )
-    if input is _UNSET:
-        input = await load_json(world, golden.input_json, golden.input_ref)
-    _, refused, _ = await asyncio.to_thread(
-        _start_facts, world, workflow, golden_run_id, "repairable"
+    """Re-execute ``workflow`` against a golden run with every call served from its record,
+    never invoking a model or a tool; compare step order, branch sets, decision targets,
+    request keys (and, for served exchanges, their turns' request hashes), sub-runs and the
+    outcome. ``golden`` is a run id of ``world``, a golden file's path (``little.golden``: a
+    ``Path``, since a string is a run id; ``world`` is then not read) or a ``GoldenRun``
+    already read. ``input`` defaults to the golden run's own. A golden file that cannot be
+    read raises ``GoldenFileError``."""
+    under: ArtifactStore | None = None  # the golden world's store, read through an overlay
+    where: str
+    if isinstance(golden, GoldenRun):
+        source = golden
+        where = golden.where if golden.path is not None else "the GoldenRun given"
+    elif isinstance(golden, str):
+        if world is None:
+            raise ConfigurationError(
+                f"simulate: golden run {golden} is a run id, which needs its world (pass a "
+                "golden file as a Path)"
+            )
+        runs = await asyncio.to_thread(golden_tree, world, golden)
+        source = GoldenRun(golden, {golden: (), **{r: tuple(e) for r, e in runs.items()}}, {})
+        under, where = world.artifacts, world.description
+    else:
+        source = await asyncio.to_thread(read_golden, golden)
+        where = source.where
+    golden_run_id = source.run_id
+    state = await asyncio.to_thread(
+        materialize_run_state_from_events, source.events, run_id=golden_run_id
     )
-    run_id = f"sim_{uuid.uuid4().hex}"
-    expected = trace(golden_events, (golden_run_id, run_id))
-    if refused is not None:  # a refused replay would run fresh: nothing could be served
-        return Simulation(
-            golden_run_id,
-            Divergence(0, expected[0].text if expected else None, f"replay refused: {refused}"),
-            None,
+    if state.workflow is None:
+        raise ConfigurationError(
+            f"run {golden_run_id} has no RunStarted in {where}: nothing to simulate"
         )
+    file = None if source.path is None else str(source.path)
+    run_id = f"sim_{uuid.uuid4().hex}"
+    names = (golden_run_id, run_id)
+    expected, simulating = await asyncio.to_thread(  # folds over every golden event
+        lambda: (
+            trace(source.events, names, lambda r: source.runs.get(r, ())),
+            Simulating.of(source.runs),
+        )
+    )
     with tempfile.TemporaryDirectory(prefix="little-simulate-") as d:
         base = local_world(Path(d) / "world")
-        sandbox = dataclasses.replace(
-            base, artifacts=_Overlay(Path(d) / "artifacts", world.artifacts)
-        )
+        sandbox = base
+        if under is not None:
+            sandbox = dataclasses.replace(base, artifacts=_Overlay(Path(d) / "artifacts", under))
+        token = SIMULATING.set(simulating)
         try:
-            # re-encoded by the sandbox's codec: the golden world's framing (a schema
-            # registry's ids) means nothing there
-            await asyncio.to_thread(sandbox.append, [x.event for x in golden_events])
-            token = SIMULATING.set(True)
+            await asyncio.to_thread(_seed, sandbox, source)
+            if input is _UNSET:
+                input = await load_json(sandbox, state.input_json, state.input_ref)
+            _, refused, _ = await asyncio.to_thread(
+                _start_facts, sandbox, workflow, golden_run_id, "repairable"
+            )
+            if refused is not None:  # a refused replay would run fresh: nothing is served
+                return Simulation(
+                    golden_run_id,
+                    Divergence(
+                        0, expected[0].text if expected else None, f"replay refused: {refused}"
+                    ),
+                    None,
+                    golden_file=file,
+                )
             stopped: SimulationDivergedError | None = None
             result: RunResult | None = None
             try:
@@ -311,11 +415,13 @@ async def simulate(
                 )
             except SimulationDivergedError as exc:
                 stopped = exc
-            finally:
-                SIMULATING.reset(token)
-            got = trace(
-                await asyncio.to_thread(lambda: list(sandbox.read_run(run_id))),
-                (golden_run_id, run_id),
+        finally:
+            SIMULATING.reset(token)
+        try:
+            got = await asyncio.to_thread(
+                lambda: trace(
+                    list(sandbox.read_run(run_id)), names, lambda r: list(sandbox.read_run(r))
+                )
             )
         finally:
             base.close()
@@ -331,7 +437,11 @@ async def simulate(
         have = [x for x in got if x.scope in mine]
         first = _first_difference(earlier, have[: len(earlier)])
         if first is not None:
-            divergence = dataclasses.replace(first, index=expected.index(earlier[first.index]))
+            divergence = dataclasses.replace(
+                first,
+                index=expected.index(earlier[first.index]),
+                got=str(stopped) if first.got is None else first.got,  # it stopped there
+            )
         else:
             index = len(expected) if at is None else at
             want = expected[index] if index < len(expected) else None
@@ -344,8 +454,19 @@ async def simulate(
         if stopped.miss_reason == "wait-mismatch" and divergence.got is None:
             divergence = dataclasses.replace(divergence, got=str(stopped))  # stopped at the wait
     if divergence is None:
-        return Simulation(golden_run_id, None, result)
+        return Simulation(golden_run_id, None, result, golden_file=file)
     calls, cost = (0, None)
     if divergence.ordinal is not None:
-        calls, cost = _cost_from(golden, divergence.ordinal)
-    return Simulation(golden_run_id, divergence, result, calls, cost)
+        calls, cost = _cost_from(state, divergence.ordinal)
+    return Simulation(golden_run_id, divergence, result, calls, cost, golden_file=file)
+
+
+def _seed(sandbox: World, source: GoldenRun) -> None:
+    """The golden runs' events and artifacts, into the sandbox (blocking). Events are
+    re-encoded by the sandbox's codec: the golden world's framing (a schema registry's ids)
+    means nothing there."""
+    for events in source.runs.values():
+        if events:
+            sandbox.append([x.event for x in events])
+    for a in source.artifacts.values():
+        sandbox.artifacts.put(source.run_id, a.data, a.media_type)

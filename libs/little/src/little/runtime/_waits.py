@@ -221,7 +221,7 @@ class RunWaits:
         return await self._record_end(wait, golden.outcome, signal)
 
     async def _end(self, wait: WaitState) -> WaitState:
-        if SIMULATING.get():
+        if SIMULATING.get() is not None:
             return await self._simulated(wait)
         if wait.kind != "timer":
             signal = await self.take(signal_name(wait))

@@ -1,5 +1,6 @@
 """Conformance suites for little's storage ports, as test classes a backend subclasses; and
-``assert_replays``, a golden run as a regression test of a workflow.
+``assert_replays``, a golden run (a golden file, or a run of a world) as a regression test of a
+workflow.
 
 Every backend of the ``EventLog`` port (with the ``CursorStore`` of its topic) and of the
 ``SnapshotStore`` port must behave alike; these suites say how, and little's own backends
