@@ -17,7 +17,7 @@
     ├── RuntimeIntegrityError                        a run's log cannot stand in for the run
     │   ├── CapabilityDriftError                     a session's manifest changed since it started
     │   ├── SessionDivergedError   (little.runtime)  a resumed session built another request
-    │   ├── WorkflowVersionError   (little.runtime)  the run was started by another workflow version
+    │   ├── WorkflowVersionError   (little.runtime)  the version the run started on is not registered
     │   ├── SimulationDivergedError (little.runtime)  a simulated run needed a call its golden lacks
     │   ├── StreamIntegrityError   (little.replay)   seq gap or duplicate, event of another run, ...
     │   ├── ParallelBranchMismatchError  (little.replay)  a parallel group resolved other branches

@@ -253,7 +253,8 @@ def resume_here(
             )
         workflow = None
         if state.workflow is not None:
-            workflow = lookup(state.workflow, run_id=run_id)
+            # the version the run started on (several may be registered)
+            workflow = lookup(state.workflow, state.workflow_version, run_id=run_id)
         finish(world, asyncio.run(resume(world, run_id, workflow)), as_json)
 
 

@@ -23,7 +23,14 @@ from little.runtime._outer_loop import (
     load_manifest,
     outer_loop,
 )
-from little.runtime._registry import Workflow, lookup, register, registered, workflow
+from little.runtime._registry import (
+    Workflow,
+    lookup,
+    register,
+    registered,
+    versions,
+    workflow,
+)
 from little.runtime._runner import RunResult, claim, execute, fold_run_off_loop, resume, run
 from little.runtime._session import AgentSession, workflow_tool
 from little.runtime._simulate import Divergence, Simulation, simulate
@@ -64,6 +71,7 @@ __all__ = [
     "resume",
     "run",
     "simulate",
+    "versions",
     "workflow",
     "workflow_tool",
 ]

@@ -147,4 +147,25 @@ class SimulationDivergedError(RuntimeIntegrityError):
 
 
 class WorkflowVersionError(RuntimeIntegrityError):
-    """The run was started by another version of its workflow than the one registered now."""
+    """The run was started by a version of its workflow that is not the one given, and not
+    registered in this process (or a new run found only ``resume_only`` versions).
+
+    ``workflow`` and ``version`` are what the run needs (``version`` None: any version a new
+    run may use), ``registered`` the versions of that name registered here, ``run_id`` the
+    run (None for a bare lookup). Terminal here: the fix is deploying that version again.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        workflow: str | None = None,
+        version: str | None = None,
+        registered: Iterable[str] = (),
+        run_id: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.workflow = workflow
+        self.version = version
+        self.registered = tuple(registered)
+        self.run_id = run_id
