@@ -23,6 +23,7 @@ from little.events import (
     ModelFailed,
     ModelResponded,
     ParallelBranchScheduled,
+    PatchMarked,
     RunCancelled,
     RunClaimed,
     RunCompleted,
@@ -48,6 +49,7 @@ from little.replay._state import (
     MaterializedRunState,
     ModelTurn,
     ParallelGroup,
+    PatchMark,
     RecordedValue,
     SessionState,
     StepState,
@@ -128,6 +130,7 @@ class _Fold:
         self.values = list(start.values)
         self.artifacts = list(start.artifacts)
         self.agent_calls: dict[int, AgentCall] = {c.ordinal: c for c in start.agent_calls}
+        self.patches = list(start.patches)
         # (partition, offset) of the last item applied: a LogPosition is built only where one
         # is stored (freeze, a step's completion, an error), not for every event
         self.start_position = start.last_position
@@ -188,6 +191,7 @@ class _Fold:
                 "values": tuple(self.values),
                 "artifacts": tuple(self.artifacts),
                 "agent_calls": tuple(self.agent_calls.values()),
+                "patches": tuple(self.patches),
             },
         )
 
@@ -355,6 +359,13 @@ class _Fold:
                 admitted_calls=len(self.agent_calls),
             )
         )
+
+    def patch(self, e: PatchMarked) -> None:
+        mark = construct(
+            PatchMark, patch_id=e.patch_id, scope=e.scope, step_path=e.step_path, visit=e.visit
+        )
+        if mark not in self.patches:  # the first mark of a patch in a scope is the one
+            self.patches.append(mark)
 
     # -- harness sessions --------------------------------------------------------------------
 
@@ -559,6 +570,7 @@ _HANDLERS: dict[type[Event], Callable[[_Fold, Any], None]] = {
     ArtifactCommitted: _Fold.artifact,
     SubRunReserved: _Fold.sub_run,
     ValueRecorded: _Fold.value,
+    PatchMarked: _Fold.patch,
     SessionStarted: _Fold.session_started,
     SessionCompleted: _Fold.session_completed,
     ModelCalled: _Fold.model_called,

@@ -18,7 +18,7 @@ StepStatus = Literal["pending", "running", "completed", "failed"]
 CallStatus = Literal["called", "responded", "failed"]
 ToolStatus = Literal["started", "succeeded", "failed"]
 
-STATE_VERSION = 9
+STATE_VERSION = 10
 """Bumped whenever the shape or meaning of the state changes; older snapshots are ignored.
 
 2: ``replay_source_run_id`` and ``replay_refused_reason`` (RunStarted v2). A version-1
@@ -37,6 +37,8 @@ would be refused as ``identity-coverage-unproven``. ``SubRun.admitted_calls``: a
 snapshot would let a resumed replay serve past a sub-run.
 9: ``interrupted_model_calls`` / ``interrupted_tool_calls``: an older snapshot would count
 none of the calls in flight at the crashes before it.
+10: ``patches`` (PatchMarked): an older snapshot of a run that passed a patch would answer
+``ctx.patched`` as for a run recorded before the patch.
 """
 
 
@@ -312,6 +314,18 @@ class RecordedValue(_Frozen):
     """Agent calls admitted before it in log order (where it stands among the calls)."""
 
 
+class PatchMark(_Frozen):
+    """A patch the run passed on its new path (``PatchMarked``), in one scope."""
+
+    patch_id: str
+    scope: str = ""
+    """The workflow scope ("" the run, a parallel branch's path); for a step, the scope the
+    step runs in."""
+    step_path: str | None = None
+    """The step, when the patch was met inside one (``visit`` is its visit)."""
+    visit: int | None = None
+
+
 class CommittedArtifact(_Frozen):
     name: str
     ref: ArtifactRef
@@ -389,6 +403,8 @@ class MaterializedRunState(_Frozen):
     values: tuple[RecordedValue, ...] = ()
     artifacts: tuple[CommittedArtifact, ...] = ()
     agent_calls: tuple[AgentCall, ...] = ()
+    patches: tuple[PatchMark, ...] = ()
+    """Patches the run passed on their new path (``ctx.patched``), first marks only."""
     agent_calls_defect: str | None = None
     """The first defect of the agent-call record (an ordinal admitted twice), naming the
     event; the first admission is kept, never overwritten. (A call settled again is not one:
