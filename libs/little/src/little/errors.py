@@ -31,6 +31,7 @@
     ├── LoopLimitError             (little.runtime)  a step was visited more than its max_visits
     ├── PanelMixedError            (little.runtime)  a replayed panel's legs were recorded and fresh
     ├── BranchStopped              (little.runtime)  a sibling branch failed: stopped, not failed
+    ├── PatchDeprecatedError       (little.runtime)  a run on a patch's old path met deprecate_patch
     └── ToolError                  (little.harness)  a tool's failure, reported to the model
 
 The drawing is the class hierarchy (a test holds it to the code): indentation is inheritance

@@ -169,3 +169,22 @@ class WorkflowVersionError(RuntimeIntegrityError):
         self.version = version
         self.registered = tuple(registered)
         self.run_id = run_id
+
+
+class PatchDeprecatedError(LittleError):
+    """A run recorded without a patch's marker reached ``deprecate_patch`` of that patch: it
+    took the old path there, which the code no longer has. Terminal: the run fails (keep
+    ``if ctx.patched(...)`` with the old path until such runs end)."""
+
+    retryable = False
+
+    def __init__(self, run_id: str, patch_id: str, scope: str) -> None:
+        super().__init__(
+            f"run {run_id} passed patch {patch_id!r} (in {scope}) before the patch existed, "
+            f"so it took the old path there, and this code has only the new one "
+            f"(deprecate_patch({patch_id!r})): keep `if ctx.patched({patch_id!r}): ... else: "
+            "<the old path>` until the runs recorded without it have ended"
+        )
+        self.run_id = run_id
+        self.patch_id = patch_id
+        self.scope = scope

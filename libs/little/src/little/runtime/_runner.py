@@ -49,12 +49,14 @@ from little.runtime._errors import (
     BudgetExceededError,
     ClaimRejectedError,
     PanelMixedError,
+    PatchDeprecatedError,
     RunNotStartedError,
     SimulationDivergedError,
     StepFailedError,
     SubRunFailedError,
     WorkflowVersionError,
 )
+from little.runtime._patches import Patches
 from little.runtime._recorded import (
     MODE_REPAIRABLE,
     MODE_STRICT,
@@ -164,6 +166,8 @@ class Execution:
         """Model calls reserved by fresh panels' legs and not made yet (``reserve_calls``)."""
         self.agent_calls = AgentCalls.of(replayed, source)
         """Agent-call admission, and recorded-call replay from ``source``."""
+        self.patches = Patches(replayed, None if source is None else source.state)
+        """``ctx.patched`` answers, decided against the state as claimed."""
         self.values: dict[tuple[str | None, int], RecordedValue | ValueRecorded] = {}
         """This run's recorded values by place: those of its log, then those it records now
         (a retried step's second attempt reads the first attempt's)."""
@@ -258,6 +262,7 @@ class Execution:
             | RuntimeIntegrityError
             | BudgetExceededError
             | PanelMixedError
+            | PatchDeprecatedError
             | BranchStopped
             | ExecutionStopped,
         )
