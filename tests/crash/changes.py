@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+
 from little.runtime import StepContext, WorkflowContext, workflow
 
 PATCHED = "tests.crash.changes.patched"

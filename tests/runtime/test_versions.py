@@ -23,6 +23,7 @@ from little.runtime import (
     Workflow,
     WorkflowContext,
     WorkflowVersionError,
+    _registry,  # test clean-up only
     execute,
     lookup,
     register,
@@ -32,7 +33,6 @@ from little.runtime import (
     versions,
     workflow,
 )
-from little.runtime import _registry  # test clean-up only
 
 _names = itertools.count()
 
@@ -80,8 +80,10 @@ def test_several_versions_of_a_name_are_registered_and_the_newest_starts_new_run
     v1 = workflow(name, version="1")(flow("v1"))
     v2 = workflow(name, version="2")(flow("v2"))
     assert list(versions(name).items()) == [("1", v1), ("2", v2)]
-    assert registered()[name] is v2 and lookup(name) is v2
-    assert lookup(name, "1") is v1 and lookup(name, "2") is v2
+    assert registered()[name] is v2
+    assert lookup(name) is v2
+    assert lookup(name, "1") is v1
+    assert lookup(name, "2") is v2
     assert register(v1) is v1  # the same workflow again changes nothing
     assert lookup(name) is v2
     with pytest.raises(TypeError):
@@ -91,7 +93,8 @@ def test_several_versions_of_a_name_are_registered_and_the_newest_starts_new_run
 def test_a_resume_only_version_never_starts_a_new_run_whatever_the_order(name: str) -> None:
     v2 = workflow(name, version="2")(flow("v2"))
     v1 = workflow(name, version="1", resume_only=True)(flow("v1"))  # registered after v2
-    assert lookup(name) is v2 and registered()[name] is v2
+    assert lookup(name) is v2
+    assert registered()[name] is v2
     assert lookup(name, "1") is v1
     assert list(versions(name)) == ["2", "1"]
 
