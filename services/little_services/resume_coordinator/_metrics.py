@@ -28,6 +28,12 @@ class Metrics:
             "lacks, an integrity error): not resumed until a ResumeRun or another coordinator.",
             registry=r,
         )
+        self.version_missing = Counter(
+            "little_coordinator_runs_failed_version_missing_total",
+            "Runs failed because the version of their workflow they started on is not "
+            "registered here (LITTLE_MISSING_VERSION=fail).",
+            registry=r,
+        )
         self.calls = Counter(
             "little_coordinator_calls_total",
             "Model and tool calls made in owned partitions (kind: model, tool), whoever made "
