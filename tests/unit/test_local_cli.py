@@ -230,6 +230,14 @@ def test_resume_after_a_deploy_of_a_new_version_runs_the_version_the_run_started
             LITTLE_CRASH_AFTER_CALL="1",
         )  # fmt: skip
         assert killed.returncode == -9, killed.stdout + killed.stderr
+    running = little(project, "runs", "--status", "running", "--json")
+    rows = [json.loads(line) for line in running.stdout.splitlines()]
+    # what an operator asks before dropping v1: which runs in flight started on it
+    assert [(r["run_id"], r["workflow_version"]) for r in rows] == [
+        ("run_v", "1"),
+        ("run_gone", "1"),
+    ]
+    assert "brief v1" in little(project, "runs").stdout
     keep = '@workflow("brief", version="1", resume_only=True)'
     (project / "flows.py").write_text(VERSIONED.replace("{keep}", keep))
     resumed = little(project, "resume", "run_v", "--workflows", "flows", "--json")
