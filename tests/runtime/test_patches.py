@@ -141,6 +141,9 @@ def test_a_new_run_records_the_patch_and_takes_the_new_path(world: little.World)
     (mark,) = marks(world, "run-new")
     assert (mark.patch_id, mark.scope, mark.step_path, mark.visit) == ("rank-facts", "", None, None)
     assert fold_run(world, "run-new")[0].patches == (PatchMark(patch_id="rank-facts"),)
+    replayed = little.replay_run(world, "run-new")  # the pure fold reads it back
+    assert replayed.state.patches == (PatchMark(patch_id="rank-facts"),)
+    assert replayed.completed_step_paths == ("search", "rank", "summarize")
 
 
 def test_a_run_recorded_before_the_patch_keeps_the_old_path(world: little.World) -> None:
