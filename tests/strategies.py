@@ -37,6 +37,7 @@ from little.events import (
     ModelFailed,
     ModelResponded,
     ParallelBranchScheduled,
+    PatchMarked,
     RunCancelled,
     RunClaimed,
     RunCompleted,
@@ -228,7 +229,7 @@ _TURNS = st.sampled_from([1, 2, 0, 3])
 _OUTCOMES = st.sampled_from(["responded", "responded", "replayed", "failed"])
 _TOOLS = st.sampled_from(["search", "write_file"])
 _EXTRAS = st.lists(
-    st.sampled_from(["session", "session", "artifact", "value", "sub_run", "agent_call"]),
+    st.sampled_from(["session", "session", "artifact", "value", "sub_run", "agent_call", "patch"]),
     max_size=2,
 )
 _VALUE_KINDS = st.sampled_from(["now", "random", "uuid"])
@@ -454,6 +455,9 @@ class _Program:
                     )
                 )
                 self.values += 1
+            elif kind == "patch":  # a patch asked inside the step (twice: one mark is kept)
+                patch = {"step_path": step_path, "patch_id": "p", "scope": "", "visit": 1}
+                specs += [(PatchMarked, patch), (PatchMarked, patch)]
             elif kind == "sub_run":
                 specs.append(
                     (

@@ -4,7 +4,9 @@
 a run; ``python -m tests.crash.runner DATA_DIR RUN_ID resume`` resumes one by the workflow
 name in its log; ``... PREFIX many N`` starts (or resumes) the runs ``PREFIX-0..N-1`` of the
 ``busy`` workflow all at once in this one process; ``... replay-pipeline VERSION EDITS_JSON INPUT_JSON [SOURCE_RUN_ID]`` starts
-or resumes a run of the recorded-call replay tests' pipeline (``tests.runtime``); ``... panel VERSION EDITS_JSON INPUT_JSON [SOURCE_RUN_ID]`` the
+or resumes a run of the recorded-call replay tests' pipeline (``tests.runtime``); ``... changes
+FORM WORKFLOW INPUT_JSON`` registers one deploy of the code-change tests' pipeline
+(``tests.crash.changes``) and starts or resumes a run of WORKFLOW on it; ``... panel VERSION EDITS_JSON INPUT_JSON [SOURCE_RUN_ID]`` the
 same for the panel tests' workflow (research, then a panel of three judges). The crash hooks (``LITTLE_CRASH_AFTER_EVENT`` / ``LITTLE_CRASH_AFTER_CALL``)
 come from the environment; the result is printed as one JSON line after ``RESULT``.
 """
@@ -55,6 +57,12 @@ def main(argv: list[str]) -> int:
             results = asyncio.run(_many(world, run_id, int(rest[0])))
             print(RESULT + json.dumps({"statuses": [r.status for r in results]}))
             return 0
+        elif mode == "changes":  # FORM WORKFLOW INPUT_JSON: start or resume on that deploy
+            from tests.crash import changes
+
+            form, name, input_json = rest
+            changes.deploy(form)
+            result = asyncio.run(run(world, lookup(name), json.loads(input_json), run_id=run_id))
         elif mode == "replay-pipeline":  # VERSION EDITS_JSON INPUT_JSON [SOURCE_RUN_ID]
             from tests.runtime import replay_workflows
 

@@ -20,7 +20,13 @@ def test_readme_python_blocks_run(tmp_path: Path) -> None:
             capture_output=True,
             text=True,
             cwd=tmp_path,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
+            # the repository, then the code under test (not whatever is installed)
+            env={
+                **os.environ,
+                "PYTHONPATH": os.pathsep.join(
+                    filter(None, [str(REPO), os.environ.get("PYTHONPATH")])
+                ),
+            },
             timeout=120,
         )
         assert out.returncode == 0, f"README python block {i} failed:\n{out.stderr}"

@@ -3,6 +3,7 @@ the library and the services read; the services answer --help with their setting
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -82,7 +83,12 @@ def test_a_service_answers_help_with_its_settings_and_does_not_start(prog: str) 
         capture_output=True,
         text=True,
         timeout=60,
-        env={"PATH": "/usr/bin:/bin", "LITTLE_KAFKA_BOOTSTRAP": "127.0.0.1:1"},
+        env={
+            "PATH": "/usr/bin:/bin",
+            "LITTLE_KAFKA_BOOTSTRAP": "127.0.0.1:1",
+            # the code under test (the one these tests import), not whatever is installed
+            **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"},
+        },
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith(f"usage: {prog}\n")

@@ -251,6 +251,12 @@ def _body(raw: bytes) -> Any:
         return raw.decode(errors="replace")
 
 
+def pythonpath() -> str:
+    """The repository, then the PYTHONPATH of the tests: a child process runs the code under
+    test (the one these tests import), not whatever the interpreter has installed."""
+    return os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+
+
 def spawn_coordinator(
     name: str,
     *,
@@ -268,7 +274,7 @@ def spawn_coordinator(
     env = {
         "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
         "HOME": os.environ.get("HOME", "/tmp"),
-        "PYTHONPATH": str(REPO),
+        "PYTHONPATH": pythonpath(),
         **topic_env(bootstrap, topics),
         "LITTLE_COORDINATOR_GROUP": group,
         "LITTLE_COORDINATOR_ID": name,
@@ -443,7 +449,7 @@ def spawn_writer(
     """Execute ``run_id`` (a chat run) in a process of its own, outside any coordinator."""
     env = {
         "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
-        "PYTHONPATH": str(REPO),
+        "PYTHONPATH": pythonpath(),
         "LITTLE_KAFKA_BOOTSTRAP": bootstrap,
         "LITTLE_DATA_DIR": str(workdir / "data"),
         "COORDINATOR_TEST_TOPICS": json.dumps(topics),

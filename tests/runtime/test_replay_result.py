@@ -29,7 +29,7 @@ def world(tmp_path: Path) -> Iterator[little.World]:
 
 
 def version(**edits: str) -> Any:
-    return rw.version(f"r{next(_versions)}", **edits)
+    return rw.version(f"rr{next(_versions)}", **edits)
 
 
 def folded(world: little.World, result: RunResult) -> ReplayEnvelope:

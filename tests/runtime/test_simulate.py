@@ -162,11 +162,11 @@ def test_parallel_branches_simulate_identically_whatever_their_timing(
     """Sibling branches interleave by how long their calls take, and a served call takes
     none: the trace is compared per scope, branches in name order, so the same code is
     identical whichever branch was slow when the golden run was recorded."""
-    source = asyncio.run(run(world, rw.fanned(f"f{next(_versions)}", slow=slow), "Kafka"))
+    source = asyncio.run(run(world, rw.fanned(f"sf{next(_versions)}", slow=slow), "Kafka"))
     assert source.status == "completed"
-    sim = asyncio.run(simulate(world, rw.fanned(f"f{next(_versions)}", slow=slow), source.run_id))
+    sim = asyncio.run(simulate(world, rw.fanned(f"sf{next(_versions)}", slow=slow), source.run_id))
     assert sim.identical, sim.lines()
-    edited = rw.fanned(f"f{next(_versions)}", slow=slow, b="Contrarian angle on ")
+    edited = rw.fanned(f"sf{next(_versions)}", slow=slow, b="Contrarian angle on ")
     d = asyncio.run(simulate(world, edited, source.run_id)).divergence
     assert d is not None
     assert d.got is not None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, assert_type
 
@@ -24,6 +25,7 @@ from little.runtime import (
     lookup,
     registered,
     run,
+    versions,
     workflow,
 )
 
@@ -76,6 +78,20 @@ async def _panel_not_run(step: StepContext) -> None:
     await step.panel([a])  # type: ignore[list-item]
 
 
+async def _patched_not_run(ctx: WorkflowContext, step: StepContext) -> None:
+    """Patches: a plain bool, on the workflow's scopes and inside steps; ids are strings."""
+    assert_type(ctx.patched("rank-facts"), bool)
+    assert_type(step.patched("two-drafts"), bool)
+    assert_type(ctx.deprecate_patch("rank-facts"), None)
+    ctx.patched(1)  # type: ignore[arg-type]
+
+
+@workflow("typed_brief", version="0", resume_only=True)
+async def brief_v0(ctx: WorkflowContext, topic: str) -> dict[str, Any]:
+    """An older version, kept to resume the runs it started."""
+    return {"parts": await ctx.step("outline", outline, topic), "answer": None}
+
+
 async def main(data_dir: Path) -> MaterializedRunState:
     world = local_world(data_dir, partitions=2)
     assert_type(world, World)
@@ -94,7 +110,10 @@ async def main(data_dir: Path) -> MaterializedRunState:
         assert_type(envelope.diverged_at_node, tuple[str | None, str | None, int | None] | None)
         assert not envelope.replayed
     assert lookup("typed_brief") is brief is typed
-    assert registered()["typed_brief"] is brief
+    assert registered()["typed_brief"] is brief  # the newest registered without resume_only
+    assert_type(versions("typed_brief"), Mapping[str, Workflow[..., Any]])
+    assert list(versions("typed_brief")) == ["1", "0"]
+    assert lookup("typed_brief", "0") is brief_v0
     assert list(inspect.signature(brief).parameters) == ["ctx", "topic"]
     return state
 

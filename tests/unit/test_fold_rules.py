@@ -28,6 +28,7 @@ from little.events import (
     ModelCalled,
     ModelFailed,
     ModelResponded,
+    PatchMarked,
     RunCancelled,
     RunClaimed,
     RunCompleted,
@@ -954,6 +955,26 @@ def test_evolve_builds_what_model_copy_builds() -> None:
 def test_evolve_refuses_an_unknown_field() -> None:
     with pytest.raises(TypeError, match=r"unknown \['stauts'\]"):
         evolve(LogPosition(partition=0, offset=1), stauts="x")
+
+
+# -- patches (PatchMarked) -------------------------------------------------------------------
+
+
+def test_a_patch_is_kept_once_per_scope_in_log_order() -> None:
+    log = started()
+    log.add(PatchMarked, patch_id="rank", scope="")
+    log.add(PatchMarked, patch_id="rank", scope="g/a/")
+    log.add(PatchMarked, patch_id="rank", scope="", step_path="write", visit=2)
+    log.add(PatchMarked, patch_id="rank", scope="")  # the same mark again: the first stands
+    log.add(PatchMarked, patch_id="other", scope="")
+    state = log.fold()
+    assert [(m.patch_id, m.scope, m.step_path, m.visit) for m in state.patches] == [
+        ("rank", "", None, None),
+        ("rank", "g/a/", None, None),
+        ("rank", "", "write", 2),
+        ("other", "", None, None),
+    ]
+    assert state.last_seq == 5  # a mark is an ordinary event of the chain
 
 
 # -- parking (RunParked) ---------------------------------------------------------------------

@@ -204,3 +204,52 @@ def test_bad_input_is_one_line_and_records_nothing(project: Path) -> None:
     assert failed.returncode == 1
     assert "run run_f: failed" in failed.stdout
     assert failed.stderr.startswith("error: run run_f failed: ValueError: no luck with 7")
+
+
+VERSIONED = FLOWS.replace(
+    '@workflow("brief")\nasync def brief(', "{keep}\nasync def brief_v1("
+).replace(
+    '@workflow("broken")',
+    """@workflow("brief", version="2")
+async def brief(ctx, topic):
+    facts = await ctx.step("research", ask, "research", "Facts on " + topic)
+    return "v2: " + await ctx.step("write", ask, "write", "Write briefly: " + str(facts))
+
+
+@workflow("broken")""",
+)
+"""flows.py after the deploy of v2 of brief: v1 kept as it was, under ``{keep}``."""
+
+
+def test_resume_after_a_deploy_of_a_new_version_runs_the_version_the_run_started_on(
+    project: Path,
+) -> None:
+    for run_id in ("run_v", "run_gone"):
+        killed = little(
+            project, "run", "flows:brief", "--input", '"Kafka"', "--run-id", run_id,
+            LITTLE_CRASH_AFTER_CALL="1",
+        )  # fmt: skip
+        assert killed.returncode == -9, killed.stdout + killed.stderr
+    running = little(project, "runs", "--status", "running", "--json")
+    rows = [json.loads(line) for line in running.stdout.splitlines()]
+    # what an operator asks before dropping v1: which runs in flight started on it
+    assert [(r["run_id"], r["workflow_version"]) for r in rows] == [
+        ("run_v", "1"),
+        ("run_gone", "1"),
+    ]
+    assert "brief v1" in little(project, "runs").stdout
+    keep = '@workflow("brief", version="1", resume_only=True)'
+    (project / "flows.py").write_text(VERSIONED.replace("{keep}", keep))
+    resumed = little(project, "resume", "run_v", "--workflows", "flows", "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["output"] == "write answer"  # v1's: no "v2: "
+    fresh = little(project, "run", "brief", "--workflows", "flows", "--input", '"Kafka"')
+    assert fresh.returncode == 0, fresh.stderr
+    assert '"v2: write answer"' in fresh.stdout
+
+    (project / "flows.py").write_text(VERSIONED.replace("{keep}", ""))  # v1 dropped
+    one_line_error(
+        little(project, "resume", "run_gone", "--workflows", "flows"),
+        "run run_gone was started by workflow brief v1, which is not registered in this "
+        "process (registered versions: 2); keep that version registered",
+    )

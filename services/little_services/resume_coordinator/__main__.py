@@ -12,6 +12,7 @@ import signal
 import sys
 
 import structlog
+from pydantic import ValidationError
 
 from little import tune_gc
 from little.errors import ConfigurationError, LittleError
@@ -60,11 +61,29 @@ SUMMARY = (
 )
 
 
+def settings_from_environment() -> CoordinatorSettings:
+    """``CoordinatorSettings()``; a value that does not validate is a ``ConfigurationError``
+    naming each variable and what it should be (one line, not a traceback)."""
+    try:
+        return CoordinatorSettings()
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{_variable(error['loc'])}: {error['msg']} (got {error.get('input')!r})"
+            for error in exc.errors()
+        )
+        raise ConfigurationError(f"bad settings: {problems}") from None
+
+
+def _variable(loc: tuple[int | str, ...]) -> str:
+    name = str(loc[0]).upper() if loc else "?"
+    return name if name.startswith("LITTLE_") else f"LITTLE_{name}"
+
+
 def main() -> None:
     handle_arguments("little-resume-coordinator", SUMMARY, CoordinatorSettings, sys.argv[1:])
     configure(json=True)
     try:
-        settings = CoordinatorSettings()
+        settings = settings_from_environment()
         code = asyncio.run(serve(settings))
     except LittleError as exc:
         log.error("coordinator_failed", error=str(exc))

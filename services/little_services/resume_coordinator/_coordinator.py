@@ -31,7 +31,7 @@ from little.commands import (
     decode_command,
 )
 from little.errors import LittleError, LogError, RuntimeIntegrityError
-from little.events import ModelResponded, RunParked, SignalSent
+from little.events import ModelResponded, RunFailed, RunParked, SignalSent
 from little.log import partition_for
 from little.replay import (
     MaterializedRunState,
@@ -54,6 +54,7 @@ from little.runtime import (
     fold_run_off_loop,
     prepare_signal,
     registered,
+    versions,
 )
 from little_services.resume_coordinator._consumers import CommandConsumer, RunEvent, RunsTail
 from little_services.resume_coordinator._metrics import Metrics
@@ -223,7 +224,11 @@ class Coordinator:
             lease_seconds=self.lease,
             world=self.world.description,
             snapshots_topic=self.settings.snapshots_topic,
-            workflows=[f"{w.name} v{w.version}" for _, w in sorted(registered().items())],
+            workflows=[
+                f"{name} v{version}" + (" (resume only)" if wf.resume_only else "")
+                for name in sorted(registered())
+                for version, wf in versions(name).items()
+            ],
         )
         await stop.wait()
         await self.shutdown()
@@ -606,14 +611,19 @@ class Coordinator:
                 log.info("sub_run_skipped", run_id=run_id, parent_run_id=state.parent_run_id)
                 return "sub_run"  # executed inline by its parent's execution, never on its own
         name = state.workflow if state is not None and state.workflow else None
+        started = name is not None
         if name is None and start is not None:
             name = start.workflow
+        # a new run takes the version a new run uses; a started one, the version its log names
+        # (``execute`` finds it among the name's registered versions)
         workflow = registered().get(name) if name is not None else None
-        if workflow is None and not control.cancelled:
-            if name is None:
-                log.warning("run_not_started", run_id=run_id, hint="no RunStarted and no StartRun")
-                return "not_started"
-            error = UnknownWorkflowError(
+        if name is None and not control.cancelled:
+            log.warning("run_not_started", run_id=run_id, hint="no RunStarted and no StartRun")
+            return "not_started"
+        if name is not None and not versions(name) and not control.cancelled:
+            # No version of it here: a deployment that forgot a module, most likely. Parked,
+            # so a coordinator that has it takes the run up.
+            error: LittleError = UnknownWorkflowError(
                 name,
                 registered(),
                 run_id=run_id,
@@ -623,6 +633,18 @@ class Coordinator:
             )
             version = state.workflow_version if state is not None else None
             return await self._park(entry, error, workflow=name, version=version)
+        if workflow is None and not started and not control.cancelled:
+            # a new run of a name registered here only in resume_only versions
+            assert name is not None
+            error = WorkflowVersionError(
+                f"workflow {name} has only resume_only versions in resume coordinator "
+                f"{self.owner} ({', '.join(versions(name))}): a new run needs a version "
+                "registered without resume_only",
+                workflow=name,
+                registered=versions(name),
+                run_id=run_id,
+            )
+            return await self._park(entry, error, workflow=name, version=None)
         try:
             result = await execute(
                 self.world,
@@ -640,13 +662,14 @@ class Coordinator:
             if result.status == "waiting":
                 entry.wake_at = result.wake_at
         except WorkflowVersionError as exc:
-            if start is None:  # the run needs another version of its workflow than ours
-                assert state is not None
-                return await self._park(
-                    entry, exc, workflow=state.workflow, version=state.workflow_version
-                )
-            # A StartRun naming another workflow than the existing run's: the run exists, so
-            # the StartRun means "resume it", with the workflow its log names.
+            if start is None and exc.run_id == run_id:
+                # The version the run started on is not registered here.
+                return await self._version_missing(entry, exc)
+            if start is None:  # a sub-run's: parked with its parent, as integrity errors are
+                raise
+            # A StartRun of a run that exists already (naming another workflow, or a version
+            # of its workflow it did not start on): the StartRun means "resume it", with the
+            # workflow and version its log names.
             state = await fold_run_off_loop(self.world, run_id)
             log.warning("start_run_of_existing_run", run_id=run_id, workflow=start.workflow)
             return await self._execute(entry, local, None, state)
@@ -683,6 +706,54 @@ class Coordinator:
             error=str(error),
         )
         return "parked"
+
+    async def _version_missing(self, entry: Tracked, exc: WorkflowVersionError) -> str:
+        """The run started on a version of its workflow that is not registered here, though
+        the workflow is. By ``LITTLE_MISSING_VERSION``: ``fail`` (the default) ends it with
+        ``RunFailed`` naming the version and what is registered (its code is gone: a
+        coordinator fleet runs one configuration, so no other member has it either, and
+        retrying would loop); ``park`` leaves it, recorded, for a coordinator that has that
+        version (a fleet mid-way through a deploy, a canary)."""
+        where = f"resume coordinator {self.owner}"
+        message = (
+            f"run {entry.run_id} was started by workflow {exc.workflow} v{exc.version}, which "
+            f"is not registered in {where} (registered versions: "
+            f"{', '.join(exc.registered) or 'none'}): the code it started on is gone. Keep that "
+            f"version registered (@workflow({exc.workflow!r}, version={exc.version!r}, "
+            "resume_only=True)) until its runs end"
+        )
+        if self.settings.missing_version == "park":
+            error = WorkflowVersionError(
+                f"{message}; parked (LITTLE_MISSING_VERSION=park) for a coordinator that has it",
+                workflow=exc.workflow,
+                version=exc.version,
+                registered=exc.registered,
+                run_id=entry.run_id,
+            )
+            return await self._park(entry, error, workflow=exc.workflow, version=exc.version)
+        run_id = entry.run_id
+        state = await fold_run_off_loop(self.world, run_id)
+        if state.terminal:
+            return state.status
+        state, writer = await claim(self.world, run_id, self.owner, state)
+        if state.terminal:
+            return state.status
+        await writer.emit(
+            RunFailed,
+            error_type="WorkflowVersionError",
+            message=f"{message} (LITTLE_MISSING_VERSION=park parks such runs instead)",
+            retryable=False,
+        )
+        self.metrics.version_missing.inc()
+        log.error(
+            "run_failed",
+            run_id=run_id,
+            outcome="version_missing",
+            workflow=exc.workflow,
+            workflow_version=exc.version,
+            registered=list(exc.registered),
+        )
+        return "failed"
 
     def count_call(self, kind: str, value: bytes) -> None:
         """Metrics of a call's event in an owned partition (on the tail's thread)."""

@@ -34,6 +34,12 @@ class Metrics:
             "approval): held by no execution, woken at their due time or by a signal.",
             registry=r,
         )
+        self.version_missing = Counter(
+            "little_coordinator_runs_failed_version_missing_total",
+            "Runs failed because the version of their workflow they started on is not "
+            "registered here (LITTLE_MISSING_VERSION=fail).",
+            registry=r,
+        )
         self.calls = Counter(
             "little_coordinator_calls_total",
             "Model and tool calls made in owned partitions (kind: model, tool), whoever made "

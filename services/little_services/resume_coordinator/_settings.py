@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import uuid
+from typing import Literal
 
 from pydantic import AliasChoices, Field
 
@@ -25,6 +26,13 @@ class CoordinatorSettings(LittleSettings):
     """Owner name written on claims; default ``coordinator/<host>/<pid>/<random>``."""
     workflows: str = ""
     """``module[:attr],...`` imported at start (as well as the ``little.workflows`` entry points)."""
+
+    missing_version: Literal["fail", "park"] = "fail"
+    """A run whose workflow is registered here but not in the version it started on: ``fail``
+    ends it with ``RunFailed`` naming the version (its code is gone); ``park`` records
+    ``RunParked`` and leaves it for a coordinator that has that version (a fleet whose
+    members run different configurations, mid-deploy). A workflow not registered here at all
+    is always parked."""
 
     lease_seconds: float = 30.0
     """A run with no new event and no live local execution for this long is resumed."""

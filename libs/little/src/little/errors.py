@@ -19,7 +19,7 @@
     ├── RuntimeIntegrityError                        a run's log cannot stand in for the run
     │   ├── CapabilityDriftError                     a session's manifest changed since it started
     │   ├── SessionDivergedError   (little.runtime)  a resumed session built another request
-    │   ├── WorkflowVersionError   (little.runtime)  the run was started by another workflow version
+    │   ├── WorkflowVersionError   (little.runtime)  the version the run started on is not registered
     │   ├── SimulationDivergedError (little.runtime)  a simulated run needed a call its golden lacks
     │   ├── StreamIntegrityError   (little.replay)   seq gap, two events at one seq, event of another run, ...
     │   ├── ParallelBranchMismatchError  (little.replay)  a parallel group resolved other branches
@@ -35,6 +35,7 @@
     ├── LoopLimitError             (little.runtime)  a step was visited more than its max_visits
     ├── PanelMixedError            (little.runtime)  a replayed panel's legs were recorded and fresh
     ├── BranchStopped              (little.runtime)  a sibling branch failed: stopped, not failed
+    ├── PatchDeprecatedError       (little.runtime)  a run on a patch's old path met deprecate_patch
     └── ToolError                  (little.harness)  a tool's failure, reported to the model
 
 The drawing is the class hierarchy (a test holds it to the code): indentation is inheritance

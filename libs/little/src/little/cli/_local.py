@@ -292,7 +292,8 @@ def resume_here(
             )
         workflow = None
         if state.workflow is not None:
-            workflow = lookup(state.workflow, run_id=run_id)
+            # the version the run started on (several may be registered)
+            workflow = lookup(state.workflow, state.workflow_version, run_id=run_id)
         result = asyncio.run(_following(world, resume(world, run_id, workflow), workflow, detach))
         finish(world, result, as_json)
 
@@ -324,6 +325,7 @@ def _row(state: MaterializedRunState) -> dict[str, Any]:
     return {
         "run_id": state.run_id,
         "workflow": state.workflow,
+        "workflow_version": state.workflow_version,
         "status": state.status,
         "agent_calls": replay.agent_calls,
         "replayed_calls": replay.replayed_calls,
@@ -349,8 +351,9 @@ def runs(
     limit: Annotated[int, typer.Option("--limit", help="At most this many runs.")] = 100,
     as_json: AsJson = False,
 ) -> None:
-    """List the runs of a world from its log (no projector needed): status, workflow, billed
-    and avoided dollars, and how many agent calls were replayed from a recorded run."""
+    """List the runs of a world from its log (no projector needed): status, workflow and the
+    version it started on, billed and avoided dollars, and how many agent calls were
+    replayed from a recorded run."""
     from little.replay import fold_run
     from little.report import dollars
 
@@ -385,7 +388,8 @@ def runs(
         replayed = row.get("replayed_calls") or 0
         table.add_row(
             row["run_id"],
-            str(row.get("workflow") or ""),
+            str(row.get("workflow") or "")
+            + (f" v{row['workflow_version']}" if row.get("workflow_version") else ""),
             row["status"],
             "" if calls is None else f"{calls}" + (f" (replayed={replayed})" if replayed else ""),
             str(row.get("_billed", "")),

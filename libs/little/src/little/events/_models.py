@@ -310,6 +310,20 @@ class RunSuspended(Event):
     """What the run waits for, readable: ``timer``, ``signal:<name>``, ``approval:<call>``."""
 
 
+class PatchMarked(Event):
+    """A run passed a patch point (``ctx.patched(patch_id)``) on the new path: recorded once
+    per patch and scope, so every resume takes the same path (docs/architecture.md,
+    "Changing workflow code")."""
+
+    event_type: ClassVar[str] = "PatchMarked"
+    patch_id: str = Field(min_length=1)
+    scope: str = ""
+    """The workflow scope of the call ("" the run, a parallel branch's path); for a call in a
+    step (``step_path``), the scope that step runs in."""
+    visit: int | None = Field(default=None, ge=1)
+    """The step's visit, for a call inside a step; None for a workflow scope."""
+
+
 # -- harness sessions ------------------------------------------------------------------------
 
 
@@ -449,6 +463,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         ArtifactCommitted,
         SubRunReserved,
         ValueRecorded,
+        PatchMarked,
         SessionStarted,
         SessionCompleted,
         ModelCalled,

@@ -24,6 +24,7 @@ from little.events import (
     ModelFailed,
     ModelResponded,
     ParallelBranchScheduled,
+    PatchMarked,
     RunCancelled,
     RunClaimed,
     RunCompleted,
@@ -54,6 +55,7 @@ from little.replay._state import (
     MaterializedRunState,
     ModelTurn,
     ParallelGroup,
+    PatchMark,
     RecordedValue,
     SessionState,
     SignalState,
@@ -142,6 +144,7 @@ class _Fold:
         }
         self.signals: dict[str, SignalState] = {s.signal_id: s for s in start.signals}
         self.recent: deque[str] = deque(start.recent_event_ids, maxlen=RECENT_EVENT_IDS)
+        self.patches = list(start.patches)
         # (partition, offset) of the last item applied: a LogPosition is built only where one
         # is stored (freeze, a step's completion, an error), not for every event
         self.start_position = start.last_position
@@ -231,6 +234,7 @@ class _Fold:
                 "waits": tuple(self.waits.values()),
                 "signals": tuple(self.signals.values()),
                 "recent_event_ids": tuple(self.recent),
+                "patches": tuple(self.patches),
             },
         )
 
@@ -444,6 +448,13 @@ class _Fold:
             )
         )
 
+    def patch(self, e: PatchMarked) -> None:
+        mark = construct(
+            PatchMark, patch_id=e.patch_id, scope=e.scope, step_path=e.step_path, visit=e.visit
+        )
+        if mark not in self.patches:  # the first mark of a patch in a scope is the one
+            self.patches.append(mark)
+
     # -- harness sessions --------------------------------------------------------------------
 
     def _session(self, e: Event) -> _Session:
@@ -650,6 +661,7 @@ _HANDLERS: dict[type[Event], Callable[[_Fold, Any], None]] = {
     ArtifactCommitted: _Fold.artifact,
     SubRunReserved: _Fold.sub_run,
     ValueRecorded: _Fold.value,
+    PatchMarked: _Fold.patch,
     SessionStarted: _Fold.session_started,
     SessionCompleted: _Fold.session_completed,
     ModelCalled: _Fold.model_called,

@@ -19,7 +19,7 @@ StepStatus = Literal["pending", "running", "completed", "failed"]
 CallStatus = Literal["called", "responded", "failed"]
 ToolStatus = Literal["started", "succeeded", "failed"]
 
-STATE_VERSION = 11
+STATE_VERSION = 12
 """Bumped whenever the shape or meaning of the state changes; older snapshots are ignored.
 
 2: ``replay_source_run_id`` and ``replay_refused_reason`` (RunStarted v2). A version-1
@@ -43,6 +43,8 @@ event it covers would be an integrity error.
 11: ``waits``, ``signals``, ``wake_at``, ``waiting_for`` and the ``waiting`` status (WaitStarted,
 WaitEnded, SignalSent, RunSuspended): an older snapshot would resume a waiting run as if it
 had never waited, and lose the signals sent to it.
+12: ``patches`` (PatchMarked): an older snapshot of a run that passed a patch would answer
+``ctx.patched`` as for a run recorded before the patch.
 """
 
 RECENT_EVENT_IDS = 64
@@ -356,6 +358,18 @@ class SignalState(_Frozen):
     taken: bool = False
 
 
+class PatchMark(_Frozen):
+    """A patch the run passed on its new path (``PatchMarked``), in one scope."""
+
+    patch_id: str
+    scope: str = ""
+    """The workflow scope ("" the run, a parallel branch's path); for a step, the scope the
+    step runs in."""
+    step_path: str | None = None
+    """The step, when the patch was met inside one (``visit`` is its visit)."""
+    visit: int | None = None
+
+
 class CommittedArtifact(_Frozen):
     name: str
     ref: ArtifactRef
@@ -438,6 +452,8 @@ class MaterializedRunState(_Frozen):
     values: tuple[RecordedValue, ...] = ()
     artifacts: tuple[CommittedArtifact, ...] = ()
     agent_calls: tuple[AgentCall, ...] = ()
+    patches: tuple[PatchMark, ...] = ()
+    """Patches the run passed on their new path (``ctx.patched``), first marks only."""
     agent_calls_defect: str | None = None
     """The first defect of the agent-call record (an ordinal admitted twice), naming the
     event; the first admission is kept, never overwritten. (A call settled again is not one:

@@ -10,6 +10,7 @@ from little.runtime._errors import (
     ExecutionSuspended,
     LoopLimitError,
     PanelMixedError,
+    PatchDeprecatedError,
     RunNotStartedError,
     SessionDivergedError,
     SignalRefusedError,
@@ -26,7 +27,14 @@ from little.runtime._outer_loop import (
     load_manifest,
     outer_loop,
 )
-from little.runtime._registry import Workflow, lookup, register, registered, workflow
+from little.runtime._registry import (
+    Workflow,
+    lookup,
+    register,
+    registered,
+    versions,
+    workflow,
+)
 from little.runtime._runner import RunResult, claim, execute, fold_run_off_loop, resume, run
 from little.runtime._session import AgentSession, workflow_tool
 from little.runtime._simulate import Divergence, Simulation, simulate
@@ -50,6 +58,7 @@ __all__ = [
     "LoopLimitError",
     "OuterLoopManifest",
     "PanelMixedError",
+    "PatchDeprecatedError",
     "Retry",
     "RunControl",
     "RunNotStartedError",
@@ -84,6 +93,7 @@ __all__ = [
     "run",
     "send_signal",
     "simulate",
+    "versions",
     "workflow",
     "workflow_tool",
 ]

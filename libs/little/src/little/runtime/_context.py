@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from little._canonical import canonical_json
 from little.errors import ConfigurationError, LogError, RuntimeIntegrityError
@@ -203,6 +203,27 @@ class _ValuesMixin:
     def uuid4(self) -> uuid.UUID:
         """A random UUID, recorded."""
         return uuid.UUID(self._values.get("uuid", lambda: str(uuid.uuid4())))
+
+    def patched(self, patch_id: str) -> bool:
+        """Whether this run takes the new path of the code change ``patch_id``:
+        ``if ctx.patched("retry-search"): <new code> else: <old code>``.
+
+        True for a run that reaches this point for the first time (recorded with
+        ``PatchMarked``, so every resume answers True again); False for a run whose log shows
+        it went past this point before the patch existed (it recorded work of this scope
+        that this execution has not reached yet), so a resume on the new code takes the old
+        path the run was recorded on. The same answer for the rest of the execution, per
+        patch id and scope (docs/architecture.md, "Changing workflow code")."""
+        return self._x.patches.patched(
+            self._x, cast("WorkflowContext | StepContext", self), patch_id
+        )
+
+    def deprecate_patch(self, patch_id: str) -> None:
+        """The code change ``patch_id`` once every run that took its old path has ended: the
+        code keeps only the new path. A run reaching it records the patch as ``patched``
+        would (so code that still asks ``patched(patch_id)`` answers True for it); a run
+        that went past this point on the old path fails with ``PatchDeprecatedError``."""
+        self._x.patches.deprecate(self._x, cast("WorkflowContext | StepContext", self), patch_id)
 
     async def flush(self) -> None:
         """Make this run's deferred records durable now (recorded values above all).
@@ -448,6 +469,7 @@ class WorkflowContext(_ValuesMixin, _WaitsMixin):
                 branches=tuple(names),
                 branch_set_hash=branch_set_hash(names),
             )
+        self._calls[f"parallel:{full}"] = 1  # reached (``patched`` asks)
         group = _Group(full, self._group)
         tasks = [
             asyncio.ensure_future(

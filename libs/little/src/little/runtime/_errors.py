@@ -172,7 +172,47 @@ def sub_run_scope(scope: str, call_id: str) -> str:
 
 
 class WorkflowVersionError(RuntimeIntegrityError):
-    """The run was started by another version of its workflow than the one registered now."""
+    """The run was started by a version of its workflow that is not the one given, and not
+    registered in this process (or a new run found only ``resume_only`` versions).
+
+    ``workflow`` and ``version`` are what the run needs (``version`` None: any version a new
+    run may use), ``registered`` the versions of that name registered here, ``run_id`` the
+    run (None for a bare lookup). Terminal here: the fix is deploying that version again.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        workflow: str | None = None,
+        version: str | None = None,
+        registered: Iterable[str] = (),
+        run_id: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.workflow = workflow
+        self.version = version
+        self.registered = tuple(registered)
+        self.run_id = run_id
+
+
+class PatchDeprecatedError(LittleError):
+    """A run recorded without a patch's marker reached ``deprecate_patch`` of that patch: it
+    took the old path there, which the code no longer has. Terminal: the run fails (keep
+    ``if ctx.patched(...)`` with the old path until such runs end)."""
+
+    retryable = False
+
+    def __init__(self, run_id: str, patch_id: str, scope: str) -> None:
+        super().__init__(
+            f"run {run_id} passed patch {patch_id!r} (in {scope}) before the patch existed, "
+            f"so it took the old path there, and this code has only the new one "
+            f"(deprecate_patch({patch_id!r})): keep `if ctx.patched({patch_id!r}): ... else: "
+            "<the old path>` until the runs recorded without it have ended"
+        )
+        self.run_id = run_id
+        self.patch_id = patch_id
+        self.scope = scope
 
 
 class ExecutionSuspended(LittleError):

@@ -13,14 +13,14 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from little.errors import ConfigurationError
-from little.runtime._registry import Workflow, register, registered
+from little.runtime._registry import Workflow, register, registered_names, versions
 
 GROUP = "little.workflows"
 
 
 def load_workflows(spec: str = "", *, source: str = "LITTLE_WORKFLOWS") -> list[str]:
     """Import every entry point of the group and every ``module[:attr]`` of ``spec`` (which
-    errors call ``source``); returns the names registered."""
+    errors call ``source``); returns the names registered (in any version)."""
     for ep in entry_points(group=GROUP):
         try:
             obj = ep.load()
@@ -48,12 +48,12 @@ def load_workflows(spec: str = "", *, source: str = "LITTLE_WORKFLOWS") -> list[
                     f"{source}: module {module_name} has no attribute {attr}"
                 ) from None
             _register(obj, item)
-    return sorted(registered())
+    return registered_names()
 
 
 def _register(obj: Any, source: str) -> None:
     if isinstance(obj, Workflow):
-        if obj.name not in registered():
+        if obj.version not in versions(obj.name):  # (importing its module may have)
             register(obj)
     elif isinstance(obj, list | tuple):
         for item in obj:

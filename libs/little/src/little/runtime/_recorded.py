@@ -169,6 +169,9 @@ class RecordedCalls:
     signals: Iterable[SignalState] = ()
     proven: int = 0
     """Ordinals ``0 .. proven-1`` are offered; a call past them is not."""
+    state: MaterializedRunState | None = field(default=None, repr=False, compare=False)
+    """The source run's folded state (its proven prefix), for what else a replay follows
+    (``ctx.patched``)."""
     _by_place: dict[Place, AgentCall] = field(default_factory=dict)
     _values: dict[ValuePlace, RecordedValue] = field(default_factory=dict)
 
@@ -187,8 +190,9 @@ class RecordedCalls:
             source.values,
             damage,
             source.agent_calls_defect_ordinal,
-            source.waits,
-            source.signals,
+            waits=source.waits,
+            signals=source.signals,
+            state=source,
         )
 
     def lookup(

@@ -51,12 +51,14 @@ from little.runtime._errors import (
     ClaimRejectedError,
     ExecutionSuspended,
     PanelMixedError,
+    PatchDeprecatedError,
     RunNotStartedError,
     SimulationDivergedError,
     StepFailedError,
     SubRunFailedError,
     WorkflowVersionError,
 )
+from little.runtime._patches import Patches
 from little.runtime._recorded import (
     MODE_REPAIRABLE,
     MODE_STRICT,
@@ -71,7 +73,7 @@ from little.runtime._recorded import (
     AgentCalls,
     RecordedCalls,
 )
-from little.runtime._registry import AnyWorkflow, lookup
+from little.runtime._registry import AnyWorkflow, lookup, versions
 from little.runtime._source import COVERAGE_SELF_CONTAINED, SourceIdentity, workflow_source
 from little.runtime._waits import HOLD_SECONDS, RunWaits
 from little.runtime._writer import FAULTS, PRODUCER, RunWriter
@@ -173,6 +175,8 @@ class Execution:
         """Model calls reserved by fresh panels' legs and not made yet (``reserve_calls``)."""
         self.agent_calls = AgentCalls.of(replayed, source)
         """Agent-call admission, and recorded-call replay from ``source``."""
+        self.patches = Patches(replayed, None if source is None else source.state)
+        """``ctx.patched`` answers, decided against the state as claimed."""
         self.values: dict[tuple[str | None, int], RecordedValue | ValueRecorded] = {}
         """This run's recorded values by place: those of its log, then those it records now
         (a retried step's second attempt reads the first attempt's)."""
@@ -269,6 +273,7 @@ class Execution:
             | RuntimeIntegrityError
             | BudgetExceededError
             | PanelMixedError
+            | PatchDeprecatedError
             | BranchStopped
             | ExecutionStopped
             | ExecutionSuspended,
@@ -432,7 +437,13 @@ async def execute(
         state = await fold_run_off_loop(world, run_id)
     if state.terminal:
         return await _result(state, world)  # nothing to claim: read the outcome from the log
-    if state.workflow is None and workflow is None:
+    if state.workflow is not None:
+        if control is None or not control.cancelled:
+            # Refused before claiming if the run's own version is not here: a claim would
+            # only add an event nothing can act on. (A cancel needs no code: it is recorded
+            # before the workflow would be looked up.)
+            workflow = resolve_workflow(state, workflow)
+    elif workflow is None:
         # Refused before claiming: a claim would only add an event nothing can act on.
         found = "no events" if state.last_position is None else "no RunStarted"
         raise RunNotStartedError(
@@ -546,14 +557,7 @@ async def _execute_claimed(
                 replay_from=replay_from,
                 reason="the run already started: this is a resume",
             )
-        if workflow is None:
-            workflow = lookup(state.workflow, run_id=run_id)
-        if workflow.name != state.workflow or workflow.version != state.workflow_version:
-            raise WorkflowVersionError(
-                f"run {run_id} was started by workflow {state.workflow} "
-                f"v{state.workflow_version}, not {workflow.name} v{workflow.version}: resuming "
-                "it with other code would mix two programs' answers"
-            )
+        workflow = resolve_workflow(state, workflow)  # (started by another writer meanwhile)
     recorded = await asyncio.to_thread(_recorded_calls, world, state, source)
     execution = Execution(world, run_id, state, writer, owner, recorded, hold)
     input = await execution.load_json(state.input_json, state.input_ref)
@@ -618,6 +622,45 @@ async def _execute_claimed(
         execution.reinvoked_calls,
         execution.replay(),
     )
+
+
+def resolve_workflow(state: MaterializedRunState, workflow: AnyWorkflow | None) -> AnyWorkflow:
+    """The code that continues ``state``'s run, which has started: the version of its
+    workflow that its ``RunStarted`` names. ``workflow`` if it is that name and version, else
+    that version from the registry (so a resume given the newest version of a name, or none,
+    runs the version the run started on). ``WorkflowVersionError`` when ``workflow`` is of
+    another name, or that version is not registered here; ``UnknownWorkflowError`` when no
+    workflow was given and no version of the name is registered."""
+    name, version, run_id = state.workflow, state.workflow_version or "", state.run_id
+    assert name is not None, "the run has started"
+    if workflow is not None and (workflow.name, workflow.version) == (name, version):
+        return workflow
+    if workflow is not None and workflow.name != name:
+        raise WorkflowVersionError(
+            f"run {run_id} was started by workflow {name} v{version}, not {workflow.name} "
+            f"v{workflow.version}: resuming it with other code would mix two programs' answers",
+            workflow=name,
+            version=version,
+            registered=versions(name),
+            run_id=run_id,
+        )
+    try:
+        return lookup(name, version, run_id=run_id)
+    except WorkflowVersionError as exc:
+        if workflow is None:
+            raise
+        raise WorkflowVersionError(
+            f"run {run_id} was started by workflow {name} v{version}, not {name} "
+            f"v{workflow.version}, and v{version} is not registered in this process "
+            f"(registered versions: {', '.join(exc.registered) or 'none'}): resuming it with "
+            "other code would mix two programs' answers; keep v"
+            f"{version} registered (@workflow({name!r}, version={version!r}, "
+            "resume_only=True)) until its runs end",
+            workflow=name,
+            version=version,
+            registered=exc.registered,
+            run_id=run_id,
+        ) from None
 
 
 def fold_source(world: World, run_id: str) -> tuple[MaterializedRunState, str | None]:
