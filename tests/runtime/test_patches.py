@@ -432,3 +432,27 @@ def test_new_code_with_a_patch_simulates_identically_against_a_golden_run_of_the
     assert (replay.output, answers) == ("summary: b, a about kafka", [False])
     assert replay.replay is not None
     assert replay.replay.replayed_calls == 1
+
+
+def test_a_durable_wait_ahead_is_recorded_work_of_its_scope(world: little.World) -> None:
+    """Old code suspended on a signal; the deploy adds a patch before the wait: the waiting
+    run went past the patch point without it and keeps the old path when the signal wakes it."""
+    from little.runtime import send_signal
+
+    def make(patched: bool, answers: list[bool]) -> Flow:
+        async def fn(ctx: WorkflowContext, topic: str) -> Any:
+            if patched:
+                answers.append(ctx.patched("ask-first"))
+            return await ctx.wait_for_signal("go")
+
+        return fn
+
+    waiting = asyncio.run(execute(world, "run-w", Workflow(NAME, "1", make(False, [])), None))
+    assert waiting.status == "waiting"
+    asyncio.run(send_signal(world, "run-w", "go", "went"))
+    answers: list[bool] = []
+    done = asyncio.run(execute(world, "run-w", Workflow(NAME, "1", make(True, answers))))
+    assert (done.status, done.output, answers) == ("completed", "went", [False])
+    fresh: list[bool] = []
+    new = asyncio.run(execute(world, "run-w2", Workflow(NAME, "1", make(True, fresh)), None))
+    assert (new.status, fresh) == ("waiting", [True])

@@ -8,7 +8,8 @@ old path, so a resume on the new code replays what the old code recorded.
 *Went past that point* is decided per scope (the run itself, a parallel branch, a step's
 visit), from the state the execution claimed: a scope has recorded work this execution has not
 reached yet (a step visit, a parallel group or a recorded value of the scope; in a step, a
-session, a recorded value, a sub-run or an artifact of that visit) exactly when the run's
+session, a recorded value, a durable wait, a sub-run or an artifact of that visit; a wait
+of a workflow scope too) exactly when the run's
 earlier executions got further through the scope than this one has so far. Since a resume
 re-executes the workflow from the top, memoized work first, that means the run passed the
 patch point before, without recording the patch: the old code ran there. With nothing
@@ -56,6 +57,8 @@ class _Scope:
     groups: set[str] = field(default_factory=set)
     values: int = 0
     """Recorded values of the scope (ordinals 0 .. values-1)."""
+    waits: int = 0
+    """Durable waits of the scope (ordinals 0 .. waits-1)."""
 
 
 @dataclass
@@ -64,6 +67,7 @@ class _StepVisit:
 
     sessions: set[str] = field(default_factory=set)
     values: int = 0
+    waits: int = 0
     sub_runs: int = 0
     artifacts: int = 0
 
@@ -110,6 +114,16 @@ class _Recorded:
             entry = visits.get((path, visit))
             if entry is not None:
                 entry.values = max(entry.values, value.ordinal + 1)
+        for wait in state.waits:  # placed as values are: a workflow scope's, or a step visit's
+            where = wait.step_path
+            if where is None or where.endswith("/"):
+                scope_waits = scopes.setdefault(where or "", _Scope())
+                scope_waits.waits = max(scope_waits.waits, wait.ordinal + 1)
+                continue
+            path, visit = _values_scope(where)
+            entry = visits.get((path, visit))
+            if entry is not None:
+                entry.waits = max(entry.waits, wait.ordinal + 1)
         for session in state.sessions:
             if session.step_path is None or session.compacted:
                 continue
@@ -139,7 +153,7 @@ class _Recorded:
             return True
         if any(f"parallel:{path}" not in reached for path in recorded.groups):
             return True
-        return ctx._values._ordinal < recorded.values
+        return ctx._values._ordinal < recorded.values or ctx._waits.ordinal < recorded.waits
 
     def ahead_of_step(self, step: StepContext) -> bool:
         """The same for a step's visit: work of it recorded while it did not commit."""
@@ -150,6 +164,7 @@ class _Recorded:
         return (
             bool(recorded.sessions - step._sessions)
             or step._values._ordinal < recorded.values
+            or step._waits.ordinal < recorded.waits
             or step._sub_runs < recorded.sub_runs
             or len(step.artifact_refs) < recorded.artifacts
         )

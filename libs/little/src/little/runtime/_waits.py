@@ -282,13 +282,14 @@ class ScopeWaits:
     def __init__(self, execution: Execution, scope: str | None) -> None:
         self._x = execution
         self._scope = scope
-        self._ordinal = 0
+        self.ordinal = 0
+        """The next wait's ordinal: how many waits of the scope this execution reached."""
 
     async def wait(
         self, kind: str, name: str, due_at: datetime | None, details: Any = None
     ) -> tuple[WaitState, Any]:
-        ordinal = self._ordinal
-        self._ordinal += 1
+        ordinal = self.ordinal
+        self.ordinal += 1
         return await self._x.waits.wait(self._scope, ordinal, kind, name, due_at, details)
 
     def due(self, timeout: float | timedelta | None, what: str) -> datetime | None:
