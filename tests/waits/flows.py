@@ -191,3 +191,63 @@ async def _review_other_signal(ctx: WorkflowContext, input: dict[str, Any]) -> d
 
 review_edited = Workflow("waits.review", "1", _review_other_signal)
 """The same workflow edited to wait for another signal (not registered)."""
+
+
+# -- edge cases the review found -------------------------------------------------------------
+
+
+class TwoTransfers:
+    """Asks for two transfers in turn (each needs an approval), then answers."""
+
+    provider = "scripted"
+    name = "two-transfers"
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        turns = sum(1 for m in request.messages if m.get("role") == "assistant")
+        if turns < 2:
+            call = ToolCallRequest(f"t{turns}", "transfer", {"amount": 100 * (turns + 1)})
+            return ModelResponse(tool_calls=(call,), usage=Usage(input_tokens=5, output_tokens=2))
+        return ModelResponse(content="both done", usage=Usage(input_tokens=5, output_tokens=2))
+
+
+@workflow("waits.pay_twice", version="1")
+async def pay_twice(ctx: WorkflowContext, input: Any) -> str | None:
+    async def agent(step: StepContext) -> str | None:
+        async with step.session("banker", model=TwoTransfers(), tools=[transfer_tool()]) as s:
+            return await s.run("pay both invoices")
+
+    result = await ctx.step("agent", agent)
+    return None if result is None else str(result)
+
+
+@workflow("waits.same_name", version="1")
+async def same_name(ctx: WorkflowContext, input: Any) -> dict[str, Any]:
+    """Two branches wait for the same signal name at once: each takes its own signal."""
+
+    async def one(bctx: WorkflowContext) -> Any:
+        return await bctx.wait_for_signal("item")
+
+    return await ctx.parallel("both", {"a": one, "b": one})
+
+
+@workflow("waits.child_then_own", version="1")
+async def child_then_own(ctx: WorkflowContext, input: Any) -> list[Any]:
+    """A sub-run waits for ``child-go``; the parent waits for ``go`` after it."""
+    got = await ctx.start_workflow("waits.child", None)
+    mine = await ctx.wait_for_signal("go")
+    return [got, mine]
+
+
+@workflow("waits.swallow", version="1")
+async def swallow(ctx: WorkflowContext, input: Any) -> str:
+    """Catches everything around a wait: the run must not complete past it."""
+    try:
+        reply = await ctx.wait_for_signal("never")
+    except Exception:  # what a user should not do, on purpose
+        reply = "swallowed"
+    return str(await ctx.step("after", mark("after"), reply))
+
+
+@workflow("waits.forever", version="1")
+async def forever(ctx: WorkflowContext, input: Any) -> None:
+    await ctx.sleep(float("inf"))

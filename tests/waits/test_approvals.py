@@ -14,7 +14,7 @@ import pytest
 import little
 from little.events import ToolCallStarted, WaitEnded, WaitStarted
 from little.replay import fold_run
-from little.runtime import SignalRefusedError, decide_approval, follow, run
+from little.runtime import SignalRefusedError, decide_approval, follow, resume, run
 from tests.waits import flows
 
 
@@ -102,3 +102,28 @@ def test_a_replay_serves_the_approved_exchange_whole_and_asks_nothing(
     assert again.replay.replayed_calls == 1
     assert not [x for x in world.read_run(again.run_id) if isinstance(x.event, WaitStarted)]
     assert transfers(tmp_path) == [250]  # and the tool did not run again
+
+
+def test_two_approvals_in_one_session_each_wait_for_their_own_decision(
+    world: little.World, tmp_path: Path
+) -> None:
+    first = asyncio.run(run(world, flows.pay_twice, None))
+    assert first.waiting_for == ("approval:agent#banker/1:t0",)
+    asyncio.run(decide_approval(world, first.run_id, "agent#banker/1:t0", approved=True))
+    second = asyncio.run(resume(world, first.run_id))
+    assert second.waiting_for == ("approval:agent#banker/2:t1",)  # the first is not asked again
+    asyncio.run(decide_approval(world, first.run_id, "agent#banker/2:t1", approved=True))
+    done = asyncio.run(follow(world, first.run_id))
+    assert done.output == "both done"
+    assert transfers(tmp_path) == [100, 200]
+
+
+def test_a_decision_that_is_not_a_yes_or_no_is_refused(world: little.World) -> None:
+    from little.runtime import send_signal
+
+    first = asyncio.run(run(world, flows.pay, None))
+    call_id = asked(world, first.run_id).name
+    for bad in ("false", {"approved": "no"}, None):
+        with pytest.raises(SignalRefusedError, match="needs a decision"):
+            asyncio.run(send_signal(world, first.run_id, f"approval:{call_id}", bad))
+    assert fold_run(world, first.run_id)[0].signals == ()

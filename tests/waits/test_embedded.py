@@ -282,3 +282,47 @@ def test_simulate_ends_each_wait_as_the_golden_run_did_and_diverges_at_another_w
     assert edited.divergence is not None
     assert "waits for a signal 'second-opinion'" in edited.divergence.got
     assert "where the golden run has a signal 'verdict'" in edited.divergence.got
+
+
+def test_two_branches_waiting_on_one_name_take_one_signal_each(world: little.World) -> None:
+    first = asyncio.run(run(world, flows.same_name, None))
+    assert first.status == "waiting"
+    asyncio.run(send_signal(world, first.run_id, "item", 1))
+    asyncio.run(send_signal(world, first.run_id, "item", 2))
+    done = asyncio.run(follow(world, first.run_id))
+    assert done.status == "completed"
+    assert sorted(done.output.values()) == [1, 2]  # never the same signal twice
+
+
+def test_a_signal_for_the_parent_does_not_wake_it_while_its_sub_run_waits(
+    world: little.World,
+) -> None:
+    from little.events import RunClaimed
+
+    first = asyncio.run(run(world, flows.child_then_own, None))
+    assert first.status == "waiting"
+    asyncio.run(send_signal(world, first.run_id, "go", "mine"))  # kept for the later wait
+    again = asyncio.run(resume(world, first.run_id))
+    assert again.status == "waiting"  # the sub-run still waits: no claim loop
+    claims = events(world, first.run_id, RunClaimed)
+    assert len(claims) == 2
+    parent, _, _ = fold_run(world, first.run_id)
+    asyncio.run(send_signal(world, parent.sub_runs[0].sub_run_id, "child-go", "child's"))
+    assert asyncio.run(follow(world, first.run_id)).output == ["child's", "mine"]
+
+
+def test_a_workflow_that_swallows_a_suspension_fails_instead_of_going_past_the_wait(
+    world: little.World, tmp_path: Path
+) -> None:
+    result = asyncio.run(run(world, flows.swallow, None))
+    assert result.status == "failed"
+    assert result.error is not None
+    assert "caught the suspension of a durable wait" in result.error
+    assert ran(tmp_path) == ["after"]  # it ran, but the run did not complete on it
+
+
+def test_a_wait_of_no_end_is_a_clear_error(world: little.World) -> None:
+    result = asyncio.run(run(world, flows.forever, None))
+    assert result.status == "failed"
+    assert result.error is not None
+    assert "sleep's duration must be a duration of 0 seconds or more" in result.error

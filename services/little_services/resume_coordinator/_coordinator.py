@@ -111,6 +111,9 @@ class Tracked:
     """Its last execution here suspended it (``waiting``): no lease runs out on it; it is
     executed again at ``wake_at`` or when a signal for it lands on the runs topic."""
     wake_at: datetime | None = None
+    wake_pending: bool = False
+    """A signal for it landed while it executed here: if that execution ends ``waiting`` (it
+    may have read the log before the signal), it is executed again at once."""
 
 
 def retry_or_park(entry: Tracked, exc: Exception) -> str:
@@ -178,6 +181,9 @@ class Coordinator:
         self._background: set[asyncio.Task[Any]] = set()
         self._stop: asyncio.Event | None = None
         self._stalled = False
+        self._signals = asyncio.Lock()
+        self._publisher: Any = None
+        """A CommandPublisher, made on first use (a signal to a sub-run owned elsewhere)."""
         # read at scrape time, so /metrics and /readyz never disagree
         metrics.appends_in_flight.set_function(lambda: self.world.log.in_flight()[0])
         metrics.oldest_append.set_function(lambda: self.world.log.in_flight()[1])
@@ -251,6 +257,8 @@ class Coordinator:
         if self.tail is not None:
             await asyncio.to_thread(self.tail.close)
         self._snapshot_pool.shutdown(wait=True)
+        if self._publisher is not None:
+            await asyncio.to_thread(self._publisher.close)
         self.world.close()
         log.info("coordinator_stopped", owner=self.owner)
 
@@ -450,15 +458,25 @@ class Coordinator:
 
     async def _signal_command(self, command: SignalRun, ref: CommandRef) -> None:
         """Record the command's signal in its run's log (once however often the command is
-        read: the signal id), then settle it; a refused signal is logged and settled."""
+        read: the signal id), then settle it; a refused signal is logged and settled. A run
+        whose StartRun is still being executed here is waited for (a SignalRun sent right
+        after its StartRun would otherwise find no run yet)."""
         try:
-            await self.deliver_signal(
-                command.run_id,
-                command.name,
-                command.payload,
-                signal_id=command.signal_id,
-                by=command.issued_by,
-            )
+            for _ in range(120):
+                try:
+                    await self.deliver_signal(
+                        command.run_id,
+                        command.name,
+                        command.payload,
+                        signal_id=command.signal_id,
+                        by=command.issued_by,
+                    )
+                    break
+                except SignalRefusedError:
+                    entry = self.runs.get(command.run_id)
+                    if entry is None or entry.start is None or self.stopping:
+                        raise
+                    await asyncio.sleep(0.25)  # its StartRun is executing here: not started yet
         except SignalRefusedError as exc:
             self.metrics.commands.labels("refused").inc()
             log.warning("signal_refused", run_id=command.run_id, name=command.name, error=str(exc))
@@ -479,28 +497,41 @@ class Coordinator:
         """Append ``SignalSent`` to the run's log (any run, owned here or not: the owner's
         runs tail sees it and wakes the run) after checking the run can take it
         (``SignalRefusedError`` otherwise, nothing recorded)."""
-        state = await fold_run_off_loop(self.world, run_id)
-        where = f"resume coordinator {self.owner}"
-        event = prepare_signal(
-            state, run_id, name, payload, where=where, signal_id=signal_id, by=by or self.owner
-        )
-        if not any(s.signal_id == event.signal_id for s in state.signals):
-            await self.world.submit([event])
+        async with self._signals:  # one at a time: a re-delivery finds the first in the log
+            state = await fold_run_off_loop(self.world, run_id)
+            where = f"resume coordinator {self.owner}"
+            event = prepare_signal(
+                state, run_id, name, payload, where=where, signal_id=signal_id, by=by or self.owner
+            )
+            if not any(s.signal_id == event.signal_id for s in state.signals):
+                await self.world.submit([event])
         log.info("signal_recorded", run_id=run_id, name=name, signal_id=event.signal_id)
+        top = run_id.split("~", 1)[0]
+        if top != run_id and partition_for(top, self.partitions) not in self.owned:
+            # a sub-run executes inside its top-level run, owned elsewhere: wake that one
+            await asyncio.to_thread(self._publish_resume, top)
         self._wake(run_id, "signal")
         return event
+
+    def _publish_resume(self, run_id: str) -> None:
+        """Send ``ResumeRun(run_id)`` to the coordinator that owns it (a worker thread)."""
+        from little.commands import CommandPublisher
+
+        if self._publisher is None:
+            self._publisher = CommandPublisher(
+                self.settings.bootstrap(), topic=self.settings.commands_topic
+            )
+        self._publisher.send([ResumeRun(run_id=run_id, issued_by=self.owner)])
 
     def _wake(self, run_id: str, reason: str) -> None:
         """Execute a waiting run of ours now (a sub-run's signal wakes its top-level run,
         which executes the sub-run inline)."""
         entry = self.runs.get(run_id.split("~", 1)[0])
-        if (
-            entry is not None
-            and entry.waiting
-            and entry.local is None
-            and entry.partition in self.owned
-            and not self.stopping
-        ):
+        if entry is None or entry.partition not in self.owned or self.stopping:
+            return
+        if entry.local is not None:
+            entry.wake_pending = True  # it may suspend having read the log before the signal
+        elif entry.waiting:
             self.ensure(entry.run_id, entry.partition, reason)
 
     def _settle(self, ref: CommandRef) -> None:
@@ -541,7 +572,7 @@ class Coordinator:
         if reason in ("start", "resume", "cancel"):
             self._set_parked(entry, None)
         self.finished.pop(run_id, None)
-        entry.waiting, entry.wake_at = False, None
+        entry.waiting, entry.wake_at, entry.wake_pending = False, None, False
         local = LocalRun(run_id, reason)
         cancel = cancel or entry.cancel
         if cancel is not None:
@@ -872,6 +903,9 @@ class Coordinator:
             self._unpark(entry.run_id)
         elif outcome == "waiting":  # held by nobody: woken at its due time or by a signal
             entry.waiting = True
+            if entry.wake_pending:  # a signal landed while it executed: look again now
+                entry.wake_pending = False
+                self.ensure(entry.run_id, entry.partition, "signal")
         else:  # stopped, fenced, retryable: resumed if nobody progresses in a lease (not parked)
             entry.lease_until = time.monotonic() + self.lease
 
@@ -908,6 +942,9 @@ class Coordinator:
             if entry is None:
                 entry = Tracked(run_id, partition, now + self.lease)
                 self.runs[run_id] = entry
+            waiting_here = entry.waiting and entry.local is None
+            if kind == "RunClaimed" and waiting_here and epoch > entry.epoch:
+                entry.waiting, entry.wake_at = False, None  # someone else took it up: lease it
             if kind == "RunClaimed":
                 local = entry.local
                 if local is not None and local.epoch is not None and epoch > local.epoch:

@@ -94,7 +94,7 @@ def make_app(
             {"run_id": run_id, "name": name, "signal_id": event.signal_id}, status_code=202
         )
 
-    @app.post("/runs/{run_id}/signals/{name}")
+    @app.post("/runs/{run_id:path}/signals/{name}")
     def signal(run_id: str, name: str, payload: Annotated[Any, Body()] = None) -> Response:
         """Deliver signal ``name``; the JSON body is its payload (202 once recorded)."""
         if name.startswith("approval:"):
@@ -103,9 +103,10 @@ def make_app(
             )
         return deliver(run_id, name, payload)
 
-    @app.post("/runs/{run_id}/approvals/{call_id}")
+    @app.post("/runs/{run_id:path}/approvals/{call_id:path}")
     def approval(run_id: str, call_id: str, decision: Annotated[Any, Body()]) -> Response:
         """Approve or reject a tool call: ``{"approved": true|false, "reason": "..."}``."""
+        # (ids hold "/": a sub-run's id, a session's call id; both are path parameters)
         if not isinstance(decision, dict) or not isinstance(decision.get("approved"), bool):
             return JSONResponse(
                 {"error": 'the body must be {"approved": true|false, "reason": "..."}'},

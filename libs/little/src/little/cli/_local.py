@@ -175,6 +175,8 @@ def finish(world: World, result: RunResult, as_json: bool) -> None:
                     "served_calls": result.served_calls,
                     "reinvoked_calls": result.reinvoked_calls,
                     "replay": replay.model_dump(mode="json"),
+                    "wake_at": None if result.wake_at is None else result.wake_at.isoformat(),
+                    "waiting_for": list(result.waiting_for),
                 },
                 default=str,
             )
@@ -191,6 +193,8 @@ def finish(world: World, result: RunResult, as_json: bool) -> None:
             f"{state.avoided_usage.calls} model call(s), {dollars(state.avoided_usage)}"
         )
     if result.status == "waiting":
+        if as_json:
+            return  # (the JSON says it: status, wake_at, waiting_for)
         due = f" (due {result.wake_at.isoformat()})" if result.wake_at is not None else ""
         console.print(
             f"waiting for {', '.join(result.waiting_for)}{due}: `little resume "

@@ -44,7 +44,7 @@ def _send(
     data_dir: Any,
 ) -> str:
     """Deliver the signal; returns its id."""
-    from little.commands import ResumeRun, SignalRun
+    from little.commands import SignalRun
     from little.runtime import prepare_signal, send_signal
 
     kafka = _on_kafka(bootstrap)
@@ -61,9 +61,7 @@ def _send(
         signal_id=event.signal_id,
         issued_by=event.sender,
     )
-    _publish(kafka, commands_topic, command)
-    if "~" in run_id:  # a sub-run runs inside its top-level run: wake that one
-        _publish(kafka, commands_topic, ResumeRun(run_id=run_id.split("~", 1)[0]))
+    _publish(kafka, commands_topic, command)  # (a sub-run's coordinator wakes its top run)
     return command.signal_id
 
 
@@ -158,8 +156,8 @@ def worker(
         with open_world(data_dir, None) as world:
             waker = Waker(world)
             if once:
-                results, _ = await waker.wake_ready()
-                for r in results:
+                started, _ = await waker.wake_ready()
+                for r in await asyncio.gather(*started):
                     console.print(f"run {r.run_id}: {r.status}", markup=False)
                 return
             stop = asyncio.Event()

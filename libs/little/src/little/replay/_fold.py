@@ -66,6 +66,7 @@ from little.replay._state import (
     WaitState,
     construct,
     evolve,
+    signal_name,
 )
 
 # States are built with construct/evolve (little.replay._state): every value comes from a
@@ -325,6 +326,14 @@ class _Fold:
             signal = self.signals.get(e.signal_id)
             if signal is None:
                 self._fail(f"wait {e.ordinal} took signal {e.signal_id}, never sent", e)
+            if signal.taken:
+                self._fail(f"wait {e.ordinal} took signal {e.signal_id}, taken before", e)
+            if signal.name != signal_name(wait):
+                self._fail(
+                    f"wait {e.ordinal} ({wait.kind} {wait.name!r}) took signal {e.signal_id} "
+                    f"named {signal.name!r}",
+                    e,
+                )
             self.signals[e.signal_id] = evolve(signal, taken=True)
 
     def signal_sent(self, e: SignalSent) -> None:

@@ -487,6 +487,7 @@ async def execute(
             hold=hold,
             parent_run_id=parent_run_id,
             parent_call_id=parent_call_id,
+            on_running=on_running,  # a supervisor hears of the new claim (and its epoch)
         )
     return result
 
@@ -587,6 +588,8 @@ async def _execute_claimed(
             raise
         if isinstance(exc, LogError | ClaimRejectedError | RuntimeIntegrityError):
             raise  # the writer must stop; a later resume decides
+        if execution.waits.raised is not None:
+            return await _swallowed(execution, workflow.name, execution.waits.raised)
         cause = exc.error if isinstance(exc, StepFailedError) else exc
         log.warning(
             "run_failed",
@@ -611,6 +614,8 @@ async def _execute_claimed(
             execution.reinvoked_calls,
             execution.replay(),
         )
+    if execution.waits.raised is not None:  # caught by the workflow: it went on past a wait
+        return await _swallowed(execution, workflow.name, execution.waits.raised)
     output_json, output_ref = await execution.store_json(output)
     await writer.emit(RunCompleted, output_json=output_json, output_ref=output_ref)
     return RunResult(
@@ -661,6 +666,31 @@ def resolve_workflow(state: MaterializedRunState, workflow: AnyWorkflow | None) 
             registered=exc.registered,
             run_id=run_id,
         ) from None
+
+
+async def _swallowed(
+    execution: Execution, workflow: str, suspended: ExecutionSuspended
+) -> RunResult:
+    """The workflow caught the ``ExecutionSuspended`` a wait raised and went on as if the
+    wait had ended: what it did after is not what the run would do. The run fails, saying so."""
+    message = (
+        f"workflow {workflow} caught the suspension of a durable wait ({suspended}) and went "
+        "on past the wait: catch the errors you mean (WaitTimeoutError, StepFailedError, ...), "
+        "not Exception, around sleep/wait_for_signal and the steps and sessions that wait"
+    )
+    log.error("run_failed", run_id=execution.run_id, workflow=workflow, error=message)
+    await execution.writer.emit(
+        RunFailed, error_type="ExecutionSuspended", message=message, retryable=False
+    )
+    return RunResult(
+        execution.run_id,
+        "failed",
+        None,
+        f"ExecutionSuspended: {message}",
+        execution.served_calls,
+        execution.reinvoked_calls,
+        execution.replay(),
+    )
 
 
 def fold_source(world: World, run_id: str) -> tuple[MaterializedRunState, str | None]:

@@ -501,9 +501,12 @@ class AgentSession:
             "call_id": approval_id,
             "session_id": self.session_id,
         }
-        wait, decision = await self._step._waits.wait("approval", approval_id, None, details)
+        wait = await self._x.waits.approval(self.session_id, approval_id, details)
         if wait.outcome == "approved":
             return None
+        decision = None
+        if wait.signal_id is not None:
+            decision = json.loads(self._x.waits.signals[wait.signal_id].payload_json)
         reason = decision.get("reason") if isinstance(decision, dict) else None
         return f"rejected by a person: {reason}" if reason else "rejected by a person"
 

@@ -20,11 +20,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import os
 import socket
 import uuid
-from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from little._canonical import canonical_json
@@ -52,13 +53,17 @@ HOLD_SECONDS = float(os.environ.get("LITTLE_WAIT_HOLD_SECONDS", "1.0"))
 """Timers due within this many seconds are slept in the process; longer waits suspend."""
 
 
+MAX_WAIT_SECONDS = 100 * 365 * 86400.0
+"""A hundred years: a longer (or infinite) duration is a mistake, not a wait."""
+
+
 def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
 def seconds(duration: float | timedelta, what: str) -> float:
     value = duration.total_seconds() if isinstance(duration, timedelta) else float(duration)
-    if value != value or value < 0:  # NaN or negative
+    if not math.isfinite(value) or value < 0 or value > MAX_WAIT_SECONDS:
         raise ConfigurationError(f"{what} must be a duration of 0 seconds or more, not {duration}")
     return value
 
@@ -75,6 +80,9 @@ class RunWaits:
             (w.step_path, w.ordinal): w for w in replayed.waits
         }
         self.signals: dict[str, SignalState] = {s.signal_id: s for s in replayed.signals}
+        self.raised: ExecutionSuspended | None = None
+        """The last suspension a wait raised: set until the execution ends suspended (a
+        workflow that catches it and goes on would complete past a wait it never took)."""
         self._read_to: Position | None = (
             None
             if replayed.last_position is None
@@ -107,19 +115,24 @@ class RunWaits:
         self._read_to = last
 
     async def take(self, name: str) -> SignalState | None:
-        """The oldest signal named ``name`` no wait took yet: from what this execution knows,
-        else from the log as it is now (read off the loop)."""
+        """Take the oldest signal named ``name`` no wait took yet: from what this execution
+        knows, else from the log as it is now (read off the loop). It is marked taken before
+        anything else runs, so two waits on one name (in two branches) never take the same."""
         kept = self._kept(name)
         if kept is None:
             await asyncio.to_thread(self._read_new_signals)
             kept = self._kept(name)
+        if kept is not None:
+            self.signals[kept.signal_id] = kept.model_copy(update={"taken": True})
         return kept
 
-    async def arrived_since(self, waiting: Iterable[str]) -> bool:
-        """After suspending: did a signal one of ``waiting`` needs land meanwhile (after this
-        execution's last read)? Then the run can go on at once."""
-        names = {label.split(":", 1)[1] for label in waiting if label.startswith("signal:")}
-        names |= {label for label in waiting if label.startswith("approval:")}
+    async def arrived_since(self) -> bool:
+        """After suspending: did a signal one of this run's own open waits needs land
+        meanwhile (after this execution's last read)? Then the run can go on at once. (A
+        sub-run's waits are its own execution's to check, in its own log.)"""
+        names = {
+            signal_name(w) for w in self.waits.values() if w.outcome is None and w.kind != "timer"
+        }
         if not names:
             return False
         await asyncio.to_thread(self._read_new_signals)
@@ -170,6 +183,24 @@ class RunWaits:
         if wait.outcome is None:
             wait = await self._end(wait)
         return wait, self._payload(wait)
+
+    async def approval(self, session_id: str, approval_id: str, details: Any) -> WaitState:
+        """The approval wait of tool call ``approval_id`` (``<session>/<turn>:<call>``),
+        found by that id (unique in the run) and ended if it can be: a session's tool calls
+        served from its log skip their approvals, and a panel's legs ask in any order, so no
+        counter could place it. It is placed in the session's own scope (``step_path`` the
+        session id, ordinals in the order approvals were first asked)."""
+        for wait in self.waits.values():
+            if wait.kind == "approval" and wait.name == approval_id:
+                break
+        else:
+            ordinals = [w.ordinal for w in self.waits.values() if w.step_path == session_id]
+            ordinal = max(ordinals, default=-1) + 1
+            wait, _ = await self.wait(session_id, ordinal, "approval", approval_id, None, details)
+            return wait
+        if wait.outcome is None:
+            wait = await self._end(wait)
+        return wait
 
     def _payload(self, wait: WaitState) -> Any:
         if wait.outcome == "timed_out":
@@ -227,9 +258,10 @@ class RunWaits:
             signal = await self.take(signal_name(wait))
             if signal is not None:
                 outcome = "received"
-                if wait.kind == "approval":
+                if wait.kind == "approval":  # anything but {"approved": true} rejects
                     decision = json.loads(signal.payload_json)
-                    outcome = "approved" if decision.get("approved") else "rejected"
+                    approved = isinstance(decision, dict) and decision.get("approved") is True
+                    outcome = "approved" if approved else "rejected"
                 return await self._record_end(wait, outcome, signal)
         now = utcnow()
         if wait.due_at is not None and wait.due_at <= now:
@@ -239,7 +271,8 @@ class RunWaits:
             await self._x.writer.checkpoint()  # a stop asked meanwhile ends it here instead
             await asyncio.sleep(left)
             return await self._record_end(wait, "fired")
-        raise ExecutionSuspended(self._x.run_id, wait.due_at, (wait.label,))
+        self.raised = ExecutionSuspended(self._x.run_id, wait.due_at, (wait.label,))
+        raise self.raised
 
     async def _record_end(
         self, wait: WaitState, outcome: str, signal: SignalState | None = None
@@ -273,7 +306,7 @@ class RunWaits:
             wake_at=None if suspended.wake_at is None else suspended.wake_at.isoformat(),
             waiting_for=list(suspended.waiting_for),
         )
-        return await self.arrived_since(suspended.waiting_for)
+        return await self.arrived_since()
 
 
 class ScopeWaits:
@@ -353,6 +386,17 @@ def signal_event(
     )
 
 
+def check_decision(run_id: str, name: str, data: Any) -> None:
+    """An approval decision is ``{"approved": true|false, ...}``: anything else is refused
+    (a payload ``"false"`` or ``{"approved": "no"}`` would otherwise be read one way or the
+    other)."""
+    if not isinstance(data, dict) or not isinstance(data.get("approved"), bool):
+        raise SignalRefusedError(
+            f'run {run_id}: {name} needs a decision {{"approved": true|false, "reason": '
+            f"...}}, not {payload_json(data)[:80]}: nothing was recorded"
+        )
+
+
 def prepare_signal(
     state: MaterializedRunState,
     run_id: str,
@@ -369,6 +413,7 @@ def prepare_signal(
     never asked for or already has."""
     event = signal_event(run_id, name, data, signal_id=signal_id, by=by)
     if name.startswith("approval:"):
+        check_decision(run_id, name, data)
         check_approval(state, run_id, name[len("approval:") :], where)
     else:
         check_signal(state, run_id, name, where)
@@ -449,21 +494,32 @@ async def follow(
     """Resume ``run_id`` whenever one of its waits can end, until it ends (or a failure):
     sleep until its next due time, and look for the signals it waits for every ``poll``
     seconds. Nothing is held meanwhile: this process may exit, and another (``little
-    resume``, ``little worker``, the coordinator) takes the run up."""
+    resume``, ``little worker``, the coordinator) takes the run up. A run another process is
+    executing (a worker woke it) is left to it and watched until it ends or waits again; the
+    first look resumes a run that is not waiting (to continue it here)."""
     from little.runtime._runner import fold_run_off_loop, resume
 
+    first = True
     while True:
         state = await fold_run_off_loop(world, run_id)
         now = utcnow()
-        if state.status == "waiting" and not await asyncio.to_thread(can_wake, world, state, now):
-            pause = poll
-            if state.wake_at is not None:
-                pause = min(poll, max(0.0, (state.wake_at - now).total_seconds()))
-            await asyncio.sleep(pause)
+        waiting = state.status == "waiting"
+        if (waiting and await asyncio.to_thread(can_wake, world, state, now)) or (
+            first and not waiting
+        ):
+            result = await resume(world, run_id, workflow, hold=hold)
+            if result.status != "waiting":
+                return result
+            first = False
             continue
-        result = await resume(world, run_id, workflow, hold=hold)
-        if result.status != "waiting":
-            return result
+        if state.terminal:
+            return await resume(world, run_id, workflow, hold=hold)  # its outcome, from the log
+        # waiting, or executed by another process (a worker that woke it): look again later
+        first = False
+        pause = poll
+        if waiting and state.wake_at is not None:
+            pause = min(poll, max(0.0, (state.wake_at - now).total_seconds()))
+        await asyncio.sleep(pause)
 
 
 class Waker:
@@ -476,6 +532,7 @@ class Waker:
         self.hold = hold
         self._next: dict[int, int] = {}
         self._candidates: set[str] = set()
+        self._busy: dict[str, asyncio.Task[RunResult]] = {}
 
     def _scan(self) -> None:
         """Read what the log gained since the last scan (a worker thread)."""
@@ -510,26 +567,33 @@ class Waker:
                 next_due = state.wake_at
         return ready, next_due
 
-    async def wake_ready(self) -> tuple[list[RunResult], datetime | None]:
-        """Resume every waiting run whose wait can end now (concurrently); their results,
-        and the earliest due time among the runs still waiting."""
+    async def wake_ready(self) -> tuple[list[asyncio.Task[RunResult]], datetime | None]:
+        """Resume every waiting run whose wait can end now, each in a task of its own (a run
+        that works for an hour after its wake-up delays no other); returns the tasks started
+        and the earliest due time among the runs still waiting. A run still executing from an
+        earlier wake-up is not resumed again."""
         from little.runtime._runner import resume
 
         ready, next_due = await asyncio.to_thread(self._ready, utcnow())
-        results = await asyncio.gather(
-            *(resume(self.world, run_id, hold=self.hold) for run_id in ready),
-            return_exceptions=True,
-        )
-        out: list[RunResult] = []
-        for run_id, result in zip(ready, results, strict=True):
-            if isinstance(result, BaseException):
-                log.error("wake_failed", run_id=run_id, error=f"{type(result).__name__}: {result}")
+        started: list[asyncio.Task[RunResult]] = []
+        for run_id in ready:
+            if run_id in self._busy:
                 continue
-            out.append(result)
-            log.info("run_woken", run_id=run_id, status=result.status)
-            if result.wake_at is not None and (next_due is None or result.wake_at < next_due):
-                next_due = result.wake_at
-        return out, next_due
+            task = asyncio.ensure_future(resume(self.world, run_id, hold=self.hold))
+            self._busy[run_id] = task
+            task.add_done_callback(partial(self._woken, run_id))
+            started.append(task)
+        return started, next_due
+
+    def _woken(self, run_id: str, task: asyncio.Task[RunResult]) -> None:
+        self._busy.pop(run_id, None)
+        if task.cancelled():
+            return
+        error = task.exception()
+        if error is not None:
+            log.error("wake_failed", run_id=run_id, error=f"{type(error).__name__}: {error}")
+        else:
+            log.info("run_woken", run_id=run_id, status=task.result().status)
 
     async def serve(self, stop: asyncio.Event, *, poll: float = 0.5) -> None:
         """Wake runs until ``stop`` is set: at each due time, and every ``poll`` seconds for
@@ -541,3 +605,5 @@ class Waker:
                 pause = min(poll, max(0.0, (next_due - utcnow()).total_seconds()))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=pause)
+        if self._busy:  # the runs it woke go on to their next boundary, then it leaves
+            await asyncio.gather(*self._busy.values(), return_exceptions=True)
