@@ -13,7 +13,12 @@ from little.replay._checks import (
     manifest_hash,
 )
 from little.replay._envelope import ReplayEnvelope, replay_envelope
-from little.replay._fold import StreamIntegrityError, materialize_run_state_from_events
+from little.replay._fold import (
+    StreamIntegrityError,
+    materialize_run_state_from_events,
+    signal_state,
+    wait_state,
+)
 from little.replay._partial import AppliedEvent, accepted_events, state_changes, step_through
 from little.replay._pricing import price_usd
 from little.replay._replay import (
@@ -50,6 +55,7 @@ from little.replay._state import (
     UsageTotals,
     VisitOutput,
     WaitState,
+    oldest_kept,
     signal_name,
 )
 
@@ -92,11 +98,14 @@ __all__ = [
     "fold_run",
     "manifest_hash",
     "materialize_run_state_from_events",
+    "oldest_kept",
     "outline_snapshot",
     "price_usd",
     "replay_envelope",
     "replay_run",
     "signal_name",
+    "signal_state",
     "state_changes",
     "step_through",
+    "wait_state",
 ]

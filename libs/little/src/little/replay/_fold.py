@@ -306,15 +306,7 @@ class _Fold:
         key = (e.step_path, e.ordinal)
         if key in self.waits:
             self._fail(f"wait {e.ordinal} of {e.step_path or 'the run'} started twice", e)
-        self.waits[key] = construct(
-            WaitState,
-            kind=e.kind,
-            ordinal=e.ordinal,
-            name=e.name,
-            step_path=e.step_path,
-            due_at=e.due_at,
-            details_json=e.details_json,
-        )
+        self.waits[key] = wait_state(e)
 
     def wait_ended(self, e: WaitEnded) -> None:
         key = (e.step_path, e.ordinal)
@@ -339,14 +331,7 @@ class _Fold:
     def signal_sent(self, e: SignalSent) -> None:
         if e.signal_id in self.signals:
             return  # delivered again (a command read twice): the first one stands
-        self.signals[e.signal_id] = construct(
-            SignalState,
-            signal_id=e.signal_id,
-            name=e.name,
-            payload_json=e.payload_json,
-            sent_at=e.occurred_at,
-            sender=e.sender,
-        )
+        self.signals[e.signal_id] = signal_state(e)
 
     # -- steps -------------------------------------------------------------------------------
 
@@ -682,6 +667,31 @@ _HANDLERS: dict[type[Event], Callable[[_Fold, Any], None]] = {
     AgentCallAdmitted: _Fold.agent_admitted,
     AgentCallSettled: _Fold.agent_settled,
 }
+
+
+def wait_state(e: WaitStarted) -> WaitState:
+    """The wait a ``WaitStarted`` begins (the fold's, and an execution's for its own)."""
+    return construct(
+        WaitState,
+        kind=e.kind,
+        ordinal=e.ordinal,
+        name=e.name,
+        step_path=e.step_path,
+        due_at=e.due_at,
+        details_json=e.details_json,
+    )
+
+
+def signal_state(e: SignalSent) -> SignalState:
+    """The signal a ``SignalSent`` delivers, not taken yet."""
+    return construct(
+        SignalState,
+        signal_id=e.signal_id,
+        name=e.name,
+        payload_json=e.payload_json,
+        sent_at=e.occurred_at,
+        sender=e.sender,
+    )
 
 
 def _pair(position: LogPosition) -> tuple[int, int]:

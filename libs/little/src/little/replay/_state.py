@@ -6,6 +6,7 @@ lookup helpers, so a state can be compared, hashed into snapshots and shared fre
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from decimal import Decimal
 from typing import Any, Literal, TypeVar
@@ -512,10 +513,7 @@ class MaterializedRunState(_Frozen):
     def kept_signal(self, name: str) -> SignalState | None:
         """The oldest signal named ``name`` no wait has taken yet (signals are taken in the
         order they were sent)."""
-        for s in self.signals:
-            if not s.taken and s.name == name:
-                return s
-        return None
+        return oldest_kept(self.signals, name)
 
     def can_wake(self, now: datetime) -> bool:
         """Whether a ``waiting`` run has a wait that can end now: a due time passed, or a
@@ -536,6 +534,14 @@ class MaterializedRunState(_Frozen):
     @property
     def terminal(self) -> bool:
         return self.status in ("completed", "failed", "cancelled")
+
+
+def oldest_kept(signals: Iterable[SignalState], name: str) -> SignalState | None:
+    """The first of ``signals`` (in the order sent) named ``name`` that no wait has taken."""
+    for s in signals:
+        if not s.taken and s.name == name:
+            return s
+    return None
 
 
 def signal_name(wait: WaitState) -> str:

@@ -33,7 +33,15 @@ from little.errors import ConfigurationError
 from little.events import RunSuspended, SignalSent, WaitEnded, WaitStarted
 from little.log import Position
 from little.logs import get_logger
-from little.replay import MaterializedRunState, SignalState, WaitState, signal_name
+from little.replay import (
+    MaterializedRunState,
+    SignalState,
+    WaitState,
+    oldest_kept,
+    signal_name,
+    signal_state,
+    wait_state,
+)
 from little.runtime._errors import (
     ExecutionSuspended,
     SignalRefusedError,
@@ -92,10 +100,7 @@ class RunWaits:
     # -- signals -------------------------------------------------------------------------
 
     def _kept(self, name: str) -> SignalState | None:
-        for s in self.signals.values():
-            if not s.taken and s.name == name:
-                return s
-        return None
+        return oldest_kept(self.signals.values(), name)
 
     def _read_new_signals(self) -> None:
         """Read the run's log past what this execution has seen for signals sent since (a
@@ -105,13 +110,7 @@ class RunWaits:
             last = Position(item.partition, item.offset)
             e = item.event
             if isinstance(e, SignalSent) and e.signal_id not in self.signals:
-                self.signals[e.signal_id] = SignalState(
-                    signal_id=e.signal_id,
-                    name=e.name,
-                    payload_json=e.payload_json,
-                    sent_at=e.occurred_at,
-                    sender=e.sender,
-                )
+                self.signals[e.signal_id] = signal_state(e)
         self._read_to = last
 
     async def take(self, name: str) -> SignalState | None:
@@ -156,7 +155,7 @@ class RunWaits:
         key = (scope, ordinal)
         wait = self.waits.get(key)
         if wait is None:
-            await x.writer.emit(
+            started, _ = await x.writer.emit(
                 WaitStarted,
                 step_path=scope,
                 kind=kind,
@@ -165,15 +164,7 @@ class RunWaits:
                 due_at=due_at,
                 details_json=None if details is None else canonical_json(details),
             )
-            wait = WaitState(
-                kind=kind,
-                ordinal=ordinal,
-                name=name,
-                step_path=scope,
-                due_at=due_at,
-                details_json=None if details is None else canonical_json(details),
-            )
-            self.waits[key] = wait
+            wait = self.waits[key] = wait_state(started)
         elif wait.kind != kind or wait.name != name:
             raise ConfigurationError(
                 f"run {x.run_id}: wait {ordinal} of {scope or 'the run'} is a {wait.kind} "
