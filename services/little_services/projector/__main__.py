@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from little.logs import configure
+from little.tracing import configure_from_env
 from little_services._entry import handle_arguments
 from little_services.projector._service import serve
 from little_services.projector._settings import ProjectorServiceSettings
@@ -18,6 +19,7 @@ SUMMARY = (
 def main() -> None:
     handle_arguments("little-projector", SUMMARY, ProjectorServiceSettings, sys.argv[1:])
     configure(json=True)
+    configure_from_env("little-projector")  # traces, where OTEL_* variables ask for them
     sys.exit(serve(ProjectorServiceSettings()))
 
 

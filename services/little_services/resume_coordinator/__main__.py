@@ -18,6 +18,7 @@ from little import tune_gc
 from little.errors import ConfigurationError, LittleError
 from little.logs import configure
 from little.runtime import load_workflows
+from little.tracing import configure_from_env
 from little_services._entry import handle_arguments
 from little_services.resume_coordinator._coordinator import Coordinator
 from little_services.resume_coordinator._http import HttpServer, make_app
@@ -82,6 +83,7 @@ def _variable(loc: tuple[int | str, ...]) -> str:
 def main() -> None:
     handle_arguments("little-resume-coordinator", SUMMARY, CoordinatorSettings, sys.argv[1:])
     configure(json=True)
+    configure_from_env("little-resume-coordinator")  # traces, where OTEL_* variables ask for them
     try:
         settings = settings_from_environment()
         code = asyncio.run(serve(settings))

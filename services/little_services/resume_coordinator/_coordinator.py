@@ -21,7 +21,7 @@ from typing import Any
 
 import structlog
 
-from little import World
+from little import World, tracing
 from little.commands import (
     CancelRun,
     CommandDecodeError,
@@ -105,6 +105,9 @@ class Tracked:
     start: StartRun | None = None
     """The StartRun of a run that has not started yet: its only input, kept (and its command
     unsettled) until an execution gets the run started, so a retry can still start it."""
+    trace: tuple[tuple[str, bytes], ...] = ()
+    """The W3C trace context of the latest command that asked for the run (an execution it
+    starts is a child of the span that sent it)."""
     start_refs: list[CommandRef] = field(default_factory=list)
     """Commands of executions that ended before the run started, settled once it does."""
     waiting: bool = False
@@ -422,7 +425,13 @@ class Coordinator:
 
     # -- commands ----------------------------------------------------------------------------
 
-    def on_command(self, partition: int, offset: int, value: bytes | None) -> None:
+    def on_command(
+        self,
+        partition: int,
+        offset: int,
+        value: bytes | None,
+        headers: Any = None,
+    ) -> None:
         if partition not in self.owned or self.stopping:
             return  # fetched before a revocation: the partition's next owner reads it again
         self.ledger.received(partition, offset)
@@ -446,6 +455,15 @@ class Coordinator:
             self._settle(ref)
             return
         log.info("command_received", type=command.type, run_id=command.run_id, offset=offset)
+        trace = tuple(
+            (k, v) for k, v in headers or () if k in tracing.TRACE_HEADERS and v is not None
+        )
+        if trace and isinstance(command, StartRun | ResumeRun | CancelRun):
+            # the execution it causes continues the sender's trace (``little.tracing``)
+            self.runs.setdefault(
+                command.run_id,
+                Tracked(command.run_id, partition, time.monotonic() + self.lease),
+            ).trace = trace
         if isinstance(command, StartRun):
             self.ensure(command.run_id, partition, "start", start=command, command=ref)
         elif isinstance(command, ResumeRun):
@@ -677,21 +695,22 @@ class Coordinator:
             )
             return await self._park(entry, error, workflow=name, version=None)
         try:
-            result = await execute(
-                self.world,
-                run_id,
-                workflow,
-                start.input if start is not None else None,
-                owner=self.owner,
-                max_agent_calls=start.budgets.max_agent_calls if start is not None else None,
-                max_tokens=start.budgets.max_tokens if start is not None else None,
-                replay_from=start.replay_from if start is not None else None,
-                replay_mode=(start.replay_mode if start is not None else None) or "repairable",
-                control=control,
-                on_running=partial(self._running, entry, local),
-            )
-            if result.status == "waiting":
-                entry.wake_at = result.wake_at
+            with tracing.use_headers(entry.trace):
+                result = await execute(
+                    self.world,
+                    run_id,
+                    workflow,
+                    start.input if start is not None else None,
+                    owner=self.owner,
+                    max_agent_calls=start.budgets.max_agent_calls if start is not None else None,
+                    max_tokens=start.budgets.max_tokens if start is not None else None,
+                    replay_from=start.replay_from if start is not None else None,
+                    replay_mode=(start.replay_mode if start is not None else None) or "repairable",
+                    control=control,
+                    on_running=partial(self._running, entry, local),
+                )
+                if result.status == "waiting":
+                    entry.wake_at = result.wake_at
         except WorkflowVersionError as exc:
             if start is None and exc.run_id == run_id:
                 # The version the run started on is not registered here.

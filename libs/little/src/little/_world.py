@@ -27,6 +27,7 @@ from little.log import (
     TopicNames,
 )
 from little.snapshots import SnapshotStore
+from little.tracing import trace_headers
 
 
 class RecordDecodeError(LittleError, ValueError):
@@ -78,8 +79,10 @@ class World:
         for e in events:
             if e.run_id != run_id:
                 raise ValueError(f"one append holds one run: {e.run_id} != {run_id}")
+        # the span the records are written in (a run execution, a step, a call), W3C
+        traceparent = trace_headers()
         return run_id, [
-            OutgoingRecord(self.codec.encode(e), tuple(event_headers(e))) for e in events
+            OutgoingRecord(self.codec.encode(e), (*event_headers(e), *traceparent)) for e in events
         ]
 
     def read_run(self, run_id: str, *, after: Position | None = None) -> Iterator[LoggedEvent]:

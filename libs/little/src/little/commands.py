@@ -217,11 +217,16 @@ def decode_command(data: bytes) -> Command:
 
 
 def command_headers(command: Command) -> list[tuple[str, bytes]]:
-    """Type and run id as Kafka headers, for routing and tooling without decoding."""
+    """Type and run id as Kafka headers, for routing and tooling without decoding, and the
+    W3C ``traceparent`` of the span the command is sent in (the run it starts continues that
+    trace)."""
+    from little.tracing import trace_headers
+
     return [
         ("little.command", command.command_type.encode()),
         ("little.run_id", command.run_id.encode()),
         ("little.command_id", command.command_id.encode()),
+        *trace_headers(),
     ]
 
 

@@ -58,6 +58,9 @@ def _root(
     from little.logs import configure
 
     configure(json=False, level=None if verbose else os.environ.get("LITTLE_LOG_LEVEL", "warning"))
+    from little.tracing import configure_from_env
+
+    configure_from_env("little")  # traces, where OTEL_* variables ask for them
 
 
 def open_world(data_dir: Path | None, bootstrap: str | None) -> World:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
+from little import tracing
 from little.cli._app import Bootstrap, DataDir, app, console
 from little.cli._local import (
     AsJson,
@@ -145,7 +146,12 @@ def submit(
         replay_from=replay_from,
         replay_mode=mode,
     )
-    _publish(bootstrap_servers, commands_topic, start)
+    with tracing.span(
+        f"little.submit {workflow}",
+        {"little.run_id": run_id, "little.workflow": workflow},
+        kind="producer",
+    ):
+        _publish(bootstrap_servers, commands_topic, start)
     print(run_id)
     if wait:
         _wait_started(_bootstrap(bootstrap_servers, "StartRun"), run_id, timeout)

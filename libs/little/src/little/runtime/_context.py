@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
+from little import tracing
 from little._canonical import canonical_json
 from little.errors import ConfigurationError, LogError, RuntimeIntegrityError
 from little.events import (
@@ -335,8 +336,29 @@ class WorkflowContext(_ValuesMixin, _WaitsMixin):
         full = self._path(path)
         visit = self._visit(full, max_visits)
         recorded = await self._recorded_visit(full, visit, max_visits)
-        if recorded is not None:
-            return recorded[0]
+        attributes = {
+            "little.run_id": self._x.run_id,
+            "little.step": full,
+            "little.visit": visit,
+            "little.epoch": self._x.writer.epoch,
+            "little.served_from_log": recorded is not None,
+        }
+        with tracing.span(f"little.step {full}", attributes, ok=(ExecutionSuspended,)) as span:
+            if recorded is not None:  # committed before: its output, from the log
+                return recorded[0]
+            return await self._run_step(path, full, visit, max_visits, fn, args, retry, span)
+
+    async def _run_step(
+        self,
+        path: str,
+        full: str,
+        visit: int,
+        max_visits: int,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        retry: Retry | None,
+        span: Any,
+    ) -> Any:
         self._check_group()
         policy = retry or Retry()
         attempt = self._attempts_before(full)
@@ -354,6 +376,7 @@ class WorkflowContext(_ValuesMixin, _WaitsMixin):
                 branch_path=self._branch_path,
             )
             sctx = StepContext(self, full, visit)
+            tracing.set_attributes(span, little_attempt=attempt)
             try:
                 result = fn(sctx, *args)
                 if inspect.isawaitable(result):

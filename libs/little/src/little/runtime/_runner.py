@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from little import tracing
 from little._canonical import canonical_json
 from little._world import RecordDecodeError, World
 from little.errors import ConfigurationError, LogError, RuntimeIntegrityError
@@ -356,6 +357,15 @@ async def claim(
     return state, RunWriter(world, run_id, epoch, state.last_seq + 1)
 
 
+def started_trace_context(world: World, run_id: str) -> Any:
+    """The trace context the run's ``RunStarted`` record carries (its first execution's span),
+    or None: read from the record's headers, not decoded (a worker thread)."""
+    for record in world.log.read_run(run_id):
+        if record.header("little.type") == b"RunStarted":
+            return tracing.context_from_headers(record.headers)
+    return None
+
+
 def _fold_up_to_claim(
     world: World,
     run_id: str,
@@ -453,30 +463,63 @@ async def execute(
             f"with run(world, workflow, input, run_id={run_id!r}) or `little submit <workflow> "
             f"--input ... --run-id {run_id}`",
         )
-    state, writer = await claim(world, run_id, owner, state, fresh=fresh)
-    if state.terminal:
-        return await _result(state, world)
-    writer.control = control
-    try:
-        result = await _execute_claimed(
-            world,
-            run_id,
-            workflow,
-            input,
-            state,
-            writer,
-            owner=owner,
-            parent_run_id=parent_run_id,
-            parent_call_id=parent_call_id,
-            max_agent_calls=max_agent_calls,
-            max_tokens=max_tokens,
-            on_running=on_running,
-            replay_from=replay_from,
-            replay_mode=replay_mode,
-            hold=hold,
+    # The execution's span: a run that started continues the trace its RunStarted record
+    # carries (whoever resumes it, in whatever process), linked to the context resuming it.
+    parent: Any = None
+    links: tuple[Any, ...] = ()
+    if state.workflow is not None and tracing.enabled():
+        parent = await asyncio.to_thread(started_trace_context, world, run_id)
+        current = tracing.current_context()
+        links = () if parent is None or current is None else (current,)
+    name = state.workflow or (workflow.name if workflow is not None else "?")
+    with tracing.span(
+        f"little.run {name}",
+        {
+            "little.run_id": run_id,
+            "little.workflow": name,
+            "little.resumed": state.workflow is not None,
+            "little.parent_run_id": parent_run_id or state.parent_run_id,
+            "little.parent_call_id": parent_call_id,
+            "little.replay_source_run_id": replay_from or state.replay_source_run_id,
+        },
+        parent=parent,
+        links=links,
+        ok=(ExecutionSuspended,),
+    ) as span:
+        state, writer = await claim(world, run_id, owner, state, fresh=fresh)
+        tracing.set_attributes(span, little_epoch=writer.epoch, little_owner=owner)
+        if state.terminal:
+            return await _result(state, world)
+        writer.control = control
+        try:
+            result = await _execute_claimed(
+                world,
+                run_id,
+                workflow,
+                input,
+                state,
+                writer,
+                owner=owner,
+                parent_run_id=parent_run_id,
+                parent_call_id=parent_call_id,
+                max_agent_calls=max_agent_calls,
+                max_tokens=max_tokens,
+                on_running=on_running,
+                replay_from=replay_from,
+                replay_mode=replay_mode,
+                hold=hold,
+            )
+        finally:
+            await writer.settled()  # no append of this execution is left in flight when it ends
+        tracing.set_attributes(
+            span,
+            little_status=result.status if result is not _AGAIN else "waiting",
+            little_served_calls=result.served_calls,
+            little_reinvoked_calls=result.reinvoked_calls,
+            little_replayed=None if result.replay is None else result.replay.replayed,
         )
-    finally:
-        await writer.settled()  # no append of this execution is left in flight when it ends
+        if result.status == "failed":
+            tracing.set_error(span, result.error or "failed")
     if result is _AGAIN:  # a signal it waits for landed while it suspended: go on at once
         return await execute(
             world,

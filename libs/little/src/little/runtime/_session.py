@@ -12,9 +12,11 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from little import tracing
 from little._canonical import canonical_hash, canonical_json, chain_hash, sha256_hex
 from little.errors import ConfigurationError
 from little.events import (
@@ -45,11 +47,13 @@ from little.replay import (
     SessionState,
     assert_harness_manifest_consistent,
     manifest_hash,
+    price_usd,
 )
 from little.runtime._context import drain
 from little.runtime._errors import (
     BranchStopped,
     BudgetExceededError,
+    ExecutionSuspended,
     PanelMixedError,
     SessionDivergedError,
     SimulationDivergedError,
@@ -128,6 +132,7 @@ class AgentSession:
         self._exchange_tokens = [0, 0, 0, 0]  # this exchange's usage, served turns included
         self._exchange_calls = 0  # this exchange's model calls, served turns included
         self._reserved = False  # a panel leg holding a budget reservation for its first call
+        self._span: Any = None  # the session's span (tracing on): its calls' spans' parent
 
     async def __aenter__(self) -> AgentSession:
         if self._recorded is not None:
@@ -147,6 +152,21 @@ class AgentSession:
                 system_json=system_json,
                 system_ref=system_ref,
             )
+        self._span = tracing.start_span(
+            f"invoke_agent {self.name}",
+            {
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.agent.name": self.name,
+                "gen_ai.agent.id": self.session_id,
+                "gen_ai.request.model": self.model.name,
+                "gen_ai.provider.name": self.model.provider,
+                "little.run_id": self._x.run_id,
+                "little.step": self._step.step_path,
+                "little.session_id": self.session_id,
+                "little.epoch": self._x.writer.epoch,
+                "little.resumed": self._recorded is not None,
+            },
+        )
         return self
 
     async def __aexit__(
@@ -155,6 +175,19 @@ class AgentSession:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        span, self._span = self._span, None
+        if span is not None:
+            tracing.set_attributes(
+                span,
+                little_turns=self.turns,
+                **{
+                    "gen_ai.usage.input_tokens": self._tokens[0],
+                    "gen_ai.usage.output_tokens": self._tokens[1],
+                },
+            )
+            if exc is not None and not isinstance(exc, ExecutionSuspended):
+                tracing.set_error(span, f"{type(exc).__name__}: {exc}")
+            span.end()
         if exc_type is not None:
             return  # not completed: a resume runs the session on from its log
         if self._recorded is None or self._recorded.status != "completed":
@@ -321,6 +354,23 @@ class AgentSession:
         self._advance_through(added, ticket.ordinal)
         answer: str | None = result.get("answer")
         self._answer = answer
+        with tracing.span(
+            f"chat {served.model or self.model.name}",
+            self._model_attributes(
+                served.provider or self.model.provider,
+                served.model or self.model.name,
+                served.usage,
+            )
+            | {
+                "little.served_from_log": False,
+                "little.replayed": True,
+                "little.replay_source_run_id": ticket.source_run_id,
+                "little.ordinal": ticket.ordinal,
+                "little.model_calls": served.model_calls,
+            },
+            parent=tracing.in_span(self._span),
+        ):
+            pass
         if not ticket.settled:  # served from the source run: record that it was
             result_json, result_ref = await self._x.store_text(text)
             self._defer(
@@ -431,15 +481,74 @@ class AgentSession:
             text = await self._x.load_text(recorded.response_json, recorded.response_ref)
             self._x.count_served()
             self._count_exchange(recorded.usage)
+            with tracing.span(
+                f"chat {self.model.name}",
+                self._model_attributes(self.model.provider, self.model.name, recorded.usage)
+                | {"little.turn": turn, "little.served_from_log": True, "little.replayed": False},
+                parent=tracing.in_span(self._span),
+            ):
+                pass
             return ModelResponse.from_json(text or "{}", recorded.usage)
+        with tracing.span(
+            f"chat {self.model.name}",
+            self._model_attributes(self.model.provider, self.model.name, None)
+            | {
+                "little.turn": turn,
+                "little.served_from_log": False,
+                "little.replayed": False,
+                "little.reinvoked": recorded is not None and recorded.status == "called",
+            },
+            parent=tracing.in_span(self._span),
+        ) as span:
+            response = await self._fresh_turn(
+                turn, messages, recorded, request_hash, previous_hash, appended_text, span
+            )
+            if span is not None and span.is_recording():
+                span.set_attributes(
+                    self._model_attributes(self.model.provider, self.model.name, response.usage)
+                )
+                if response.finish_reason:
+                    span.set_attribute("gen_ai.response.finish_reasons", (response.finish_reason,))
+            return response
 
+    def _model_attributes(self, provider: str, model: str, usage: Usage | None) -> dict[str, Any]:
+        """The GenAI semantic conventions of a model call's span, and little's own."""
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.system": provider,
+            "gen_ai.provider.name": provider,
+            "gen_ai.request.model": model,
+            "little.run_id": self._x.run_id,
+            "little.step": self._step.step_path,
+            "little.session_id": self.session_id,
+            "little.epoch": self._x.writer.epoch,
+        }
+        if usage is not None:
+            attributes["gen_ai.usage.input_tokens"] = usage.input_tokens
+            attributes["gen_ai.usage.output_tokens"] = usage.output_tokens
+            if tracing.enabled():
+                price = price_usd(provider, model, usage, datetime.now(UTC))
+                if price is not None:
+                    attributes["little.cost_usd"] = float(price)
+        return attributes
+
+    async def _fresh_turn(
+        self,
+        turn: int,
+        messages: list[Message],
+        recorded: Any,
+        request_hash: str,
+        previous_hash: str | None,
+        appended_text: str,
+        span: Any,
+    ) -> ModelResponse:
         self._step._check_group()
         self._x.check_budget(reserved=self._reserved)
         self._reserved = False
         if recorded is not None and recorded.status == "called":  # in flight at a stop
             self._x.count_reinvoked()
         appended_json, appended_ref = await self._x.store_text(appended_text)
-        await self._emit(
+        called = await self._emit(
             ModelCalled,
             turn=turn,
             provider=self.model.provider,
@@ -451,6 +560,7 @@ class AgentSession:
             message_count=len(messages),
             tools_hash=self._tools_hash,
         )
+        tracing.set_attributes(span, little_seq=called.seq)
         request = ModelRequest(self.system, tuple(messages), self._specs)
         try:
             response = await self.model.complete(request)
@@ -517,6 +627,31 @@ class AgentSession:
     async def _tool_call(self, turn: int, call: ToolCallRequest) -> Message:
         call_id = f"{turn}:{call.id}"
         recorded = self._recorded.tool_call(call_id) if self._recorded is not None else None
+        served = recorded is not None and recorded.status in ("succeeded", "failed")
+        with tracing.span(
+            f"execute_tool {call.name}",
+            {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": call.name,
+                "gen_ai.tool.call.id": call.id,
+                "little.run_id": self._x.run_id,
+                "little.step": self._step.step_path,
+                "little.session_id": self.session_id,
+                "little.call_id": call_id,
+                "little.turn": turn,
+                "little.epoch": self._x.writer.epoch,
+                "little.served_from_log": served,
+                "little.replayed": False,
+                "little.reinvoked": recorded is not None and not served,
+            },
+            parent=tracing.in_span(self._span),
+            ok=(ExecutionSuspended,),
+        ) as span:
+            return await self._tool_call_in(turn, call, call_id, recorded, span)
+
+    async def _tool_call_in(
+        self, turn: int, call: ToolCallRequest, call_id: str, recorded: Any, span: Any
+    ) -> Message:
         if recorded is not None and recorded.status == "succeeded":
             text = await self._x.load_text(recorded.result_json, recorded.result_ref)
             return _tool_message(call.id, text)
@@ -530,7 +665,7 @@ class AgentSession:
             rejected = await self._approval_of(call_id, call)
             if rejected is not None:
                 return _tool_message(call.id, canonical_json({"error": rejected}))
-        await self._emit(
+        started = await self._emit(
             ToolCallStarted,
             call_id=call_id,
             tool=call.name,
@@ -538,6 +673,7 @@ class AgentSession:
             arguments_json=canonical_json(call.arguments),
             idempotency_key=key,
         )
+        tracing.set_attributes(span, little_seq=started.seq, little_idempotency_key=key)
         try:
             if tool is None:
                 raise ToolError(f"the model called unknown tool {call.name!r}")
@@ -548,6 +684,7 @@ class AgentSession:
             if self._x.is_fatal(exc):
                 raise
             error = f"{type(exc).__name__}: {exc}"
+            tracing.set_error(span, error)
             self._defer(
                 ToolCallFailed,
                 call_id=call_id,

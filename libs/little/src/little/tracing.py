@@ -1,0 +1,278 @@
+"""OpenTelemetry traces of runs: spans through the API's global tracer provider, and W3C trace
+context carried in record and command headers.
+
+The library only emits: spans go to whatever tracer provider the application set up (none: the
+API's no-op). ``configure_from_env`` is for the processes little ships (the CLI, the services):
+it sets up the SDK from the standard ``OTEL_*`` variables. Without the ``otel`` extra (no
+``opentelemetry`` API importable) every function here is a no-op and nothing is imported.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+try:  # the API alone: the SDK is imported only by configure_from_env
+    from opentelemetry import context as _context
+    from opentelemetry import propagate as _propagate
+    from opentelemetry import trace as _trace
+except ImportError:  # the extra is not installed: tracing is off, nothing more is imported
+    _trace = None  # type: ignore[assignment]
+    _propagate = None  # type: ignore[assignment]
+    _context = None  # type: ignore[assignment]
+
+if TYPE_CHECKING:
+    from opentelemetry.context import Context
+    from opentelemetry.trace import Span
+
+__all__ = [
+    "TRACEPARENT",
+    "TRACER_NAME",
+    "TRACE_HEADERS",
+    "available",
+    "configure_from_env",
+    "context_from_headers",
+    "current_context",
+    "current_span",
+    "enabled",
+    "in_span",
+    "set_attributes",
+    "set_error",
+    "span",
+    "start_span",
+    "trace_headers",
+    "use_headers",
+]
+
+TRACER_NAME = "little"
+TRACEPARENT = "traceparent"
+"""The W3C header every record and command written inside a span carries (with
+``tracestate`` when the context has one)."""
+
+TRACE_HEADERS = (TRACEPARENT, "tracestate")
+"""The headers W3C trace context travels in."""
+
+
+def available() -> bool:
+    """True when the OpenTelemetry API is importable (the ``otel`` extra, or a dependency)."""
+    return _trace is not None
+
+
+def enabled() -> bool:
+    """True when spans are recorded: the API is there and an SDK tracer provider is set."""
+    if _trace is None:
+        return False
+    provider = _trace.get_tracer_provider()
+    return not isinstance(provider, _trace.ProxyTracerProvider | _trace.NoOpTracerProvider)
+
+
+def _tracer() -> Any:
+    assert _trace is not None
+    return _trace.get_tracer(TRACER_NAME)
+
+
+@contextmanager
+def span(
+    name: str,
+    attributes: Mapping[str, Any] | None = None,
+    *,
+    parent: Context | None = None,
+    links: Sequence[Context] = (),
+    kind: str = "internal",
+    ok: tuple[type[BaseException], ...] = (),
+) -> Iterator[Span | None]:
+    """A span made current for the block (None without the API). ``parent``: a context (from
+    ``context_from_headers``) to parent it to instead of the current one; ``links``: contexts
+    it is linked to. An exception escaping the block is recorded and sets the status to error,
+    unless it is one of ``ok`` (a run suspending to wait is not a failure)."""
+    if _trace is None:
+        yield None
+        return
+    link_list = []
+    for ctx in links:
+        linked = _trace.get_current_span(ctx).get_span_context()
+        if linked.is_valid:
+            link_list.append(_trace.Link(linked))
+    with _tracer().start_as_current_span(
+        name,
+        context=parent,
+        kind=_trace.SpanKind[kind.upper()],
+        attributes={k: v for k, v in (attributes or {}).items() if v is not None},
+        links=link_list,
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as current:
+        try:
+            yield current
+        except BaseException as exc:
+            if not isinstance(exc, ok) and current.is_recording():
+                current.record_exception(exc)
+                current.set_status(
+                    _trace.Status(_trace.StatusCode.ERROR, f"{type(exc).__name__}: {exc}")
+                )
+            raise
+
+
+def start_span(
+    name: str, attributes: Mapping[str, Any] | None = None, *, parent: Context | None = None
+) -> Span | None:
+    """A span that is not made current, for a scope that is not one block (an agent session
+    entered and left by ``async with``); the caller ends it (None without the API)."""
+    if _trace is None:
+        return None
+    return _tracer().start_span(  # type: ignore[no-any-return]
+        name,
+        context=parent,
+        attributes={k: v for k, v in (attributes or {}).items() if v is not None},
+    )
+
+
+def current_span() -> Span | None:
+    """The current span (None without the API)."""
+    return None if _trace is None else _trace.get_current_span()
+
+
+def current_context() -> Context | None:
+    """The current context (None without the API)."""
+    return None if _context is None else _context.get_current()
+
+
+def in_span(parent: Span | None) -> Context | None:
+    """A context whose current span is ``parent`` (to parent a span to an object's own span,
+    whatever the current one is)."""
+    if _trace is None or parent is None:
+        return None
+    return _trace.set_span_in_context(parent)
+
+
+def set_attributes(target: Span | None, **attributes: Any) -> None:
+    """Set the attributes that are not None (``little_x`` names become ``little.x``)."""
+    if target is None:
+        return
+    for key, value in attributes.items():
+        if value is not None:
+            target.set_attribute(
+                key.replace("_", ".", 1) if key.startswith("little_") else key, value
+            )
+
+
+def set_error(target: Span | None, message: str) -> None:
+    """Mark the span failed with ``message`` (a run that ended failed, a call that raised)."""
+    if target is None or _trace is None:
+        return
+    target.set_status(_trace.Status(_trace.StatusCode.ERROR, message))
+
+
+def trace_headers() -> tuple[tuple[str, bytes], ...]:
+    """The current span's W3C context as record headers (empty when there is none)."""
+    if _trace is None or not _trace.get_current_span().get_span_context().is_valid:
+        return ()
+    carrier: dict[str, str] = {}
+    _propagate.inject(carrier)
+    return tuple((k, carrier[k].encode()) for k in TRACE_HEADERS if k in carrier)
+
+
+def context_from_headers(
+    headers: Sequence[tuple[str, str | bytes | None]] | None,
+) -> Context | None:
+    """The W3C context a record's headers carry, or None (no API, no valid ``traceparent``)."""
+    if _trace is None or not headers:
+        return None
+    carrier: dict[str, str] = {}
+    for key, value in headers:
+        if key in TRACE_HEADERS and value is not None:
+            carrier[key] = value.decode() if isinstance(value, bytes) else value
+    if TRACEPARENT not in carrier:
+        return None
+    ctx = _propagate.extract(carrier)
+    return ctx if _trace.get_current_span(ctx).get_span_context().is_valid else None
+
+
+@contextmanager
+def use_headers(headers: Sequence[tuple[str, str | bytes | None]] | None) -> Iterator[None]:
+    """Make the context a record's headers carry current for the block (a command's: what it
+    starts becomes a child of the span that sent it)."""
+    ctx = context_from_headers(headers)
+    if ctx is None or _context is None:
+        yield
+        return
+    token = _context.attach(ctx)
+    try:
+        yield
+    finally:
+        _context.detach(token)
+
+
+_EXPORTER_VARS = (
+    "OTEL_TRACES_EXPORTER",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+)
+
+
+def configure_from_env(service_name: str) -> bool:
+    """Set up the OpenTelemetry SDK from the standard ``OTEL_*`` variables, for little's own
+    processes; True if it did.
+
+    Nothing happens unless the SDK is installed (the ``otel`` extra), one of
+    ``OTEL_TRACES_EXPORTER``, ``OTEL_EXPORTER_OTLP_ENDPOINT`` or
+    ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` is set, ``OTEL_SDK_DISABLED`` is not ``true`` and no
+    tracer provider is set already. ``OTEL_TRACES_EXPORTER`` is a comma list of ``otlp``
+    (OTLP/HTTP protobuf, the default), ``console`` and ``none``; the exporter reads its
+    endpoint, headers and timeout from the usual variables, the resource its attributes from
+    ``OTEL_RESOURCE_ATTRIBUTES`` and ``OTEL_SERVICE_NAME`` (default ``service_name``), and the
+    batch processor its delays from ``OTEL_BSP_*``. Spans are flushed when the process exits.
+    """
+    if _trace is None or enabled():
+        return False
+    if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    if not any(os.environ.get(name) for name in _EXPORTER_VARS):
+        return False
+    try:
+        from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import (
+            BatchSpanProcessor,
+            ConsoleSpanExporter,
+            SpanExporter,
+        )
+    except ImportError:  # the API came with another package, the SDK did not
+        return False
+    from little.errors import ConfigurationError
+
+    names = [
+        n.strip().lower()
+        for n in (os.environ.get("OTEL_TRACES_EXPORTER") or "otlp").split(",")
+        if n.strip()
+    ]
+    exporters: list[SpanExporter] = []
+    for name in names:
+        if name == "otlp":
+            try:
+                from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+                    OTLPSpanExporter,
+                )
+            except ImportError as exc:
+                raise ConfigurationError(
+                    "OTEL_TRACES_EXPORTER=otlp needs opentelemetry-exporter-otlp-proto-http: "
+                    "pip install 'little-workflow[otel]'"
+                ) from exc
+            exporters.append(OTLPSpanExporter())
+        elif name == "console":
+            exporters.append(ConsoleSpanExporter())
+        elif name != "none":
+            raise ConfigurationError(
+                f"OTEL_TRACES_EXPORTER={os.environ.get('OTEL_TRACES_EXPORTER')!r}: little "
+                f"knows otlp, console and none, not {name!r}"
+            )
+    if not exporters:
+        return False
+    resource = Resource.create({SERVICE_NAME: os.environ.get("OTEL_SERVICE_NAME") or service_name})
+    provider = TracerProvider(resource=resource)  # shuts down (flushes) at exit
+    for exporter in exporters:
+        provider.add_span_processor(BatchSpanProcessor(exporter))
+    _trace.set_tracer_provider(provider)
+    return True
