@@ -166,6 +166,37 @@ def test_a_crashed_and_resumed_run_is_one_trace_whose_resume_serves_the_logged_c
     assert _one(resumed, "little.step double").parent_span_id == sub.span_id
 
 
+def test_a_replay_marks_the_calls_it_serves_from_the_recorded_run(tmp_path: Path) -> None:
+    with Receiver() as receiver:
+        child = _child(tmp_path / "world", "run-source", "replay", _env(receiver))
+        _, err = child.communicate(timeout=TIMEOUT)
+        assert child.returncode == 0, err
+        spans = receiver.received()
+    runs = {s["little.run_id"]: s for s in spans if s.name == "little.run traced"}
+    source, replay = runs["run-source"], runs["run-source-replay"]
+    assert source["little.replayed"] is False
+    assert replay["little.replayed"] is True
+    assert replay["little.replay_source_run_id"] == "run-source"
+    assert replay["little.served_calls"] == 0  # not from its own log: from the recorded run
+
+    def chats(run: ReceivedSpan) -> list[ReceivedSpan]:
+        return [s for s in spans if s.name == "chat gpt-4o-mini" and s.trace_id == run.trace_id]
+
+    # the source run made two fresh model calls; the replay answered the agent call from the
+    # record as a whole (no turn invoked), what it cost counted at the recorded usage
+    assert [s["little.turn"] for s in chats(source)] == [1, 2]
+    (served,) = chats(replay)
+    assert served["little.replayed"] is True
+    assert served["little.served_from_log"] is False
+    assert served["little.replay_source_run_id"] == "run-source"
+    assert served["little.model_calls"] == 2
+    assert served["gen_ai.usage.input_tokens"] == 3000
+    assert served["gen_ai.request.model"] == "gpt-4o-mini"
+    assert not [
+        s for s in spans if s.trace_id == replay.trace_id and s.name.startswith("execute_tool")
+    ]
+
+
 _BLOCKER = textwrap.dedent(
     """
     import importlib.abc, sys
