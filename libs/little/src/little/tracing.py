@@ -68,9 +68,19 @@ def enabled() -> bool:
     return not isinstance(provider, _trace.ProxyTracerProvider | _trace.NoOpTracerProvider)
 
 
+_tracers: dict[int, Any] = {}
+
+
 def _tracer() -> Any:
+    """little's tracer of the global provider now (made once per provider: ``get_tracer``
+    costs more than a span)."""
     assert _trace is not None
-    return _trace.get_tracer(TRACER_NAME)
+    provider = _trace.get_tracer_provider()
+    tracer = _tracers.get(id(provider))
+    if tracer is None:
+        _tracers.clear()  # a provider set since: the old one's tracer is never used again
+        tracer = _tracers[id(provider)] = (provider, _trace.get_tracer(TRACER_NAME))
+    return tracer[1]
 
 
 @contextmanager
@@ -86,8 +96,9 @@ def span(
     """A span made current for the block (None without the API). ``parent``: a context (from
     ``context_from_headers``) to parent it to instead of the current one; ``links``: contexts
     it is linked to. An exception escaping the block is recorded and sets the status to error,
-    unless it is one of ``ok`` (a run suspending to wait is not a failure)."""
-    if _trace is None:
+    unless it is one of ``ok`` (a run suspending to wait is not a failure). With no SDK set
+    up, no span is made at all (the API's would record nothing and cost ~10 us each)."""
+    if _trace is None or not enabled():
         yield None
         return
     link_list = []
@@ -120,7 +131,7 @@ def start_span(
 ) -> Span | None:
     """A span that is not made current, for a scope that is not one block (an agent session
     entered and left by ``async with``); the caller ends it (None without the API)."""
-    if _trace is None:
+    if _trace is None or not enabled():
         return None
     return _tracer().start_span(  # type: ignore[no-any-return]
         name,

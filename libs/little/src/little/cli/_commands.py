@@ -68,12 +68,23 @@ def _bootstrap(bootstrap: str | None, command: str) -> str:
     return found
 
 
-def _publish(bootstrap: str | None, topic: str | None, command: Command) -> None:
+def _publish(
+    bootstrap: str | None, topic: str | None, command: Command, span: str | None = None
+) -> None:
+    """Send one command, in a span of its own (``span``, else ``little.<command type>``) whose
+    W3C context the command's record carries: the execution it causes is a child of it."""
     from little.commands import CommandPublisher
 
     settings = CommandSettings()
     bootstrap = _bootstrap(bootstrap, command.command_type)
-    with CommandPublisher(bootstrap, topic=topic or settings.commands_topic) as publisher:
+    with (
+        tracing.span(
+            span or f"little.{command.command_type}",
+            {"little.run_id": command.run_id, "little.command": command.command_type},
+            kind="producer",
+        ),
+        CommandPublisher(bootstrap, topic=topic or settings.commands_topic) as publisher,
+    ):
         publisher.send([command])
 
 
@@ -146,12 +157,7 @@ def submit(
         replay_from=replay_from,
         replay_mode=mode,
     )
-    with tracing.span(
-        f"little.submit {workflow}",
-        {"little.run_id": run_id, "little.workflow": workflow},
-        kind="producer",
-    ):
-        _publish(bootstrap_servers, commands_topic, start)
+    _publish(bootstrap_servers, commands_topic, start, f"little.submit {workflow}")
     print(run_id)
     if wait:
         _wait_started(_bootstrap(bootstrap_servers, "StartRun"), run_id, timeout)
