@@ -271,3 +271,33 @@ def test_the_sdk_is_set_up_only_when_an_exporter_is_asked_for(variable: str) -> 
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
     )
     assert done.stdout.split() == ["True", "True"]
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "from little.cli import main; main()",
+        "from little_services.projector.__main__ import main; main()",
+        "from little_services.resume_coordinator.__main__ import main; main()",
+    ],
+)
+def test_an_unknown_exporter_is_one_readable_line_and_exit_1(entry: str, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LITTLE_"))}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env.update(OTEL_TRACES_EXPORTER="zipkin", LITTLE_WORKFLOWS="tests.tracing.flows")
+    args = ["events", "some-run", "--data-dir", str(tmp_path)] if "little.cli" in entry else []
+    done = subprocess.run(
+        [sys.executable, "-c", entry, *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    output = (done.stdout + done.stderr).strip()
+    assert done.returncode == 1, output
+    assert "Traceback" not in output
+    (line,) = [x for x in output.splitlines() if "OTEL_TRACES_EXPORTER" in x]
+    assert "'zipkin'" in line
+    assert "otlp" in line

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import sys
 
+import structlog
+
+from little.errors import LittleError
 from little.logs import configure
 from little.tracing import configure_from_env
 from little_services._entry import handle_arguments
@@ -19,7 +22,11 @@ SUMMARY = (
 def main() -> None:
     handle_arguments("little-projector", SUMMARY, ProjectorServiceSettings, sys.argv[1:])
     configure(json=True)
-    configure_from_env("little-projector")  # traces, where OTEL_* variables ask for them
+    try:
+        configure_from_env("little-projector")  # traces, where OTEL_* variables ask for them
+    except LittleError as exc:  # OTEL_TRACES_EXPORTER names an exporter little lacks
+        structlog.get_logger("little.projector").error("projector_failed_to_start", error=str(exc))
+        sys.exit(1)
     sys.exit(serve(ProjectorServiceSettings()))
 
 

@@ -83,8 +83,8 @@ def _variable(loc: tuple[int | str, ...]) -> str:
 def main() -> None:
     handle_arguments("little-resume-coordinator", SUMMARY, CoordinatorSettings, sys.argv[1:])
     configure(json=True)
-    configure_from_env("little-resume-coordinator")  # traces, where OTEL_* variables ask for them
     try:
+        configure_from_env("little-resume-coordinator")  # traces, where OTEL_* ask for them
         settings = settings_from_environment()
         code = asyncio.run(serve(settings))
     except LittleError as exc:

@@ -61,6 +61,15 @@ log = get_logger("little.runtime")
 LARGE_PAYLOAD = 64 * 1024
 """Outputs and bodies larger than this (bytes of canonical JSON) go to the artifact store."""
 
+NOT_FAILURES: tuple[type[BaseException], ...] = (
+    ExecutionSuspended,
+    ExecutionStopped,
+    BranchStopped,
+)
+"""What ends a span without failing it: a run suspending on a durable wait, a supervisor's
+stop or cancel, a parallel branch stopped because a sibling failed (whose span has the
+failure)."""
+
 
 @dataclass(frozen=True)
 class Retry:
@@ -343,7 +352,7 @@ class WorkflowContext(_ValuesMixin, _WaitsMixin):
             "little.epoch": self._x.writer.epoch,
             "little.served_from_log": recorded is not None,
         }
-        with tracing.span(f"little.step {full}", attributes, ok=(ExecutionSuspended,)) as span:
+        with tracing.span(f"little.step {full}", attributes, ok=NOT_FAILURES) as span:
             if recorded is not None:  # committed before: its output, from the log
                 return recorded[0]
             return await self._run_step(path, full, visit, max_visits, fn, args, retry, span)

@@ -44,7 +44,7 @@ from little.replay import (
     materialize_run_state_from_events,
     replay_envelope,
 )
-from little.runtime._context import LARGE_PAYLOAD, WorkflowContext
+from little.runtime._context import LARGE_PAYLOAD, NOT_FAILURES, WorkflowContext
 from little.runtime._control import ExecutionStopped, RunControl
 from little.runtime._errors import (
     BranchStopped,
@@ -484,7 +484,7 @@ async def execute(
         },
         parent=parent,
         links=links,
-        ok=(ExecutionSuspended,),
+        ok=NOT_FAILURES,
     ) as span:
         state, writer = await claim(world, run_id, owner, state, fresh=fresh)
         tracing.set_attributes(span, little_epoch=writer.epoch, little_owner=owner)

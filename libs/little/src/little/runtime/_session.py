@@ -49,11 +49,10 @@ from little.replay import (
     manifest_hash,
     price_usd,
 )
-from little.runtime._context import drain
+from little.runtime._context import NOT_FAILURES, drain
 from little.runtime._errors import (
     BranchStopped,
     BudgetExceededError,
-    ExecutionSuspended,
     PanelMixedError,
     SessionDivergedError,
     SimulationDivergedError,
@@ -185,7 +184,7 @@ class AgentSession:
                     "gen_ai.usage.output_tokens": self._tokens[1],
                 },
             )
-            if exc is not None and not isinstance(exc, ExecutionSuspended):
+            if exc is not None and not isinstance(exc, NOT_FAILURES):
                 tracing.set_error(span, f"{type(exc).__name__}: {exc}")
             span.end()
         if exc_type is not None:
@@ -645,7 +644,7 @@ class AgentSession:
                 "little.reinvoked": recorded is not None and not served,
             },
             parent=tracing.in_span(self._span),
-            ok=(ExecutionSuspended,),
+            ok=NOT_FAILURES,
         ) as span:
             return await self._tool_call_in(turn, call, call_id, recorded, span)
 
