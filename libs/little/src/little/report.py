@@ -173,6 +173,12 @@ def replay_line(replay: ReplayEnvelope) -> str | None:
     if replay.source_run_id is None:
         return None
     subject = f"replay of {replay.source_run_id}"
+    if replay.mode == "full":
+        tools = "tools run live" if replay.live_tools else "tool results served from its receipts"
+        return (
+            f"full {subject} with {replay.model}: {replay.fresh_calls} agent call(s) asked "
+            f"live, {tools}"
+        )
     if replay.refused_reason is not None:
         return f"{subject} refused: {replay.refused_reason}; ran fresh"
     line = (

@@ -146,6 +146,8 @@ class RunStarted(Event):
     source_sha256: str | None = None
     source_coverage: str | None = None
     replay_mode: str | None = None
+    replay_model: str | None = None
+    replay_live_tools: bool | None = None
 
 
 class RunClaimed(Event):

@@ -27,6 +27,7 @@ from little.replay._replay import (
     ReplayPlanStep,
     ReplayResult,
     fold_run,
+    load_snapshot,
     replay_run,
 )
 from little.replay._snapshot import (
@@ -96,6 +97,7 @@ __all__ = [
     "decode_snapshot",
     "encode_snapshot",
     "fold_run",
+    "load_snapshot",
     "manifest_hash",
     "materialize_run_state_from_events",
     "oldest_kept",

@@ -283,6 +283,8 @@ class _Fold:
             source_sha256=e.source_sha256,
             source_coverage=e.source_coverage,
             replay_mode=e.replay_mode,
+            replay_model=e.replay_model,
+            replay_live_tools=e.replay_live_tools,
         )
 
     def run_completed(self, e: RunCompleted) -> None:

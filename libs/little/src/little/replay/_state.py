@@ -20,7 +20,7 @@ StepStatus = Literal["pending", "running", "completed", "failed"]
 CallStatus = Literal["called", "responded", "failed"]
 ToolStatus = Literal["started", "succeeded", "failed"]
 
-STATE_VERSION = 12
+STATE_VERSION = 13
 """Bumped whenever the shape or meaning of the state changes; older snapshots are ignored.
 
 2: ``replay_source_run_id`` and ``replay_refused_reason`` (RunStarted v2). A version-1
@@ -46,6 +46,8 @@ WaitEnded, SignalSent, RunSuspended): an older snapshot would resume a waiting r
 had never waited, and lose the signals sent to it.
 12: ``patches`` (PatchMarked): an older snapshot of a run that passed a patch would answer
 ``ctx.patched`` as for a run recorded before the patch.
+13: ``replay_model`` / ``replay_live_tools`` (RunStarted v4): an older snapshot of a full
+replay would resume it as a repairable replay of its source, with the workflow's own models.
 """
 
 RECENT_EVENT_IDS = 64
@@ -424,7 +426,11 @@ class MaterializedRunState(_Frozen):
     source_coverage: str | None = None
     """What ``source_sha256`` covers: ``self-contained`` or ``entry-only``."""
     replay_mode: str | None = None
-    """A replay's mode: ``repairable`` (the default) or ``strict``."""
+    """A replay's mode: ``repairable`` (the default), ``strict`` or ``full``."""
+    replay_model: str | None = None
+    """A full replay's model (``provider:model`` or ``module:factory``): every session uses it."""
+    replay_live_tools: bool | None = None
+    """A full replay that executes its tools instead of serving the source run's receipts."""
     output_json: str | None = None
     output_ref: ArtifactRef | None = None
     error: str | None = None

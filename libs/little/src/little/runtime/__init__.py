@@ -27,6 +27,7 @@ from little.runtime._outer_loop import (
     load_manifest,
     outer_loop,
 )
+from little.runtime._recorded import FullReplay
 from little.runtime._registry import (
     Workflow,
     lookup,
@@ -55,6 +56,7 @@ __all__ = [
     "Divergence",
     "ExecutionStopped",
     "ExecutionSuspended",
+    "FullReplay",
     "LoopLimitError",
     "OuterLoopManifest",
     "PanelMixedError",

@@ -59,6 +59,7 @@ from little.runtime._recorded import (
     MISS_RECORD_UNUSABLE,
     MISS_REQUEST_CHANGED,
     SIMULATING,
+    Receipt,
 )
 from little.runtime._writer import FAULTS
 
@@ -517,6 +518,8 @@ class AgentSession:
     async def _tool_call(self, turn: int, call: ToolCallRequest) -> Message:
         call_id = f"{turn}:{call.id}"
         recorded = self._recorded.tool_call(call_id) if self._recorded is not None else None
+        arguments_json = canonical_json(call.arguments)
+        receipt, from_receipts = self._x.receipt(call.name, arguments_json)
         if recorded is not None and recorded.status == "succeeded":
             text = await self._x.load_text(recorded.result_json, recorded.result_ref)
             return _tool_message(call.id, text)
@@ -526,6 +529,8 @@ class AgentSession:
         tool = self.tools.get(call.name)
         attempt = 2 if recorded is not None else 1
         self._step._check_group()
+        if from_receipts:
+            return await self._served_tool_call(turn, call_id, call, arguments_json, key, receipt)
         if tool is not None and self._needs_approval(tool, call.arguments):
             rejected = await self._approval_of(call_id, call)
             if rejected is not None:
@@ -535,7 +540,7 @@ class AgentSession:
             call_id=call_id,
             tool=call.name,
             turn=turn,
-            arguments_json=canonical_json(call.arguments),
+            arguments_json=arguments_json,
             idempotency_key=key,
         )
         try:
@@ -568,6 +573,53 @@ class AgentSession:
             result_ref=result_ref,
         )
         return _tool_message(call.id, result_text)
+
+    async def _served_tool_call(
+        self,
+        turn: int,
+        call_id: str,
+        call: ToolCallRequest,
+        arguments_json: str,
+        key: str,
+        receipt: Receipt | None,
+    ) -> Message:
+        """A full replay's tool call: answered from the source run's receipt of the same tool
+        and arguments, never invoked; without one it fails as the tool's error (the model sees
+        it, the log records it), since a full replay runs no tool unless ``live_tools``."""
+        source = self._x.agent_calls.source_run_id
+        await self._emit(
+            ToolCallStarted,
+            call_id=call_id,
+            tool=call.name,
+            turn=turn,
+            arguments_json=arguments_json,
+            idempotency_key=key,
+        )
+        if receipt is None:
+            message = (
+                f"{call.name}({arguments_json}) is not among the tool calls of recorded run "
+                f"{source}, and a full replay runs no tool unless live_tools is set"
+            )
+            self._defer(
+                ToolCallFailed,
+                call_id=call_id,
+                tool=call.name,
+                error_type="ToolNotRecorded",
+                message=message,
+                retryable=False,
+            )
+            return _tool_message(call.id, canonical_json({"error": f"ToolNotRecorded: {message}"}))
+        result_json, result_ref, _ = receipt
+        text = await self._x.load_text(result_json, result_ref)
+        self._defer(
+            ToolCallSucceeded,
+            call_id=call_id,
+            tool=call.name,
+            result_json=result_json,
+            result_ref=result_ref,
+            replayed_from_run_id=source,
+        )
+        return _tool_message(call.id, text)
 
 
 async def run_panel(
