@@ -37,6 +37,7 @@ from little.replay import (
     MaterializedRunState,
     ReplayResult,
     load_snapshot,
+    materialize_run_state_from_events,
     replay_run,
     step_through,
 )
@@ -285,7 +286,8 @@ def _partial(
         )
     )
     if not applied and not from_snapshot:
-        raise LittleError(f"run {run_id}: no event from {cursor} in {world.description}")
+        final = materialize_run_state_from_events(rows, run_id=run_id).last_seq
+        raise LittleError(f"run {run_id}: no event from {cursor} (its last is seq {final})")
     return PartialReplay(run_id, applied, cursor)
 
 

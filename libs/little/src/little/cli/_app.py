@@ -391,6 +391,10 @@ def replay(
         )
     if all_runs and mode is not ReplayModeName.projection_only:
         raise ConfigurationError("--all is for --mode projection-only")
+    if to_seq is not None and to_seq < from_seq:
+        raise ConfigurationError(f"--to-seq {to_seq} is before --from-seq {from_seq}")
+    if sum((bool(from_seq), from_offset is not None, from_snapshot)) > 1:
+        raise ConfigurationError("choose one cursor: --from-seq, --from-offset or --from-snapshot")
     if mode is ReplayModeName.simulate:
         assert run_id is not None
         _simulate(run_id, workflow, workflows, data_dir, bootstrap_servers, as_json)
