@@ -28,7 +28,7 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from little.errors import ConfigurationError, LittleError
 from little.events import LoggedEvent
@@ -45,8 +45,11 @@ from little.replay import (
 if TYPE_CHECKING:
     from little._world import World
     from little.golden import GoldenRun
-    from little.runtime import RunResult, Simulation
-    from little.runtime._registry import AnyWorkflow
+    from little.runtime import RunResult, Simulation, Workflow
+
+    AnyWorkflow = Workflow[..., Any]
+
+__all__ = ["REPLAY_MODES", "PartialReplay", "ProjectionReplay", "ReplayMode", "run_replay"]
 
 ReplayMode = Literal["inference-skipping", "partial", "projection-only", "full", "simulate"]
 REPLAY_MODES: tuple[ReplayMode, ...] = (

@@ -535,16 +535,18 @@ def _projection_only(
     projector's rebuild (``little projections rebuild --to-earliest``) where little-services
     is installed; else each run's projection folded from the log, as a table."""
     import asyncio
-    import importlib.util
     import json
 
     from little.replays import run_replay
 
-    if run_id is None and not as_json and importlib.util.find_spec("little_services") is not None:
-        from little_services.cli import rebuild_command  # type: ignore[import-not-found,unused-ignore]
-
-        rebuild_command(to_earliest=True, bootstrap_servers=bootstrap_servers, data_dir=data_dir)
-        return
+    if run_id is None and not as_json:
+        rebuild = _plugin_command("projections")
+        if rebuild is not None:  # the projector's own rebuild, as `little projections rebuild`
+            args = ["rebuild", "--to-earliest"]
+            args += ["--data-dir", str(data_dir)] if data_dir is not None else []
+            args += ["--bootstrap-servers", bootstrap_servers] if bootstrap_servers else []
+            rebuild.main(args, prog_name="little projections", standalone_mode=False)
+            return
     with open_world(data_dir, bootstrap_servers) as world:
         projected = asyncio.run(run_replay(world, run_id, mode="projection-only"))
         where = world.description
@@ -580,6 +582,18 @@ def _projection_only(
             str(row.get("avoided_usd") or ""),
         )
     console.print(table)
+
+
+def _plugin_command(name: str) -> Any:
+    """The click command of the ``little.cli`` plugin group ``name``, or None if no installed
+    distribution brings it (``little.cli._plugins``)."""
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group="little.cli", name=name):
+        group = ep.load()
+        if isinstance(group, typer.Typer):
+            return typer.main.get_command(group)
+    return None
 
 
 def _full(
