@@ -4,6 +4,10 @@ models a full replay names by ``module:factory``."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
+from pathlib import Path
 from typing import Any
 
 from little.events import Usage
@@ -19,11 +23,24 @@ REQUESTS: list[ModelRequest] = []
 """Every request the replay models were really asked, in order."""
 STOP: dict[str, RunControl] = {}
 """A control the "stopping" model stops at its second turn (a stop is a crash for resume)."""
+CALLS_DIR = "LITTLE_TEST_FULL_REPLAY_DIR"
+"""Where processes of the crash test log the models' invocations and the tool's."""
+HANG_AT = "LITTLE_TEST_FULL_REPLAY_HANG_AT"
+"""A turn at which ``hanging_calls`` never answers (the crash test kills it there)."""
+
+
+def _log(name: str) -> Path | None:
+    where = os.environ.get(CALLS_DIR)
+    return Path(where) / name if where else None
 
 
 @make_tool(description="Look a topic up.")
 def lookup(args: dict[str, Any], ctx: ToolContext) -> str:
     LOOKUPS.append(str(args["query"]))
+    log = _log("lookups.jsonl")
+    if log is not None:
+        with log.open("a") as f:
+            f.write(json.dumps({"pid": os.getpid(), "query": args["query"]}) + "\n")
     return f"facts about {args['query']}"
 
 
@@ -66,6 +83,25 @@ def new_calls() -> _Recording:
         (_turn(("x", "kafka")), _turn(("y", "raft")), _answer("kafka and raft")),
         provider="anthropic",
         name="claude-haiku-4-5",
+    )
+
+
+class _Hanging(ScriptedModel):
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        turn = sum(1 for m in request.messages if m.get("role") == "assistant") + 1
+        response = await super().complete(request)  # logged as invoked first
+        if str(turn) == os.environ.get(HANG_AT):
+            await asyncio.Event().wait()  # in flight until the process is killed
+        return response
+
+
+def hanging_calls() -> _Hanging:
+    """``new_calls``, logging its invocations, and never answering turn ``$HANG_AT``."""
+    return _Hanging(
+        (_turn(("x", "kafka")), _turn(("y", "raft")), _answer("kafka and raft")),
+        provider="anthropic",
+        name="claude-haiku-4-5",
+        invocation_log=_log("model.jsonl"),
     )
 
 
