@@ -20,7 +20,7 @@ StepStatus = Literal["pending", "running", "completed", "failed"]
 CallStatus = Literal["called", "responded", "failed"]
 ToolStatus = Literal["started", "succeeded", "failed"]
 
-STATE_VERSION = 12
+STATE_VERSION = 13
 """Bumped whenever the shape or meaning of the state changes; older snapshots are ignored.
 
 2: ``replay_source_run_id`` and ``replay_refused_reason`` (RunStarted v2). A version-1
@@ -46,6 +46,7 @@ WaitEnded, SignalSent, RunSuspended): an older snapshot would resume a waiting r
 had never waited, and lose the signals sent to it.
 12: ``patches`` (PatchMarked): an older snapshot of a run that passed a patch would answer
 ``ctx.patched`` as for a run recorded before the patch.
+13: ``started_at`` and ``ended_at``: an older snapshot would show a run with no start time.
 """
 
 RECENT_EVENT_IDS = 64
@@ -430,6 +431,10 @@ class MaterializedRunState(_Frozen):
     error: str | None = None
     parked_reason: str | None = None
     """Why a resume coordinator parked the run (RunParked), until the next accepted claim."""
+    started_at: datetime | None = None
+    """When the run started (its RunStarted's ``occurred_at``)."""
+    ended_at: datetime | None = None
+    """When it ended (the ``occurred_at`` of its RunCompleted, RunFailed or RunCancelled)."""
 
     epoch: int = 0
     owner: str | None = None
