@@ -18,7 +18,7 @@ from pathlib import Path
 from urllib.parse import quote, urlencode
 
 import pytest
-from playwright.sync_api import BrowserContext, Page
+from playwright.sync_api import BrowserContext, Dialog, Page
 
 from little.harness import count_invocations
 from little.report import dollars
@@ -186,8 +186,14 @@ def test_the_crashed_and_resumed_run_shows_what_was_served_and_what_ran_again(
             str(events[i].offset),
         )
         assert cells.nth(4).inner_text() == events[i].event.type
-    if os.environ.get("UI_SCREENSHOT"):
-        page.screenshot(path=Path(os.environ["UI_SCREENSHOT"]), full_page=True)
+    if os.environ.get("UI_SCREENSHOT"):  # down to the end of the timeline
+        box = page.locator("#timeline").bounding_box()
+        assert box is not None
+        page.screenshot(
+            path=Path(os.environ["UI_SCREENSHOT"]),
+            full_page=True,
+            clip={"x": 0, "y": 0, "width": 1400, "height": box["y"] + box["height"] + 16},
+        )
 
 
 def test_sub_runs_and_parents_link_to_each_other(
@@ -223,7 +229,12 @@ def test_hostile_strings_are_shown_as_text_and_never_run(
     page: Page, projector: Projector, runs: Runs
 ) -> None:
     dialogs: list[str] = []
-    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+
+    def on_dialog(dialog: Dialog) -> None:  # an alert() a script would raise
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", on_dialog)
     page.goto(run_url(projector, HOSTILE_RUN))
     assert runs.fold(HOSTILE_RUN).status == "completed"
     as_json = json.dumps(HOSTILE, ensure_ascii=False)

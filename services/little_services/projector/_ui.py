@@ -134,8 +134,13 @@ def add_inspector(
             )
             listing = store.list_runs(query)
         except ConfigurationError as exc:
-            context = {"filters": filters, "rows": [], "error": str(exc), "next_url": None}
-            return page(request, "runs.html", context, status_code=400)
+            failed: dict[str, Any] = {
+                "filters": filters,
+                "rows": [],
+                "error": str(exc),
+                "next_url": None,
+            }
+            return page(request, "runs.html", failed, status_code=400)
         states = store.get_many(s.run_id for s in listing.runs)
         now = datetime.now(UTC)
         rows = []
