@@ -1,7 +1,8 @@
 """A child process of the run inspector's browser tests: one process of a research run.
 
-``python -m tests.ui.child DATA_DIR RUN_ID run INPUT_JSON`` starts (or resumes) a run of the
-reference research workflow on the embedded world in DATA_DIR; ``... resume`` resumes it;
+``python -m tests.ui.child RUN_ID run INPUT_JSON`` starts (or resumes) a run of the reference
+research workflow on the world the ``LITTLE_*`` environment names (the embedded one under
+``LITTLE_DATA_DIR``, or Kafka at ``LITTLE_KAFKA_BOOTSTRAP``); ``... resume`` resumes it;
 ``... replay SOURCE_RUN_ID INPUT_JSON`` re-runs the workflow with its last stage edited against
 a recorded run (recorded-call replay). Crashes are real SIGKILLs from the runtime's fault
 injection (``LITTLE_CRASH_AFTER_CALL`` in the environment).
@@ -13,14 +14,14 @@ import asyncio
 import json
 import sys
 
-import little
 from little.examples import research
 from little.runtime import resume, run
+from little.settings import LittleSettings
 
 
 def main(argv: list[str]) -> int:
-    data_dir, run_id, mode, *rest = argv
-    with little.local_world(data_dir) as world:
+    run_id, mode, *rest = argv
+    with LittleSettings().world() as world:
         if mode == "run":
             result = asyncio.run(run(world, research.research, json.loads(rest[0]), run_id=run_id))
         elif mode == "resume":

@@ -1,9 +1,10 @@
 """Fixtures of the run inspector's browser tests: real runs, a real projector, a real browser.
 
-The runs execute in child processes on an embedded world (``tests.ui.child``), one of them
-killed with SIGKILL in the middle of its agent session and resumed by another process; the
-projector is the ``little-projector`` service in its own process over that world; the pages
-are opened in Debian's headless Chromium, driven by Playwright (never its own browsers).
+The runs execute in child processes (``tests.ui.child``) on an embedded world, or on fresh
+topics of the real Kafka broker (``test_run_inspector_kafka``); one of them is killed with
+SIGKILL in the middle of its agent session and resumed by another process. The projector is
+the ``little-projector`` service in its own process over that world; the pages are opened in
+Debian's headless Chromium, driven by Playwright (never its own browsers).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import little
 from little.events import LoggedEvent
 from little.examples import research
 from little.replay import MaterializedRunState, fold_run
+from tests.projection_runs import settings_of
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
@@ -46,17 +48,20 @@ HOSTILE_RUN = "run_hostile"
 CHILD_TIMEOUT = 120.0
 
 
-def _child(data_dir: Path, calls: Path, *args: str, crash_after_call: int | None = None) -> int:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LITTLE_")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-    env[research.CALLS_DIR] = str(calls)
-    env["LITTLE_LOG_LEVEL"] = "warning"
+def _child(
+    env: dict[str, str], calls: Path, *args: str, crash_after_call: int | None = None
+) -> int:
+    full = {k: v for k, v in os.environ.items() if not k.startswith("LITTLE_")}
+    full["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    full.update(env)
+    full[research.CALLS_DIR] = str(calls)
+    full["LITTLE_LOG_LEVEL"] = "warning"
     if crash_after_call is not None:
-        env["LITTLE_CRASH_AFTER_CALL"] = str(crash_after_call)
+        full["LITTLE_CRASH_AFTER_CALL"] = str(crash_after_call)
     proc = subprocess.run(
-        [sys.executable, "-m", "tests.ui.child", str(data_dir), *args],
+        [sys.executable, "-m", "tests.ui.child", *args],
         cwd=REPO,
-        env=env,
+        env=full,
         capture_output=True,
         text=True,
         timeout=CHILD_TIMEOUT,
@@ -71,41 +76,50 @@ class Runs:
     """The runs the pages show, and what their logs and invocation logs say."""
 
     root: Path
-    data_dir: Path = field(init=False)
+    kafka: dict[str, str] = field(default_factory=dict)
+    """``LITTLE_*`` settings of fresh Kafka topics; none: the embedded world under root."""
+    env: dict[str, str] = field(init=False)
     calls: Path = field(init=False)
+    run_ids: list[str] = field(init=False, default_factory=list)
 
     def __post_init__(self) -> None:
-        self.data_dir = self.root / "data"
+        self.env = {"LITTLE_DATA_DIR": str(self.root / "data"), **self.kafka}
         self.calls = self.root / "calls"
 
-    def create(self) -> None:
+    def crash_and_resume(self) -> None:
+        """MAIN: killed right after the model answered turn 2, before the answer reached the
+        log (as in `little demo`); the resume serves turn 1 and the search from the log and
+        calls turn 2 again."""
         topic = json.dumps({"topic": "Kafka"})
-        # killed right after the model answered turn 2, before the answer reached the log (as
-        # in `little demo`): the resume serves turn 1 and the search from the log, calls turn 2
-        # again
-        assert _child(self.data_dir, self.calls, MAIN, "run", topic, crash_after_call=2) == (
-            -signal.SIGKILL
-        )
-        _child(self.data_dir, self.calls, MAIN, "resume")
-        _child(self.data_dir, self.root / "replay-calls", REPLAY, "replay", MAIN, topic)
+        killed = _child(self.env, self.calls, MAIN, "run", topic, crash_after_call=2)
+        assert killed == -signal.SIGKILL
+        _child(self.env, self.calls, MAIN, "resume")
+        self.run_ids.append(MAIN)
+
+    def create_the_rest(self) -> None:
+        topic = json.dumps({"topic": "Kafka"})
+        _child(self.env, self.root / "replay-calls", REPLAY, "replay", MAIN, topic)
         left = self.root / "left-calls"
-        assert _child(self.data_dir, left, LEFT, "run", topic, crash_after_call=0) == (
-            -signal.SIGKILL
-        )
+        killed = _child(self.env, left, LEFT, "run", topic, crash_after_call=0)
+        assert killed == -signal.SIGKILL
         hostile = json.dumps({"topic": HOSTILE})
-        _child(self.data_dir, self.root / "hostile-calls", HOSTILE_RUN, "run", hostile)
+        _child(self.env, self.root / "hostile-calls", HOSTILE_RUN, "run", hostile)
+        self.run_ids += [REPLAY, LEFT, HOSTILE_RUN]
+
+    def world(self) -> little.World:
+        return settings_of(self.env).world()  # type: ignore[attr-defined,no-any-return]
 
     def fold(self, run_id: str) -> MaterializedRunState:
-        with little.local_world(self.data_dir) as world:
+        with self.world() as world:
             state, _, _ = fold_run(world, run_id, use_snapshot=False)
             return state
 
     def events(self, run_id: str) -> list[LoggedEvent]:
-        with little.local_world(self.data_dir) as world:
+        with self.world() as world:
             return list(world.read_run(run_id))
 
     def all_run_ids(self) -> list[str]:
-        ids, pending = [], [MAIN, REPLAY, LEFT, HOSTILE_RUN]
+        ids, pending = [], list(self.run_ids)
         while pending:
             rid = pending.pop()
             ids.append(rid)
@@ -133,13 +147,15 @@ class Projector:
             return json.loads(response.read())
 
 
-def _serve(runs: Runs, expected: int) -> Iterator[Projector]:
+def serve(runs: Runs) -> Iterator[Projector]:
+    """``little-projector`` over the runs' world, once it has projected every run."""
+    expected = len(runs.all_run_ids())
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("LITTLE_")}
+    env.update(runs.env)  # the embedded world under LITTLE_DATA_DIR, or Kafka
     env.update(
         {
             "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-            "LITTLE_DATA_DIR": str(runs.data_dir),  # no LITTLE_KAFKA_BOOTSTRAP: embedded
             "LITTLE_HTTP_PORT": str(port),
             "LITTLE_API_TOKEN": TOKEN,
         }
@@ -176,13 +192,14 @@ def _serve(runs: Runs, expected: int) -> Iterator[Projector]:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     r = Runs(tmp_path_factory.mktemp("inspector"))
-    r.create()
+    r.crash_and_resume()
+    r.create_the_rest()
     return r
 
 
 @pytest.fixture(scope="module")
 def projector(runs: Runs) -> Iterator[Projector]:
-    yield from _serve(runs, len(runs.all_run_ids()))
+    yield from serve(runs)
 
 
 @pytest.fixture(scope="module")
