@@ -64,7 +64,7 @@ test: setup system-deps lint typecheck ## Lint, types and the whole suite agains
 
 .PHONY: screenshot
 screenshot: setup system-deps ## Save the run inspector's page of a crashed-and-resumed run as docs/run-inspector.png
-	UI_SCREENSHOT=docs/run-inspector.png $(VENV)/bin/pytest -q tests/ui -k crashed_and_resumed
+	UI_SCREENSHOT=docs/run-inspector.png $(VENV)/bin/pytest -q tests/ui/test_run_inspector.py -k crashed_and_resumed
 
 .PHONY: kafka-start kafka-stop
 kafka-start: system-deps ## Start the local Kafka broker (KRaft, from Maven jars)

@@ -4,9 +4,23 @@ its error pages and headers."""
 
 from __future__ import annotations
 
+import html
+import re
+from pathlib import Path
+
 import pytest
 from fastapi.testclient import TestClient
+from prometheus_client import CollectorRegistry
 
+import little
+from little_services.projection import (
+    ProjectionConfig,
+    ProjectorStatus,
+    SqliteProjectionStore,
+    create_projector,
+)
+from little_services.projector import create_app
+from tests.projection_runs import run_events
 from tests.unit.test_projection_api import TOKEN, Populated, populated
 
 __all__ = ["populated"]  # the module fixture, shared
@@ -99,3 +113,37 @@ def test_a_run_whose_stream_broke_shows_its_mark_and_the_record_that_does_not_de
     assert page.status_code == 200
     assert "status-integrity_error" in page.text
     assert "does not decode" in page.text
+
+
+def test_a_long_run_lists_its_events_a_page_at_a_time(tmp_path: Path) -> None:
+    world = little.local_world(tmp_path / "w", partitions=2, synchronous="NORMAL")
+    store = SqliteProjectionStore(tmp_path / "p.sqlite3", synchronous="NORMAL")
+    try:
+        world.append(run_events("long", 1_100))
+        with create_projector(world, store, ProjectionConfig(batch_size=500)) as projector:
+            projector.run(until_caught_up=True)
+        app = create_app(
+            store=store,
+            world=world,
+            status=lambda: ProjectorStatus(caught_up=True, consuming=True),
+            registry=CollectorRegistry(),
+        )
+        client = TestClient(app)
+        logged = list(world.read_run("long"))
+        seen: list[int] = []
+        page = client.get("/ui/runs/long")
+        while True:
+            assert page.status_code == 200
+            offsets = [int(o) for o in re.findall(r'<tr[^>]* data-offset="(\d+)"', page.text)]
+            assert 0 < len(offsets) <= 500
+            seen += offsets
+            later = re.search(r'<a rel="next" href="([^"]+)"', page.text)
+            if later is None:
+                break
+            page = client.get(html.unescape(later.group(1)))
+        assert seen == [x.offset for x in logged]  # every event once, in log order
+        timeline_rows = page.text.count('<tr class="kind-')
+        assert timeline_rows > 500  # the timeline is never paged
+    finally:
+        store.close()
+        world.close()

@@ -37,6 +37,8 @@ STATIC = f"{PREFIX}/static"
 LOGIN = f"{PREFIX}/login"
 MAX_EVENTS = 10_000
 """Events read for one run page (a longer run's page says it stops there)."""
+EVENTS_PAGE = 500
+"""Events listed per page of a run's events table (the timeline has all of them)."""
 STATUSES = (
     "pending",
     "running",
@@ -212,7 +214,7 @@ def add_inspector(
         return response
 
     @app.get(f"{PREFIX}/runs/{{run_id:path}}", response_class=HTMLResponse, include_in_schema=False)
-    def run_page(request: Request, run_id: str) -> HTMLResponse:
+    def run_page(request: Request, run_id: str, events_page: int = 1) -> HTMLResponse:
         record = store.get(run_id)
         if record is None:
             return page(
@@ -225,6 +227,13 @@ def add_inspector(
         events, undecodable, truncated = _read_events(world, run_id)
         accepted = {id(x) for x in accepted_events(events)}
         line = timeline(events)
+        rows: list[LoggedEvent | dict[str, Any]] = sorted(
+            [*events, *undecodable],
+            key=lambda x: int(x["offset"]) if isinstance(x, dict) else x.offset,
+        )
+        events_page = max(events_page, 1)
+        first = (events_page - 1) * EVENTS_PAGE
+        shown = rows[first : first + EVENTS_PAGE]
         ended = s.ended_at or (record.updated_at if s.terminal else None)
         envelope = replay_envelope(s)
         context = {
@@ -252,9 +261,12 @@ def add_inspector(
             "steps": s.steps,
             "timeline": line,
             "no_log": world is None,
-            "events": sorted(
-                [_event_row(x, id(x) in accepted) for x in events] + undecodable,
-                key=lambda row: int(row["offset"]),
+            "events": [_event_row(x, id(x) in accepted) for x in shown],
+            "events_total": len(rows),
+            "events_first": first + 1,
+            "events_prev": _events_url(run_id, events_page - 1) if events_page > 1 else None,
+            "events_next": (
+                _events_url(run_id, events_page + 1) if first + EVENTS_PAGE < len(rows) else None
             ),
             "truncated": truncated,
             "sub_runs": s.sub_runs,
@@ -300,7 +312,13 @@ def _read_events(
     return events, bad, False
 
 
-def _event_row(item: LoggedEvent, accepted: bool) -> dict[str, Any]:
+def _events_url(run_id: str, number: int) -> str:
+    return f"{run_url(run_id)}?events_page={number}#events"
+
+
+def _event_row(item: LoggedEvent | dict[str, Any], accepted: bool) -> dict[str, Any]:
+    if isinstance(item, dict):  # a record that does not decode
+        return item
     e = item.event
     text = json.dumps(json.loads(e.model_dump_json()), indent=2, ensure_ascii=False)
     return {
