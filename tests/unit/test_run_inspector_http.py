@@ -67,6 +67,7 @@ def test_the_login_form_sets_the_token_cookie_and_refuses_a_wrong_token(
     assert "HttpOnly" in cookie
     assert "SameSite=strict" in cookie
     assert "Path=/ui" in cookie
+    assert guarded.post("/ui/login", data={"token": "x" * 20_000}).status_code == 413
     assert guarded.get("/ui/runs/run-4").status_code == 200  # the client keeps the cookie
     assert guarded.get("/runs").status_code == 401  # the cookie is for the pages only
     guarded.cookies.set("little_token", "forged")

@@ -190,7 +190,10 @@ def add_inspector(
         """Check the token once; a right one comes back as the ``little_token`` cookie."""
         if api_token is None:
             return RedirectResponse(PREFIX, status_code=303)
-        form = parse_qs((await request.body()).decode("utf-8", "replace"))
+        body = await request.body()
+        if len(body) > 16_384:  # a token and a path, not a document
+            return Response("login form too large", status_code=413)
+        form = parse_qs(body.decode("utf-8", "replace"))
         given = (form.get("token") or [""])[0]
         target = _safe_next((form.get("next") or [PREFIX])[0])
         if not token_matches(given, api_token):
