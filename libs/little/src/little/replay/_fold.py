@@ -285,16 +285,28 @@ class _Fold:
             replay_mode=e.replay_mode,
             replay_model=e.replay_model,
             replay_live_tools=e.replay_live_tools,
+            started_at=e.occurred_at,
         )
 
     def run_completed(self, e: RunCompleted) -> None:
-        self.run.update(status="completed", output_json=e.output_json, output_ref=e.output_ref)
+        self.run.update(
+            status="completed",
+            output_json=e.output_json,
+            output_ref=e.output_ref,
+            ended_at=e.occurred_at,
+        )
 
     def run_failed(self, e: RunFailed) -> None:
-        self.run.update(status="failed", error=f"{e.error_type}: {e.message}")
+        self.run.update(
+            status="failed", error=f"{e.error_type}: {e.message}", ended_at=e.occurred_at
+        )
 
     def run_cancelled(self, e: RunCancelled) -> None:
-        self.run.update(status="cancelled", error=f"cancelled: {e.reason}" if e.reason else None)
+        self.run.update(
+            status="cancelled",
+            error=f"cancelled: {e.reason}" if e.reason else None,
+            ended_at=e.occurred_at,
+        )
 
     def run_parked(self, e: RunParked) -> None:
         self.run["parked_reason"] = e.reason

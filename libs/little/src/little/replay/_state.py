@@ -20,7 +20,7 @@ StepStatus = Literal["pending", "running", "completed", "failed"]
 CallStatus = Literal["called", "responded", "failed"]
 ToolStatus = Literal["started", "succeeded", "failed"]
 
-STATE_VERSION = 13
+STATE_VERSION = 14
 """Bumped whenever the shape or meaning of the state changes; older snapshots are ignored.
 
 2: ``replay_source_run_id`` and ``replay_refused_reason`` (RunStarted v2). A version-1
@@ -48,6 +48,7 @@ had never waited, and lose the signals sent to it.
 ``ctx.patched`` as for a run recorded before the patch.
 13: ``replay_model`` / ``replay_live_tools`` (RunStarted v4): an older snapshot of a full
 replay would resume it as a repairable replay of its source, with the workflow's own models.
+14: ``started_at`` and ``ended_at``: an older snapshot would show a run with no start time.
 """
 
 RECENT_EVENT_IDS = 64
@@ -436,6 +437,10 @@ class MaterializedRunState(_Frozen):
     error: str | None = None
     parked_reason: str | None = None
     """Why a resume coordinator parked the run (RunParked), until the next accepted claim."""
+    started_at: datetime | None = None
+    """When the run started (its RunStarted's ``occurred_at``)."""
+    ended_at: datetime | None = None
+    """When it ended (the ``occurred_at`` of its RunCompleted, RunFailed or RunCancelled)."""
 
     epoch: int = 0
     owner: str | None = None
