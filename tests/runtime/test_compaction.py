@@ -18,7 +18,7 @@ import little
 from little.chat import chat_example, model_exchanges
 from little.errors import CapabilityDriftError, ConfigurationError
 from little.events import AgentCallSettled, ModelCalled, SessionCompacted, SessionStarted
-from little.replay import replay_run
+from little.replay import Snapshot, decode_snapshot, encode_snapshot, replay_run
 from little.runtime import CompactionPolicy, resume, run, send_signal
 from tests.runtime import compaction_workflows as cw
 
@@ -133,6 +133,8 @@ def test_a_resume_reuses_the_recorded_compaction_and_calls_no_model_again(
     session = state.session("chat#chat")
     assert session is not None
     assert [c.exchange for c in session.history] == [3]
+    # a snapshot keeps it (STATE_VERSION 13)
+    assert decode_snapshot(encode_snapshot(Snapshot.of(state))).state == state
     asyncio.run(send_signal(world, first.run_id, "go"))
     resumed = asyncio.run(resume(world, first.run_id, cw.conversation))
     assert resumed.status == "completed"
