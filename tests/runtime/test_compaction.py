@@ -19,7 +19,7 @@ from little.chat import chat_example, model_exchanges
 from little.errors import CapabilityDriftError, ConfigurationError
 from little.events import AgentCallSettled, ModelCalled, SessionCompacted, SessionStarted
 from little.replay import Snapshot, decode_snapshot, encode_snapshot, replay_run
-from little.runtime import CompactionPolicy, resume, run, send_signal
+from little.runtime import CompactionPolicy, resume, run, send_signal, simulate
 from tests.runtime import compaction_workflows as cw
 
 PROMPTS = [f"p{i}" for i in range(6)]
@@ -216,3 +216,17 @@ def test_a_character_limit_compacts_by_the_history_canonical_json(world: little.
         assert c.replaced_messages > 2
     exchanges = model_exchanges(world.read_run(result.run_id), world.artifacts.get)
     assert [list(x.messages) for x in exchanges] == chat_requests()
+
+
+def test_a_compacting_run_simulates_identically_against_itself(world: little.World) -> None:
+    """Simulation checks every served turn's request hash against the golden run's: the
+    chain relinked at each compaction must come out the same, and a summary is served."""
+    cw.POLICY["policy"] = cw.summarising()
+    golden = asyncio.run(run(world, cw.conversation, {"prompts": PROMPTS}))
+    sim = asyncio.run(simulate(world, cw.conversation, golden.run_id))
+    assert sim.identical, sim.lines()
+    assert cw.INVOCATIONS == {"chat": 6, "summary": 3}  # the golden run's only
+    cw.POLICY["policy"] = cw.summarising(keep_last=3)  # another configuration diverges
+    edited = asyncio.run(simulate(world, cw.conversation, golden.run_id))
+    assert not edited.identical
+    assert "configuration-changed" in "\n".join(edited.lines())

@@ -382,7 +382,18 @@ class AgentSession:
             # else: its turns and tool calls are served from this run's log one by one, so
             # turn numbers and the request hash chain go on exactly as the first time
             return ticket
-        served, miss = calls.decide(ordinal, place, key, node, self._side_effecting)
+        try:
+            served, miss = calls.decide(ordinal, place, key, node, self._side_effecting)
+        except SimulationDivergedError as exc:
+            if exc.miss_reason != MISS_KEY or self._configuration_miss() is None:
+                raise
+            # a simulation says why the request changed, as a replay's settlement does
+            raise SimulationDivergedError(
+                str(exc).removesuffix(MISS_KEY) + MISS_CONFIG_CHANGED,
+                ordinal=exc.ordinal,
+                miss_reason=MISS_CONFIG_CHANGED,
+                place=exc.place,
+            ) from None
         if miss == MISS_KEY:
             miss = self._configuration_miss() or miss
         ticket.miss = miss
