@@ -230,3 +230,21 @@ def test_a_compacting_run_simulates_identically_against_itself(world: little.Wor
     edited = asyncio.run(simulate(world, cw.conversation, golden.run_id))
     assert not edited.identical
     assert "configuration-changed" in "\n".join(edited.lines())
+
+
+def test_a_large_compacted_history_is_an_artifact_that_resume_and_export_read(
+    world: little.World,
+) -> None:
+    big = [f"{i}" + "x" * 40_000 for i in range(5)]  # each answer repeats its prompt: 80 KB
+    cw.POLICY["policy"] = CompactionPolicy(max_chars=200_000, keep_last=2)
+    first = asyncio.run(run(world, cw.conversation, {"prompts": big, "pause_after": 3}))
+    assert first.status == "waiting"
+    (compaction,) = events_of(world, first.run_id, SessionCompacted)
+    assert compaction.history_json is None
+    assert compaction.history_ref is not None  # above the inline limit: in the artifact store
+    asyncio.run(send_signal(world, first.run_id, "go"))
+    done = asyncio.run(resume(world, first.run_id, cw.conversation))
+    assert done.status == "completed"
+    assert cw.INVOCATIONS == {"chat": 5}
+    exchanges = model_exchanges(world.read_run(first.run_id), world.artifacts.get)
+    assert [list(x.messages) for x in exchanges] == chat_requests()
