@@ -28,6 +28,7 @@ from little.events import Usage
 from little.harness import ModelResponse, ScriptedModel, Tool, ToolContext, tool
 from little.replay import ReplayEnvelope, replay_envelope
 from little.runtime import (
+    CompactionPolicy,
     RunResult,
     StepContext,
     Workflow,
@@ -58,7 +59,8 @@ async def brief(ctx: WorkflowContext, topic: str) -> dict[str, Any]:
         model = ScriptedModel(
             [ModelResponse(content="short answer", usage=Usage(input_tokens=5, output_tokens=2))]
         )
-        async with step.session("agent", model=model, tools=[define]) as agent:
+        compact = CompactionPolicy(max_messages=40, keep_last=8)  # not due: one exchange
+        async with step.session("agent", model=model, tools=[define], compact=compact) as agent:
             return await agent.run(f"Explain {topic}")
 
     answer = await ctx.step("ask", ask)

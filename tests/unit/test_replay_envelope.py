@@ -322,8 +322,8 @@ def test_folding_from_a_prefix_state_keeps_the_replay_fields(split: int) -> None
 def test_a_snapshot_keeps_the_replay_fields_and_one_of_state_version_1_is_refused() -> None:
     state = Run(replay_source_run_id=SOURCE, replay_refused_reason="source-run-unusable").fold()
     assert decode_snapshot(encode_snapshot(Snapshot.of(state))).state == state
-    assert STATE_VERSION == 14  # RunStarted v4, agent.call.* v2, parked, decisions, values, lost,
-    # duplicates, waits, patches, start and end times
+    assert STATE_VERSION == 15  # RunStarted v4, agent.call.* v2, parked, decisions, values, lost,
+    # duplicates, waits, patches, start and end times, configuration and compactions
     old = state.model_copy(update={"state_version": 1})
     with pytest.raises(SnapshotError, match=f"state version 1 is not {STATE_VERSION}"):
         decode_snapshot(encode_snapshot(Snapshot.of(old)))
@@ -336,6 +336,9 @@ def test_run_started_is_written_with_v4_and_round_trips_the_replay_fields() -> N
     latest = default_catalog().latest("RunStarted")
     assert latest.version == 4
     event = RunStarted(
+        config_sha256="cd" * 32,
+        config_json='{"v":1}',
+        config_changes=("budgets.max_agent_calls: 10 -> 5",),
         run_id=RUN,
         seq=0,
         workflow="wf",

@@ -718,7 +718,14 @@ def _simulate(
 
 def print_report(result: Any) -> None:
     from little.replay import replay_envelope
-    from little.report import dollars, interrupted_line, replay_line, tokens, waiting_line
+    from little.report import (
+        configuration_line,
+        dollars,
+        interrupted_line,
+        replay_line,
+        tokens,
+        waiting_line,
+    )
 
     s = result.state
     console.print(
@@ -742,6 +749,9 @@ def print_report(result: Any) -> None:
     replay = replay_line(replay_envelope(s))
     if replay is not None:  # labels and reasons are not rich markup
         console.print(replay, markup=False, highlight=False, soft_wrap=True)
+    changed = configuration_line(s)
+    if changed is not None:
+        console.print(changed, markup=False, highlight=False, soft_wrap=True)
     table = Table()
     for col in ("step", "status", "visits", "attempts", "tokens billed", "$ billed", "$ avoided"):
         table.add_column(col)

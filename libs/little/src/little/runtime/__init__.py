@@ -1,6 +1,7 @@
 """Workflow execution: steps, parallel groups, decisions, agent sessions, sub-runs, resume
 and fencing."""
 
+from little.runtime._compaction import CompactionPolicy
 from little.runtime._context import Retry, StepContext, WorkflowContext
 from little.runtime._control import ExecutionStopped, RunControl
 from little.runtime._errors import (
@@ -53,6 +54,7 @@ __all__ = [
     "BranchStopped",
     "BudgetExceededError",
     "ClaimRejectedError",
+    "CompactionPolicy",
     "Divergence",
     "ExecutionStopped",
     "ExecutionSuspended",

@@ -47,6 +47,10 @@ from little.runtime._errors import SimulationDivergedError
 MISS_NO_RECORD = "no-record"
 MISS_NODE = "node-mismatch"
 MISS_KEY = "key-mismatch"
+MISS_CONFIG_CHANGED = "configuration-changed"
+"""The call's request differs because its session's configuration (its manifest: model,
+tools, system prompt, request options, compaction policy) differs from the source run's
+session of the same id: a key mismatch whose cause is known. It latches like one."""
 MISS_RECORDED_FAILURE = "recorded-failure"
 MISS_SIDE_EFFECTING = "side-effecting-call"
 MISS_DIVERGED = "diverged"
@@ -86,6 +90,9 @@ REFUSED_COVERAGE_UNPROVEN = "identity-coverage-unproven"
 the source run recorded no identity: it was logged before ``RunStarted`` v3)."""
 REFUSED_SOURCE_CHANGED = "source-changed"
 """Strict mode: the workflow's source identity or version differs from the source run's."""
+REFUSED_CONFIG_CHANGED = "configuration-changed"
+"""Strict mode: the run's configuration (its budgets) differs from the source run's; what
+changed is recorded on ``RunStarted.config_changes``."""
 
 # how a replay treats a changed source (RunStarted.replay_mode)
 MODE_REPAIRABLE = "repairable"

@@ -41,9 +41,13 @@ from little.replay import (
     ReplayEnvelope,
     StreamIntegrityError,
     assert_completed_step_artifacts_valid,
+    configuration_changes,
+    configuration_json,
     fold_run,
     materialize_run_state_from_events,
     replay_envelope,
+    run_configuration,
+    state_configuration,
 )
 from little.runtime._context import LARGE_PAYLOAD, WorkflowContext
 from little.runtime._control import ExecutionStopped, RunControl
@@ -65,6 +69,7 @@ from little.runtime._recorded import (
     MODE_FULL,
     MODE_REPAIRABLE,
     MODE_STRICT,
+    REFUSED_CONFIG_CHANGED,
     REFUSED_COVERAGE_UNPROVEN,
     REFUSED_NO_CALLS,
     REFUSED_SOURCE_CHANGED,
@@ -475,6 +480,7 @@ async def execute(
     if state.terminal:
         return await _result(state, world)  # nothing to claim: read the outcome from the log
     if state.workflow is not None:
+        _check_resumed_budgets(state, max_agent_calls, max_tokens)
         if control is None or not control.cancelled:
             # Refused before claiming if the run's own version is not here: a claim would
             # only add an event nothing can act on. (A cancel needs no code: it is recorded
@@ -569,9 +575,18 @@ async def _execute_claimed(
                 "no workflow was given to start it with",
             )
         input_json, input_ref = await store_json(world, run_id, input)
-        identity, refused, source = await asyncio.to_thread(
-            _start_facts, world, workflow, replay_from, replay_mode, full_replay, prepared
+        budgets = (max_agent_calls, max_tokens)
+        identity, refused, source, changes = await asyncio.to_thread(
+            _start_facts_of,
+            world,
+            workflow,
+            replay_from,
+            replay_mode,
+            budgets,
+            full_replay,
+            prepared,
         )
+        config_json, config_sha256 = configuration_json(_configuration(workflow, identity, budgets))
         if refused is not None and SIMULATING.get() is not None:
             # a simulated sub-run whose replay is refused could only run fresh
             raise SimulationDivergedError(
@@ -600,6 +615,9 @@ async def _execute_claimed(
             ),
             replay_model=None if full_replay is None else full_replay.model,
             replay_live_tools=None if full_replay is None else full_replay.live_tools,
+            config_sha256=config_sha256,
+            config_json=config_json,
+            config_changes=changes,
         )
         state = materialize_run_state_from_events(
             [LoggedEvent(started, at.partition, at.offset)], start=state
@@ -774,20 +792,74 @@ def _start_facts(
     workflow: AnyWorkflow,
     replay_from: str | None,
     replay_mode: str,
-    full_replay: FullReplay | None = None,
-    prepared: RecordedCalls | None = None,
 ) -> tuple[SourceIdentity, str | None, RecordedCalls | None]:
     """What ``RunStarted`` records about the workflow's source, and for a replay why it is
     refused (or None) and the source run's record. Reads source files and the log: a worker
-    thread. A full replay that cannot be made (its source is not a finished run of this
-    workflow) raises ``ConfigurationError``: it would be no replay of anything."""
+    thread."""
+    identity, refused, source, _ = _start_facts_of(
+        world, workflow, replay_from, replay_mode, (None, None)
+    )
+    return identity, refused, source
+
+
+def _start_facts_of(
+    world: World,
+    workflow: AnyWorkflow,
+    replay_from: str | None,
+    replay_mode: str,
+    budgets: tuple[int | None, int | None],
+    full_replay: FullReplay | None = None,
+    prepared: RecordedCalls | None = None,
+) -> tuple[SourceIdentity, str | None, RecordedCalls | None, tuple[str, ...]]:
+    """``_start_facts``, and for a replay how its configuration (with ``budgets``) differs
+    from the source run's (``RunStarted.config_changes``). A full replay that cannot be made
+    (its source is not a finished run of this workflow) raises ``ConfigurationError``: it
+    would be no replay of anything; it serves no agent call, so nothing of its configuration
+    is compared."""
     identity = workflow_source(workflow.fn, workflow.registered_in)
     if replay_from is None:
-        return identity, None, None
+        return identity, None, None, ()
     if full_replay is not None:
-        return identity, None, prepared or _full_record(world, workflow.name, replay_from)
-    refused, source = _replay_refusal(world, workflow, identity, replay_from, replay_mode)
-    return identity, refused, source
+        record = prepared or _full_record(world, workflow.name, replay_from)
+        return identity, None, record, ()
+    config = _configuration(workflow, identity, budgets)
+    refused, source, changes = _replay_refusal(
+        world, workflow, identity, replay_from, replay_mode, config
+    )
+    return identity, refused, source, changes
+
+
+def _configuration(
+    workflow: AnyWorkflow, identity: SourceIdentity, budgets: tuple[int | None, int | None]
+) -> dict[str, Any]:
+    return run_configuration(
+        workflow=workflow.name,
+        workflow_version=workflow.version,
+        source_sha256=identity.sha256,
+        source_coverage=identity.coverage,
+        max_agent_calls=budgets[0],
+        max_tokens=budgets[1],
+    )
+
+
+def _check_resumed_budgets(
+    state: MaterializedRunState, max_agent_calls: int | None, max_tokens: int | None
+) -> None:
+    """A resume runs under the budgets its ``RunStarted`` recorded; one told other budgets (a
+    ``run(..., run_id=)`` of a started run, a StartRun sent again with others) is refused
+    before claiming, naming what changed, rather than silently running under either."""
+    given = {"max_agent_calls": max_agent_calls, "max_tokens": max_tokens}
+    recorded = {"max_agent_calls": state.max_agent_calls, "max_tokens": state.max_tokens}
+    asked = {k: v for k, v in given.items() if v is not None}
+    changes = configuration_changes(
+        {"budgets": {k: recorded[k] for k in asked}}, {"budgets": asked}
+    )
+    if changes:
+        raise ConfigurationError(
+            f"run {state.run_id}: configuration changed: {'; '.join(changes)}: the run started "
+            "under the budgets its RunStarted recorded and resumes under them; resume it "
+            "without budgets, or start a new run (replay_from= reuses its recorded calls)"
+        )
 
 
 def _replay_refusal(
@@ -796,16 +868,22 @@ def _replay_refusal(
     identity: SourceIdentity,
     source_run_id: str,
     mode: str,
-) -> tuple[str | None, RecordedCalls | None]:
+    config: dict[str, Any],
+) -> tuple[str | None, RecordedCalls | None, tuple[str, ...]]:
     """Why the agent calls of ``source_run_id`` cannot be offered to a new run of
     ``workflow`` whose source is ``identity`` (the run then executes fresh), or None; and the
-    source run's record (its proven prefix, ``fold_source``). The checks run in the seed's order: the source run, its target, the
-    coverage of both identities, the scan, the source change (strict mode), the record."""
+    source run's record (its proven prefix, ``fold_source``); and how ``config`` differs from
+    the source run's configuration. The checks run in the seed's order: the source run, its
+    target, the coverage of both identities, the scan, the source change (strict mode), the
+    configuration (strict mode), the record."""
     source, damage = fold_source(world, source_run_id)
     if damage is not None:
         log.warning("replay_source_damaged", source_run_id=source_run_id, damage=damage)
 
-    def refuse(reason: str, **why: Any) -> tuple[str, None]:
+    recorded = state_configuration(source)
+    changes = configuration_changes(recorded, config) if recorded is not None else ()
+
+    def refuse(reason: str, **why: Any) -> tuple[str, None, tuple[str, ...]]:
         log.warning(
             "replay_refused",
             reason=reason,
@@ -813,7 +891,7 @@ def _replay_refusal(
             workflow=workflow.name,
             **why,
         )
-        return reason, None
+        return reason, None, changes
 
     # A damaged log ends where it stops being readable: what came before is the proven record
     if source.workflow is None or not (source.terminal or damage is not None):
@@ -840,11 +918,21 @@ def _replay_refusal(
             sha256=identity.sha256,
             source_version=source.workflow_version,
             version=workflow.version,
+            changed=changes,
         )
+    if mode == MODE_STRICT and changes:
+        return refuse(REFUSED_CONFIG_CHANGED, changed=changes)
     if not any(c.outcome is not None for c in source.agent_calls) and SIMULATING.get() is None:
         # (a simulation is served the source's values, and any call is a divergence anyway)
         return refuse(REFUSED_NO_CALLS)
-    return None, RecordedCalls.of(source, damage)
+    if changes:  # repairable: proceeds, and says so (RunStarted.config_changes, the report)
+        log.warning(
+            "replay_configuration_changed",
+            source_run_id=source_run_id,
+            workflow=workflow.name,
+            changed=changes,
+        )
+    return None, RecordedCalls.of(source, damage), changes
 
 
 def _full_record(world: World, workflow: str, source_run_id: str) -> RecordedCalls:
