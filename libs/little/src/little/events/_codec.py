@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import struct
 from collections.abc import Sequence
 from threading import Lock
@@ -35,6 +36,12 @@ if TYPE_CHECKING:
     from confluent_kafka.schema_registry import SchemaRegistryClient
 
 CONFLUENT_MAGIC = 0
+# Every event's first field is its ``event_id``, a uuid in its 36-character text form: as an
+# Avro string, the length 36 (zigzag varint 0x48) and then hex digits and dashes.
+_EVENT_ID_PREFIX = re.compile(
+    rb"\x48(?:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})\Z"
+)
+_UUID_SHAPE = b"xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
 RUNS_TOPIC = "little.runs.v1"
 
 Header = tuple[str, bytes]
@@ -210,6 +217,7 @@ class EventCodec:
         cls = EVENT_TYPES.get(writer.event_type)
         if cls is None:
             raise EventDecodeError(EventDecodeError.UNKNOWN_TYPE, f"type {writer.event_type!r}")
+        _check_event_id_prefix(writer, body)
         reader = self.catalog.latest(writer.event_type)
         stream = io.BytesIO(body)
         try:
@@ -247,3 +255,45 @@ class EventCodec:
             raise EventDecodeError(
                 EventDecodeError.INVALID, f"{writer.event_type}: {exc}".replace("\n", " ")
             ) from exc
+
+
+def _check_event_id_prefix(writer: SchemaVersion, body: memoryview) -> None:
+    """Tell a garbage body from a cut one before decoding: a body that does not start with its
+    event id (a uuid string) is ``malformed-body`` whatever its length; one that starts with a
+    whole or partial event id and then ends early is left to the decoder (``truncated-body``).
+    Without this, random bytes behind a valid header mostly read as a huge string length and
+    were reported as truncated."""
+    if _first_field(writer) != "event_id":
+        return
+    head = bytes(body[:37])
+    if len(head) == 37:
+        if _EVENT_ID_PREFIX.match(head):
+            return
+    elif _partial_event_id(head):
+        return
+    raise EventDecodeError(
+        EventDecodeError.MALFORMED,
+        f"{writer.event_type} v{writer.version}: the body does not start with an event id "
+        f"(first bytes {head[:8].hex() or 'none'})",
+    )
+
+
+def _first_field(writer: SchemaVersion) -> str | None:
+    parsed: Any = writer.read_parsed
+    fields = parsed.get("fields") if isinstance(parsed, dict) else None
+    return fields[0].get("name") if fields else None
+
+
+def _partial_event_id(head: bytes) -> bool:
+    """``head`` (shorter than 37 bytes) is a prefix of an encoded event id."""
+    if not head:
+        return True
+    if head[0] != 0x48:
+        return False
+    for byte, shape in zip(head[1:], _UUID_SHAPE, strict=False):
+        if shape == ord("-"):
+            if byte != ord("-"):
+                return False
+        elif chr(byte) not in "0123456789abcdefABCDEF":
+            return False
+    return True
