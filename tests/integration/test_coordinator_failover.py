@@ -53,7 +53,6 @@ def procs() -> Iterator[list[CoordinatorProcess]]:
 def test_two_coordinators_one_dies(
     kafka_bootstrap_servers: str, unique: str, tmp_path: Path, procs: list[CoordinatorProcess]
 ) -> None:
-    began = time.monotonic()
     bootstrap = kafka_bootstrap_servers
     topics = make_topics(bootstrap, unique, PARTITIONS)
     group = f"coordinators-{unique}"
@@ -147,7 +146,8 @@ def test_two_coordinators_one_dies(
         f"B claimed them all {max(taken_over):.1f}s after SIGKILL (session timeout "
         f"{SESSION_TIMEOUT_MS / 1000:.0f}s); {twice} in-flight turn(s) invoked twice"
     )
-    assert max(taken_over) < SESSION_TIMEOUT_MS / 1000 + 10
+    # How fast B took over is a measurement, not a test (bench/coordinator.py times it against
+    # the session timeout); the test checks who took what over, and that nothing ran twice.
     # B counts the calls it invoked again: every turn invoked twice is one (A invoked it after
     # its write-ahead ModelCalled), and at most one per run A left mid-flight (a call A
     # recorded but had not invoked yet counts too: B cannot tell).
@@ -159,7 +159,6 @@ def test_two_coordinators_one_dies(
     b.signal(signal.SIGTERM)
     assert b.proc.wait(timeout=30) == 0, b.logs()[-3000:]
     watcher.close()
-    assert time.monotonic() - began < 110
 
 
 def test_a_paused_coordinator_wakes_up_fenced(
