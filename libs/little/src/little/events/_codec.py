@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import io
 import json
-import re
 import struct
 from collections.abc import Sequence
 from threading import Lock
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from fastavro import schemaless_reader, schemaless_writer
 from pydantic import ValidationError
 
+from little._uuid_prefix import starts_like_a_uuid_string
 from little.errors import EventDecodeError, EventValidationError
 from little.events._catalog import (
     SINGLE_OBJECT_MAGIC,
@@ -36,12 +36,6 @@ if TYPE_CHECKING:
     from confluent_kafka.schema_registry import SchemaRegistryClient
 
 CONFLUENT_MAGIC = 0
-# Every event's first field is its ``event_id``, a uuid in its 36-character text form: as an
-# Avro string, the length 36 (zigzag varint 0x48) and then hex digits and dashes.
-_EVENT_ID_PREFIX = re.compile(
-    rb"\x48(?:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})\Z"
-)
-_UUID_SHAPE = b"xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
 RUNS_TOPIC = "little.runs.v1"
 
 Header = tuple[str, bytes]
@@ -263,18 +257,12 @@ def _check_event_id_prefix(writer: SchemaVersion, body: memoryview) -> None:
     whole or partial event id and then ends early is left to the decoder (``truncated-body``).
     Without this, random bytes behind a valid header mostly read as a huge string length and
     were reported as truncated."""
-    if _first_field(writer) != "event_id":
-        return
-    head = bytes(body[:37])
-    if len(head) == 37:
-        if _EVENT_ID_PREFIX.match(head):
-            return
-    elif _partial_event_id(head):
+    if _first_field(writer) != "event_id" or starts_like_a_uuid_string(body):
         return
     raise EventDecodeError(
         EventDecodeError.MALFORMED,
         f"{writer.event_type} v{writer.version}: the body does not start with an event id "
-        f"(first bytes {head[:8].hex() or 'none'})",
+        f"(first bytes {bytes(body[:8]).hex() or 'none'})",
     )
 
 
@@ -282,18 +270,3 @@ def _first_field(writer: SchemaVersion) -> str | None:
     parsed: Any = writer.read_parsed
     fields = parsed.get("fields") if isinstance(parsed, dict) else None
     return fields[0].get("name") if fields else None
-
-
-def _partial_event_id(head: bytes) -> bool:
-    """``head`` (shorter than 37 bytes) is a prefix of an encoded event id."""
-    if not head:
-        return True
-    if head[0] != 0x48:
-        return False
-    for byte, shape in zip(head[1:], _UUID_SHAPE, strict=False):
-        if shape == ord("-"):
-            if byte != ord("-"):
-                return False
-        elif chr(byte) not in "0123456789abcdefABCDEF":
-            return False
-    return True
