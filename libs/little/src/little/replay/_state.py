@@ -20,7 +20,7 @@ StepStatus = Literal["pending", "running", "completed", "failed"]
 CallStatus = Literal["called", "responded", "failed"]
 ToolStatus = Literal["started", "succeeded", "failed"]
 
-STATE_VERSION = 12
+STATE_VERSION = 13
 """Bumped whenever the shape or meaning of the state changes; older snapshots are ignored.
 
 2: ``replay_source_run_id`` and ``replay_refused_reason`` (RunStarted v2). A version-1
@@ -249,6 +249,8 @@ class SessionState(_Frozen):
     tool_call_count: int = 0
     compacted: bool = False
     output_json: str | None = None
+    output_ref: ArtifactRef | None = None
+    """The answer when large (``harness.session.completed`` v2; ``STATE_VERSION`` 13)."""
 
     def turn(self, number: int) -> ModelTurn | None:
         for t in self.turns:
