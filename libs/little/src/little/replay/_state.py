@@ -46,6 +46,8 @@ WaitEnded, SignalSent, RunSuspended): an older snapshot would resume a waiting r
 had never waited, and lose the signals sent to it.
 12: ``patches`` (PatchMarked): an older snapshot of a run that passed a patch would answer
 ``ctx.patched`` as for a run recorded before the patch.
+13: ``SessionState.output_ref`` (``harness.session.completed`` v2): an older snapshot would show
+a session whose answer was stored as an artifact as one without an answer.
 """
 
 RECENT_EVENT_IDS = 64
