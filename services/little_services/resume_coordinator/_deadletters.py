@@ -3,10 +3,11 @@
 A record that is no command (``CommandDecodeError``: its reason), a command in another
 partition than its run's (``misrouted``) or one keyed with another run id than its body names
 (``key-mismatch``) goes to the deployment's dead-letter topic (``LITTLE_DLQ_TOPIC``, shared with
-the projector) with its own key, value and headers plus the projector's ``little.dlq.*``
-headers; ``little.dlq.source.topic`` tells the two sources apart. A value too large to send
-again beside those headers is left out, as the projector does (``little.dlq.value_omitted``
-gives its size): the source offset still finds it. Sends are blocking and run on a worker thread, never on the loop.
+the projector) with its own key and value and the projector's ``little.dlq.*`` headers (its
+own headers are not carried: the source offset finds them); ``little.dlq.source.topic`` tells
+the two sources apart. A value too large to send again is left out, as the projector does
+(``little.dlq.value_omitted`` gives its size). Sends block, on a worker thread, never on the
+loop.
 """
 
 from __future__ import annotations
