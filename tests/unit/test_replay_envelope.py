@@ -322,8 +322,9 @@ def test_folding_from_a_prefix_state_keeps_the_replay_fields(split: int) -> None
 def test_a_snapshot_keeps_the_replay_fields_and_one_of_state_version_1_is_refused() -> None:
     state = Run(replay_source_run_id=SOURCE, replay_refused_reason="source-run-unusable").fold()
     assert decode_snapshot(encode_snapshot(Snapshot.of(state))).state == state
-    assert STATE_VERSION == 15  # RunStarted v4, agent.call.* v2, parked, decisions, values, lost,
-    # duplicates, waits, patches, start and end times, configuration and compactions
+    assert STATE_VERSION == 16  # RunStarted v4, agent.call.* v2, parked, decisions, values, lost,
+    # duplicates, waits, patches, start and end times, configuration and compactions, session
+    # answers by ref
     old = state.model_copy(update={"state_version": 1})
     with pytest.raises(SnapshotError, match=f"state version 1 is not {STATE_VERSION}"):
         decode_snapshot(encode_snapshot(Snapshot.of(old)))

@@ -368,6 +368,9 @@ class SessionCompleted(Event):
     event_type: ClassVar[str] = "harness.session.completed"
     turns: int
     output_json: str | None = None
+    output_ref: ArtifactRef | None = None
+    """The answer in the artifact store when large (v2): inline, a 5 MB answer made a record
+    over the broker's ``message.max.bytes`` and failed the run on Kafka."""
     usage: Usage
 
 

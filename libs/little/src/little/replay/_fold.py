@@ -526,7 +526,9 @@ class _Fold:
         # e.usage is a rollup of this session's harness.model.responded events: skipped, or
         # every call would be counted twice.
         session = self._session(e)
-        session.frozen = evolve(session.frozen, status="completed", output_json=e.output_json)
+        session.frozen = evolve(
+            session.frozen, status="completed", output_json=e.output_json, output_ref=e.output_ref
+        )
 
     def model_called(self, e: ModelCalled) -> None:
         session = self._session(e)

@@ -20,7 +20,7 @@ StepStatus = Literal["pending", "running", "completed", "failed"]
 CallStatus = Literal["called", "responded", "failed"]
 ToolStatus = Literal["started", "succeeded", "failed"]
 
-STATE_VERSION = 15
+STATE_VERSION = 16
 """Bumped whenever the shape or meaning of the state changes; older snapshots are ignored.
 
 2: ``replay_source_run_id`` and ``replay_refused_reason`` (RunStarted v2). A version-1
@@ -53,6 +53,8 @@ replay would resume it as a repairable replay of its source, with the workflow's
 (harness.session.compacted): an older snapshot would show a replay that proceeded under a
 changed configuration as one that did not, and a resume would compact a session's history
 again instead of reusing the recorded result.
+16: ``SessionState.output_ref`` (``harness.session.completed`` v2): an older snapshot would show
+a session whose answer was stored as an artifact as one without an answer.
 """
 
 RECENT_EVENT_IDS = 64
@@ -271,6 +273,8 @@ class SessionState(_Frozen):
     tool_call_count: int = 0
     compacted: bool = False
     output_json: str | None = None
+    output_ref: ArtifactRef | None = None
+    """The answer when large (``harness.session.completed`` v2; ``STATE_VERSION`` 16)."""
     history: tuple[HistoryCompaction, ...] = ()
     """Compactions of the conversation's history, in exchange order (not to be confused with
     ``compacted``: a committed step's session folded down to counts)."""

@@ -179,10 +179,12 @@ class AgentSession:
         if self._recorded is None or self._recorded.status != "completed":
             # Deferred: it reaches the log with the step's next acked event. Every result of
             # the session is already durable (each run() flushes its last one).
+            output_json, output_ref = await self._x.store_text(canonical_json(self._answer))
             self._defer(
                 SessionCompleted,
                 turns=self.turns,
-                output_json=canonical_json(self._answer),
+                output_json=output_json,
+                output_ref=output_ref,
                 usage=_usage(self._tokens),
             )
 
