@@ -30,11 +30,16 @@ $(VENV)/.synced: $(UV) uv.lock pyproject.toml libs/little/pyproject.toml service
 setup: $(VENV)/.synced ## Install the Python dependencies from uv.lock into .venv
 
 .PHONY: system-deps
-system-deps: ## Install a JDK and Maven from Debian if missing (for the local Kafka broker)
+system-deps: ## Install a JDK and Maven (local Kafka broker) and Chromium (browser tests) from Debian if missing
 	@if ! command -v java >/dev/null || ! command -v mvn >/dev/null; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless maven; \
 	  else echo "need java 17+ and mvn for the local Kafka broker (or set LITTLE_TEST_KAFKA_BOOTSTRAP)"; fi; \
+	fi
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	  else echo "need Debian's chromium (/usr/bin/chromium) for the run inspector's browser tests"; fi; \
 	fi
 
 .PHONY: demo
@@ -56,6 +61,10 @@ test: setup system-deps lint typecheck ## Lint, types and the whole suite agains
 	$(VENV)/bin/pytest $(PYTEST_ARGS) || status=$$?; \
 	$(KAFKA) stop >/dev/null 2>&1 || true; \
 	exit $$status
+
+.PHONY: screenshot
+screenshot: setup system-deps ## Save the run inspector's page of a crashed-and-resumed run as docs/run-inspector.png
+	UI_SCREENSHOT=docs/run-inspector.png $(VENV)/bin/pytest -q tests/ui/test_run_inspector.py -k crashed_and_resumed
 
 .PHONY: kafka-start kafka-stop
 kafka-start: system-deps ## Start the local Kafka broker (KRaft, from Maven jars)

@@ -30,3 +30,19 @@ def kafka_bootstrap_servers() -> Iterator[str]:
 def unique() -> str:
     """A short unique suffix for topic, run and group names."""
     return uuid.uuid4().hex[:10]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test that needs a broker carries the ``kafka`` marker (so ``-m "not kafka"`` selects
+    what runs without one, and nothing that needs one hides among them): one that asks for the
+    broker fixture, directly or through another fixture, without the marker fails collection."""
+    unmarked = [
+        item.nodeid
+        for item in items
+        if "kafka_bootstrap_servers" in getattr(item, "fixturenames", ())
+        and item.get_closest_marker("kafka") is None
+    ]
+    if unmarked:
+        raise pytest.UsageError(
+            "tests that use the Kafka broker without @pytest.mark.kafka: " + ", ".join(unmarked)
+        )

@@ -62,9 +62,10 @@ def _settings(
         overrides["projection_store"] = store
     if group:
         overrides["projector_group"] = group
-    if topic:
-        overrides["runs_topic"] = topic
-    return ProjectionSettings(**overrides)
+    settings = ProjectionSettings(**overrides)
+    if topic:  # a flag names the topic exactly (LITTLE_TOPIC_PREFIX prefixes the settings)
+        settings = settings.model_copy(update={"runs_topic": topic})
+    return settings
 
 
 def parse_reset(to_earliest: bool, to_offset: list[str] | None, to_datetime: str | None) -> ResetTo:

@@ -264,6 +264,7 @@ def test_every_invocation_is_a_crash_point(tmp_path: Path, baseline: Baseline) -
     assert [s["twice"] for s in summaries] == [[c] for c in [*order, ("turn", 3)]]
 
 
+@pytest.mark.kafka
 def test_a_spread_of_crash_points_on_kafka(
     baseline: Baseline, kafka_bootstrap_servers: str, tmp_path: Path, unique: str
 ) -> None:

@@ -257,3 +257,49 @@ async def decides(ctx: WorkflowContext, input: Any) -> str:
         return f"went {target}"
 
     return str(await ctx.step(str(target), go))
+
+
+# -- bulky: 5 MB through a tool result and a model response (issue 13, size limits) ---------
+
+BULK_BYTES = 5 * 1024 * 1024
+
+
+def bulk_text(seed: str, size: int = BULK_BYTES) -> str:
+    """``size`` characters that depend on ``seed`` (so two payloads are told apart)."""
+    unit = f"{seed}:0123456789abcdefghijklmnopqrstuvwxyz;"
+    return (unit * (size // len(unit) + 1))[:size]
+
+
+class BulkyModel:
+    """Turn 1: ask for the ``bulk`` tool; turn 2: a 5 MB answer built from what it returned."""
+
+    provider = "openai"
+    name = "gpt-4o-mini"
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        turn = _turn(request)
+        _log_call("model", turn=turn)
+        usage = Usage(input_tokens=10 * turn, output_tokens=5)
+        if turn == 1:
+            call = ToolCallRequest("b1", "bulk", {"seed": "tool"})
+            return ModelResponse(tool_calls=(call,), usage=usage, finish_reason="tool_calls")
+        result = request.messages[-1]["content"]
+        assert len(result) >= BULK_BYTES, len(result)
+        return ModelResponse(content=bulk_text(f"model-{len(result)}"), usage=usage)
+
+
+@tool(description="A 5 MB result.", parameters={"type": "object"})
+def bulk(args: dict[str, Any], ctx: ToolContext) -> str:
+    _log_call("tools", tool="bulk", call_id=ctx.call_id, key=ctx.idempotency_key, args=args)
+    return bulk_text(str(args["seed"]))
+
+
+async def _bulky(step: StepContext) -> str | None:
+    async with step.session("agent", model=BulkyModel(), tools=[bulk]) as agent:
+        return await agent.run("Fetch the bulk and answer with it.", max_turns=3)
+
+
+@workflow("bulky", version="1")
+async def bulky(ctx: WorkflowContext, input: Any) -> str | None:
+    answer = await ctx.step("converse", _bulky)
+    return None if answer is None else str(answer)

@@ -59,6 +59,7 @@ TOPIC_KEYS = {
     "commands": "little.commands.v1",
     "snapshots": "little.snapshots.v1",
     "index": "little.runs.index.v1",
+    "dlq": "little.runs.dlq.v1",
 }
 
 # -- the workflow --------------------------------------------------------------------------
@@ -169,6 +170,7 @@ def topic_env(bootstrap: str, topics: dict[str, str]) -> dict[str, str]:
         "LITTLE_COMMANDS_TOPIC": topics["commands"],
         "LITTLE_SNAPSHOTS_TOPIC": topics["snapshots"],
         "LITTLE_RUNS_INDEX_TOPIC": topics["index"],
+        "LITTLE_DLQ_TOPIC": topics["dlq"],
     }
 
 
@@ -375,6 +377,25 @@ class RunsWatcher:
                 self.runs.setdefault(event.run_id, []).append(logged)
             if time.monotonic() >= deadline:
                 return
+
+    def catch_up(self, timeout: float = 30.0) -> None:
+        """Read until every partition's end as it is now: whatever was acked before this call
+        has then been seen."""
+        ends = {}
+        for tp in self._consumer.assignment():
+            _low, high = self._consumer.get_watermark_offsets(tp, timeout=10, cached=False)
+            ends[tp.partition] = high
+        deadline = time.monotonic() + timeout
+        while True:
+            positions = {
+                tp.partition: tp.offset
+                for tp in self._consumer.position(self._consumer.assignment())
+            }
+            if all(positions.get(p, -1) >= end for p, end in ends.items() if end > 0):
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the runs topic was not read to {ends} in {timeout:.0f}s")
+            self.poll(0.1)
 
     def state(self, run_id: str) -> MaterializedRunState:
         return materialize_run_state_from_events(self.runs.get(run_id, []), run_id=run_id)

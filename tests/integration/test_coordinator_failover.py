@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from little.commands import CommandPublisher, StartRun
-from little.events import RunCompleted
+from little.events import RunClaimed, RunCompleted
 from little.log import partition_for
+from little.replay import materialize_run_state_from_events
 from tests.integration.coordinator_support import (
     TURNS,
     CoordinatorProcess,
@@ -53,7 +54,6 @@ def procs() -> Iterator[list[CoordinatorProcess]]:
 def test_two_coordinators_one_dies(
     kafka_bootstrap_servers: str, unique: str, tmp_path: Path, procs: list[CoordinatorProcess]
 ) -> None:
-    began = time.monotonic()
     bootstrap = kafka_bootstrap_servers
     topics = make_topics(bootstrap, unique, PARTITIONS)
     group = f"coordinators-{unique}"
@@ -147,7 +147,8 @@ def test_two_coordinators_one_dies(
         f"B claimed them all {max(taken_over):.1f}s after SIGKILL (session timeout "
         f"{SESSION_TIMEOUT_MS / 1000:.0f}s); {twice} in-flight turn(s) invoked twice"
     )
-    assert max(taken_over) < SESSION_TIMEOUT_MS / 1000 + 10
+    # How fast B took over is a measurement, not a test (bench/coordinator.py times it against
+    # the session timeout); the test checks who took what over, and that nothing ran twice.
     # B counts the calls it invoked again: every turn invoked twice is one (A invoked it after
     # its write-ahead ModelCalled), and at most one per run A left mid-flight (a call A
     # recorded but had not invoked yet counts too: B cannot tell).
@@ -159,14 +160,17 @@ def test_two_coordinators_one_dies(
     b.signal(signal.SIGTERM)
     assert b.proc.wait(timeout=30) == 0, b.logs()[-3000:]
     watcher.close()
-    assert time.monotonic() - began < 110
 
 
 def test_a_paused_coordinator_wakes_up_fenced(
     kafka_bootstrap_servers: str, unique: str, tmp_path: Path, procs: list[CoordinatorProcess]
 ) -> None:
-    """SIGSTOP, not SIGKILL: the survivor takes over, and when the paused one wakes up its
-    executions are zombies. Whatever they still write is fenced; every run completes once."""
+    """SIGSTOP, not SIGKILL: A is paused past its session timeout with runs in flight, B takes
+    them over (asserted: a claim of B above A's for every run A left unfinished), then SIGCONT.
+    A's executions are zombies now and really write: records of A's epoch that land after B's
+    claim, made after A woke (asserted from the log). The fold fences them: each run folds to
+    the state of its log without them (the single-writer run), with one accepted RunCompleted.
+    No fixed sleeps: every wait polls for its condition."""
     bootstrap = kafka_bootstrap_servers
     partitions = 4
     topics = make_topics(bootstrap, unique, partitions)
@@ -187,21 +191,56 @@ def test_a_paused_coordinator_wakes_up_fenced(
     a_partitions = set(a.partitions())
     run_ids = [f"paused-{unique}-{i:02d}" for i in range(40)]
     with CommandPublisher(bootstrap, topic=topics["commands"]) as publisher:
-        publisher.send([StartRun.of(r, "coordinator.chat", {"latency": 0.3}) for r in run_ids])
+        publisher.send([StartRun.of(r, "coordinator.chat", {"latency": 1.0}) for r in run_ids])
     watcher = RunsWatcher(bootstrap, topics["runs"])
-    watcher.wait(
-        lambda w: sum(w.status(r) == "completed" for r in run_ids) >= 5, 60, "5 completed runs"
-    )
+
+    def a_in_flight(w: RunsWatcher) -> int:
+        """Runs A claimed with a model call in flight (called, not yet answered)."""
+        found = 0
+        for run_id in run_ids:
+            events = w.runs.get(run_id, [])
+            run_claims = claims(events)
+            if run_claims and run_claims[-1].owner == a.name and w.status(run_id) == "running":
+                kinds = [type(e.event).__name__ for e in events]
+                found += kinds.count("ModelCalled") > kinds.count("ModelResponded")
+        return found
+
+    watcher.wait(lambda w: a_in_flight(w) >= 3, 60, "three model calls of A in flight")
     a.signal(signal.SIGSTOP)
     paused_at = time.time()
+    watcher.catch_up()
+    left = {  # A's runs unfinished when it stopped, and A's epoch of each
+        r: claims(watcher.runs[r])[-1].epoch
+        for r in run_ids
+        if r in watcher.runs
+        and claims(watcher.runs[r])
+        and claims(watcher.runs[r])[-1].owner == a.name
+        and watcher.status(r) != "completed"
+    }
+    assert left, "A had no run in flight when it was paused: the test would prove nothing"
+
+    def b_took_over(w: RunsWatcher) -> bool:
+        return all(
+            any(c.owner == b.name and c.epoch > epoch for c in claims(w.runs[r]))
+            for r, epoch in left.items()
+        )
+
     try:
-        wait_until(lambda: len(b.partitions()) == partitions, 30, "B to own every partition")
-        time.sleep(2)  # B resumes what A was running
+        wait_until(lambda: len(b.partitions()) == partitions, 60, "B to own every partition")
+        watcher.wait(b_took_over, 60, "B to claim every run A left unfinished")
     finally:
         a.signal(signal.SIGCONT)
+    continued_at = time.time()
+    wait_until(
+        lambda: any(e.get("lost") for e in a.log_events("partitions_released")),
+        60,
+        "A to notice it lost its partitions and stop its executions",
+    )
+    assert a.log_events("loop_paused"), a.logs()[-3000:]  # A knew it had been paused
     watcher.wait(lambda w: all(w.status(r) == "completed" for r in run_ids), 90, "completion")
-    watcher.poll(2.0)  # late zombie records, if any, would land now
+    watcher.catch_up()  # every zombie write was acked before A's executions stopped
 
+    zombie_writes = 0
     for run_id in run_ids:
         events = watcher.runs[run_id]
         completions = [e for e in accepted(events) if isinstance(e, RunCompleted)]
@@ -210,11 +249,36 @@ def test_a_paused_coordinator_wakes_up_fenced(
         for turn in responded_turns(events, before=paused_at):
             assert counts[turn] == 1, (run_id, turn, counts)
         assert all(1 <= n <= 2 for n in counts.values()), (run_id, counts)
-    zombie_runs = [r for r in run_ids if watcher.state(r).fenced_events]
-    woke = a.log_events("partitions_revoked") + a.log_events("run_fenced")
+        if run_id not in left:
+            continue
+        # A's records that landed after B's claim: written by a zombie.
+        taken = next(
+            i
+            for i, e in enumerate(events)
+            if isinstance(e.event, RunClaimed) and e.event.owner == b.name
+        )
+        zombie = [
+            e
+            for e in events[taken + 1 :]
+            if not isinstance(e.event, RunClaimed) and e.event.epoch == left[run_id]
+        ]
+        woke_and_wrote = [e for e in zombie if e.event.occurred_at.timestamp() >= continued_at]
+        zombie_writes += len(woke_and_wrote)
+        state = watcher.state(run_id)
+        assert state.fenced_events >= len(zombie), (run_id, state.fenced_events, zombie)
+        assert state.owner != a.name or state.epoch > left[run_id]
+        # The fold equals the single-writer run: the log without the zombie's records.
+        single = materialize_run_state_from_events(
+            [e for e in events if e not in zombie], run_id=run_id
+        )
+        # (fenced records count, and the last record the fold saw is one of them)
+        fenced_only = {"fenced_events", "last_position", "last_event_id"}
+        assert state.model_dump(exclude=fenced_only) == single.model_dump(exclude=fenced_only)
+        assert state.fenced_events == single.fenced_events + len(zombie)
+    assert zombie_writes > 0, "A never wrote after waking: fencing was not exercised"
     assert a.proc.poll() is None, a.logs()[-3000:]  # a zombie is stopped, not crashed
-    assert woke or not zombie_runs
     assert any(partition_for(r, partitions) in a_partitions for r in run_ids)
+    print(f"\n{len(left)} runs taken over from A; A wrote {zombie_writes} records after waking")
 
     for c in (a, b):
         c.signal(signal.SIGTERM)

@@ -16,6 +16,8 @@ from little.replay import Snapshot, encode_snapshot, replay_run
 from tests.cli import little_cli
 from tests.sample_runs import first_writer, second_writer
 
+pytestmark = pytest.mark.kafka
+
 
 @pytest.fixture
 def world(kafka_bootstrap_servers: str, tmp_path: object) -> Iterator[little.World]:
@@ -136,6 +138,36 @@ def test_the_cli_uses_the_topic_names_the_environment_gives(
     default = little_cli("events", run_id, env=defaults)
     assert default.returncode == 1
     assert f"run {run_id} has no events" in default.stderr
+
+
+def test_one_topic_prefix_setting_names_all_five_topics_for_the_cli(
+    kafka_bootstrap_servers: str, unique: str, tmp_path: object
+) -> None:
+    """``LITTLE_TOPIC_PREFIX`` alone does what ``kafka_world(topic_prefix=)`` does: ``topics
+    apply`` creates the five prefixed topics and ``events`` reads a run written there."""
+    prefix = f"p.{unique}."
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "LITTLE_KAFKA_BOOTSTRAP": kafka_bootstrap_servers,
+        "LITTLE_ARTIFACTS_DIR": f"{tmp_path}/artifacts",
+        "LITTLE_TOPIC_PREFIX": prefix,
+    }
+    applied = little_cli("topics", "apply", env=env)
+    assert applied.returncode == 0, applied.stderr
+    names = little.TopicNames().prefixed(prefix)
+    for name in names.by_spec().values():
+        assert name in applied.stdout
+    reports = apply_topics(kafka_bootstrap_servers, names.specs(load_topic_specs()), create=False)
+    assert {r.name: r.status for r in reports} == dict.fromkeys(names.by_spec().values(), "ok")
+    run_id = f"prefixed-{unique}"
+    with little.kafka_world(
+        kafka_bootstrap_servers, topic_prefix=prefix, artifacts_dir=f"{tmp_path}/artifacts"
+    ) as world:
+        world.append(first_writer(run_id))
+    out = little_cli("events", run_id, "--json", env=env)
+    assert out.returncode == 0, out.stderr
+    types = [json.loads(line)["type"] for line in out.stdout.splitlines()]
+    assert types == [e.event_type for e in first_writer(run_id)]
 
 
 def test_topics_apply_fix_sets_drifted_configs_and_only_reports_partition_counts(

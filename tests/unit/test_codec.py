@@ -249,6 +249,25 @@ def test_decode_truncated_body_at_every_length() -> None:
         assert _reason(EventCodec(), data[:end]) == EventDecodeError.TRUNCATED, end
 
 
+@pytest.mark.parametrize(
+    "body", [b"garbage", b"not avro at all, just some words of text", bytes(range(200))]
+)
+def test_a_valid_header_with_a_garbage_body_is_malformed_not_truncated(body: bytes) -> None:
+    header = default_catalog().latest("RunCancelled").single_object_header
+    assert _reason(EventCodec(), header + body) == EventDecodeError.MALFORMED
+
+
+@given(st.binary(min_size=1, max_size=300))
+@settings(max_examples=300, deadline=None)
+def test_random_bytes_behind_a_valid_header_are_never_called_truncated(body: bytes) -> None:
+    """The body's first field is the event id (a uuid string), so garbage shows at once; only
+    a body that starts as an event id does and ends early is ``truncated-body``."""
+    header = default_catalog().latest("RunCancelled").single_object_header
+    if body[:1] == b"\x48":
+        return  # may be the start of an event id
+    assert _reason(EventCodec(), header + body) == EventDecodeError.MALFORMED
+
+
 def test_decode_trailing_bytes() -> None:
     data = EventCodec().encode(_responded())
     assert _reason(EventCodec(), data + b"\x00") == EventDecodeError.MALFORMED

@@ -25,7 +25,7 @@ from little.commands import (
     decode_command,
     encode_command,
 )
-from little.events import default_catalog
+from little.events import EventCodec, RunCancelled, default_catalog
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "schemas" / "commands"
 AT = datetime(2025, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
@@ -223,24 +223,40 @@ def test_an_unknown_replay_mode_is_refused_naming_the_field() -> None:
 
 
 @pytest.mark.parametrize(
-    ("data", "reason"),
+    ("data", "reason", "says"),
     [
-        (b"", "no Avro single-object header"),
-        (b"\x00\x00\x00\x00\x01abc", "no Avro single-object header"),
-        (b"\xc3\x01" + b"\x00" * 8 + b"x", "unknown command schema fingerprint"),
+        (b"", "not-avro-framing", "starts with nothing"),
+        (b"\x00\x00\x00\x00\x01abc", "not-avro-framing", "starts with 0000"),
+        (b"\xc3\x01\x00", "truncated-body", "header needs 10 bytes"),
+        (b"\xc3\x01" + b"\x00" * 8 + b"x", "unknown-fingerprint", "no command schema has"),
+        (b"\xc3\x01" + b"\x00" * 8, "unknown-fingerprint", "an event or a snapshot"),
     ],
 )
-def test_garbage_is_a_command_decode_error(data: bytes, reason: str) -> None:
-    with pytest.raises(CommandDecodeError, match=reason):
+def test_garbage_is_a_command_decode_error(data: bytes, reason: str, says: str) -> None:
+    with pytest.raises(CommandDecodeError, match=says) as info:
         decode_command(data)
+    assert info.value.reason == reason
 
 
-def test_truncated_and_trailing_bytes_are_decode_errors() -> None:
+def test_an_event_on_the_commands_topic_is_an_unknown_fingerprint() -> None:
+    event = EventCodec().encode(RunCancelled(run_id="r", seq=1, epoch=1, reason="x"))
+    with pytest.raises(CommandDecodeError) as info:
+        decode_command(event)
+    assert info.value.reason == "unknown-fingerprint"
+
+
+def test_truncated_garbage_and_trailing_bytes_are_told_apart() -> None:
     data = encode_command(CancelRun(run_id="r", reason="x" * 50))
-    with pytest.raises(CommandDecodeError, match="does not decode"):
-        decode_command(data[:-10])
-    with pytest.raises(CommandDecodeError, match="trailing bytes"):
+    for end in range(10, len(data)):
+        with pytest.raises(CommandDecodeError) as info:
+            decode_command(data[:end])
+        assert info.value.reason == "truncated-body", end
+    with pytest.raises(CommandDecodeError, match="trailing bytes") as info:
         decode_command(data + b"\x00")
+    assert info.value.reason == "malformed-body"
+    with pytest.raises(CommandDecodeError, match="does not start with a command id") as info:
+        decode_command(data[:10] + b"garbage, not a command body at all")
+    assert info.value.reason == "malformed-body"
 
 
 @settings(max_examples=500, deadline=None)

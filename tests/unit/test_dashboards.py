@@ -84,6 +84,23 @@ def test_every_metric_the_dashboard_queries_is_one_the_services_export(tmp_path:
         assert any(n.startswith("little_coordinator_") for n in used)
 
 
+def test_every_metric_the_services_export_has_a_panel(tmp_path: Path) -> None:
+    store = SqliteProjectionStore(tmp_path / "projection.sqlite3")
+    try:
+        projector = CollectorRegistry()
+        ProjectorMetrics(projector, store)
+        families = {
+            f.name: {f.name + suffix for suffix in _SUFFIXES[f.type]}
+            for r in (projector, Metrics().registry)
+            for f in r.collect()
+        }
+    finally:
+        store.close()
+    used = set().union(*(queried(json.loads(p.read_text())) for p in DASHBOARDS.glob("*.json")))
+    missing = sorted(name for name, series in families.items() if not series & used)
+    assert not missing, f"metrics on no dashboard panel: {missing}"
+
+
 def test_the_check_catches_a_metric_no_service_exports(tmp_path: Path) -> None:
     typo = {
         "panels": [{"targets": [{"expr": "sum(rate(little_projector_events_fold_total[5m]))"}]}]

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import copy
+import importlib.resources
+import json
 import re
 import shutil
 import subprocess
 import tomllib
 from pathlib import Path
+from typing import Any
 
+import jsonschema
 import yaml
 
 from little.log import load_topic_specs
@@ -71,9 +76,28 @@ def test_runs_and_commands_topics_are_copartitioned() -> None:
     assert specs["little.snapshots.v1"].partitions == specs["little.runs.v1"].partitions
 
 
+def compose_schema() -> Any:
+    """The Compose Specification's JSON schema, as check-jsonschema ships it (its
+    ``--builtin-schema vendor.compose-spec``, kept up to date by that project)."""
+    vendor = importlib.resources.files("check_jsonschema.builtin_schemas.vendor")
+    return json.loads(vendor.joinpath("compose-spec.json").read_text("utf-8"))
+
+
+def compose_errors(document: object) -> list[str]:
+    """What the Compose Specification's JSON schema finds wrong with ``document``."""
+    schema = compose_schema()
+    validator = jsonschema.validators.validator_for(schema)(schema)  # the draft it declares
+    return [
+        f"{'/'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}"
+        for e in validator.iter_errors(document)
+    ]
+
+
 def test_docker_compose_config_where_the_client_exists() -> None:
-    """`docker compose config` validates the file where the compose client is installed (it
-    needs no engine); here the structural checks above are the lint."""
+    """The compose file is valid: against the Compose Specification's own JSON schema (as the
+    check-jsonschema package ships it) everywhere, and by `docker compose config` (which needs
+    no engine) where the compose client is installed."""
+    assert compose_errors(compose()) == []
     docker = shutil.which("docker")
     has_compose = (
         bool(docker)
@@ -89,7 +113,22 @@ def test_docker_compose_config_where_the_client_exists() -> None:
             text=True,
         )
         assert out.returncode == 0, out.stderr
-    assert compose()["name"] == "little"
+
+
+def test_the_compose_schema_finds_what_compose_would_refuse() -> None:
+    """The schema check can fail: a misspelt key, a misspelt service option and a port that is
+    not a list are each found, naming where."""
+    broken = copy.deepcopy(compose())
+    broken["servces"] = {}
+    service = broken["services"]["projector"]
+    service["restart_policy"] = "always"  # a deploy option, not a service one
+    service["ports"] = 8080  # a list of ports, not one
+    errors = compose_errors(broken)
+    assert any(e.startswith("(top): 'servces'") for e in errors), errors
+    assert any(e.startswith("services/projector: ") and "'restart_policy'" in e for e in errors), (
+        errors
+    )
+    assert any(e.startswith("services/projector/ports: 8080") for e in errors), errors
 
 
 def test_both_services_see_one_artifact_store() -> None:

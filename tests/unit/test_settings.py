@@ -8,7 +8,7 @@ import pytest
 
 from little import TopicNames
 from little.cli._commands import CommandSettings
-from little.log import DLQ_TOPIC, RUN_INDEX_TOPIC, RUNS_TOPIC, load_topic_specs
+from little.log import COMMANDS_TOPIC, DLQ_TOPIC, RUN_INDEX_TOPIC, RUNS_TOPIC, load_topic_specs
 from little.settings import LittleSettings
 from little_services.projection import ProjectionSettings
 from little_services.resume_coordinator._settings import CoordinatorSettings
@@ -39,6 +39,27 @@ def test_every_service_and_command_reads_the_same_topic_and_artifact_settings(
         "acme.snapshots",
         "acme.dlq",
     )
+
+
+def test_one_topic_prefix_names_all_five_topics_everywhere(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``LITTLE_TOPIC_PREFIX`` prefixes every topic, a default or a renamed one, as
+    ``kafka_world(topic_prefix=)`` does, for every service and command; once (a copy of the
+    settings does not prefix again)."""
+    for name in ROLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LITTLE_TOPIC_PREFIX", "staging.")
+    monkeypatch.setenv("LITTLE_DLQ_TOPIC", "acme.dlq")
+    expected = TopicNames(dlq="acme.dlq").prefixed("staging.")
+    assert expected.runs == "staging." + RUNS_TOPIC
+    for cls in (LittleSettings, ProjectionSettings, CoordinatorSettings, CommandSettings):
+        settings = cls()
+        assert settings.topics() == expected, cls.__name__
+        assert settings.model_copy(update={"partitions": 3}).topics() == expected
+    config = ProjectionSettings().projection_config()
+    assert (config.topic, config.dlq_topic) == (expected.runs, "staging.acme.dlq")
+    assert CoordinatorSettings().commands_topic == "staging." + COMMANDS_TOPIC
 
 
 def test_defaults_are_the_names_in_topics_yaml(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,11 +10,13 @@ The service in ``little_services.projector`` and ``little projections rebuild`` 
 from little import tune_gc
 from little_services.projection._core import (
     DEFAULT_GROUP,
+    DLQ_MAX_VALUE,
     DLQ_MESSAGE,
     DLQ_OFFSET,
     DLQ_PARTITION,
     DLQ_REASON,
     DLQ_TOPIC_HEADER,
+    DLQ_VALUE_OMITTED,
     DeadLetter,
     PartitionBatch,
     ProjectionConfig,
@@ -56,11 +58,13 @@ from little_services.projection._workers import RebuildWorkerError
 
 __all__ = [
     "DEFAULT_GROUP",
+    "DLQ_MAX_VALUE",
     "DLQ_MESSAGE",
     "DLQ_OFFSET",
     "DLQ_PARTITION",
     "DLQ_REASON",
     "DLQ_TOPIC_HEADER",
+    "DLQ_VALUE_OMITTED",
     "INTEGRITY_ERROR",
     "PARKED",
     "DeadLetter",

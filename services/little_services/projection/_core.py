@@ -52,6 +52,15 @@ DLQ_MESSAGE = "little.dlq.message"
 DLQ_TOPIC_HEADER = "little.dlq.source.topic"
 DLQ_PARTITION = "little.dlq.source.partition"
 DLQ_OFFSET = "little.dlq.source.offset"
+DLQ_VALUE_OMITTED = "little.dlq.value_omitted"
+"""Set (to the value's size) on a dead letter whose value was left out: too large to be sent
+again beside the dead-letter headers. The source offset still finds the record."""
+DLQ_MAX_VALUE = 900_000
+"""The largest value a dead letter carries: librdkafka's default ``message.max.bytes`` (1,000,000)
+less room for the key and headers. The broker's default (1,048,588) admits a record of 1 MB
+into the runs topic, which sent again with its headers is refused (``MSG_SIZE_TOO_LARGE``):
+before, that failed the projector's transaction on every retry, a poison record that stopped
+the partition."""
 
 REASON_STREAM = "stream-integrity"
 REASON_FOLD = "fold-failed"
@@ -535,9 +544,13 @@ class ProjectionCore:
             (DLQ_PARTITION, str(rec.partition).encode()),
             (DLQ_OFFSET, str(rec.offset).encode()),
         )
+        payload = rec.payload
+        if len(payload) > DLQ_MAX_VALUE:
+            headers = (*headers, (DLQ_VALUE_OMITTED, str(len(payload)).encode()))
+            payload = b""
         return DeadLetter(
             run_id=rec.run_id,
-            payload=rec.payload,
+            payload=payload,
             headers=headers,
             partition=rec.partition,
             offset=rec.offset,

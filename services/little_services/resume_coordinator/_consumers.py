@@ -50,7 +50,7 @@ class CommandConsumer:
         session_timeout_ms: int,
         heartbeat_interval_ms: int,
         loop: asyncio.AbstractEventLoop,
-        on_command: Callable[[int, int, bytes | None, Any], None],
+        on_command: Callable[[int, int, bytes | None, bytes | None, Any], None],
         on_assigned: Callable[[list[int], dict[int, int]], None],
         on_revoked: Callable[[list[int], bool], Coroutine[Any, Any, dict[int, int]]],
         callback_timeout: float,
@@ -116,7 +116,12 @@ class CommandConsumer:
                 if partition is None or offset is None:
                     continue
                 self._loop.call_soon_threadsafe(
-                    self._on_command, partition, offset, msg.value(), msg.headers() or []
+                    self._on_command,
+                    partition,
+                    offset,
+                    msg.value(),
+                    msg.key(),
+                    msg.headers() or [],
                 )
             self._drain_commits()
             self._consumer.close()  # leaves the group: on_revoke stops the runs and commits

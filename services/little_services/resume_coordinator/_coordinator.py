@@ -57,6 +57,7 @@ from little.runtime import (
     versions,
 )
 from little_services.resume_coordinator._consumers import CommandConsumer, RunEvent, RunsTail
+from little_services.resume_coordinator._deadletters import DeadLetterProducer, dead_letter_headers
 from little_services.resume_coordinator._metrics import Metrics
 from little_services.resume_coordinator._scheduling import CommandRef, Ledger
 from little_services.resume_coordinator._settings import CoordinatorSettings
@@ -186,6 +187,8 @@ class Coordinator:
         self._stalled = False
         self._signals = asyncio.Lock()
         self._publisher: Any = None
+        self._dead_letters: DeadLetterProducer | None = None
+        """Commands records not acted on go to ``LITTLE_DLQ_TOPIC`` (``_deadletters``)."""
         """A CommandPublisher, made on first use (a signal to a sub-run owned elsewhere)."""
         # read at scrape time, so /metrics and /readyz never disagree
         metrics.appends_in_flight.set_function(lambda: self.world.log.in_flight()[0])
@@ -262,6 +265,8 @@ class Coordinator:
         self._snapshot_pool.shutdown(wait=True)
         if self._publisher is not None:
             await asyncio.to_thread(self._publisher.close)
+        if self._dead_letters is not None:
+            await asyncio.to_thread(self._dead_letters.close)
         self.world.close()
         log.info("coordinator_stopped", owner=self.owner)
 
@@ -430,6 +435,7 @@ class Coordinator:
         partition: int,
         offset: int,
         value: bytes | None,
+        key: bytes | None = None,
         headers: Any = None,
     ) -> None:
         if partition not in self.owned or self.stopping:
@@ -440,19 +446,42 @@ class Coordinator:
             command = decode_command(value or b"")
         except CommandDecodeError as exc:
             self.metrics.commands.labels("invalid").inc()
-            log.warning("command_invalid", partition=partition, offset=offset, error=str(exc))
-            self._settle(ref)
+            log.warning(
+                "command_invalid",
+                partition=partition,
+                offset=offset,
+                reason=exc.reason,
+                error=str(exc),
+            )
+            self._dead_letter(ref, key, value, exc.reason, str(exc))
             return
         self.metrics.commands.labels(command.type).inc()
-        if partition_for(command.run_id, self.partitions) != partition:
+        expected = partition_for(command.run_id, self.partitions)
+        if expected != partition:
             log.error(
                 "command_misrouted",
                 run_id=command.run_id,
                 partition=partition,
-                expected=partition_for(command.run_id, self.partitions),
+                expected=expected,
                 hint="produce commands with Kafka's default partitioner over the run id",
             )
-            self._settle(ref)
+            self._dead_letter(
+                ref,
+                key,
+                value,
+                "misrouted",
+                f"{command.type} of run {command.run_id} is in partition {partition} but "
+                f"belongs in partition {expected}: produce commands keyed by run id with "
+                "Kafka's default partitioner (murmur2; librdkafka: partitioner=murmur2_random)",
+            )
+            return
+        if key is not None and key != command.run_id.encode():
+            message = (
+                f"{command.type} of run {command.run_id} is keyed {key[:200]!r}: a command's key "
+                "is its run id; not acted on"
+            )
+            log.error("command_key_mismatch", run_id=command.run_id, offset=offset, error=message)
+            self._dead_letter(ref, key, value, "key-mismatch", message)
             return
         log.info("command_received", type=command.type, run_id=command.run_id, offset=offset)
         trace = tuple(
@@ -551,6 +580,36 @@ class Coordinator:
             entry.wake_pending = True  # it may suspend having read the log before the signal
         elif entry.waiting:
             self.ensure(entry.run_id, entry.partition, reason)
+
+    def _dead_letter(
+        self, ref: CommandRef, key: bytes | None, value: bytes | None, reason: str, message: str
+    ) -> None:
+        """Send a commands record the coordinator will not act on to the dead-letter topic,
+        then settle it (whether or not the send worked: it is logged either way)."""
+        self.metrics.dead_letters.labels(reason).inc()
+        headers = dead_letter_headers(reason, message, self.settings.commands_topic, *ref)
+        if self._dead_letters is None:
+            self._dead_letters = DeadLetterProducer(
+                self.settings.bootstrap(), self.settings.dlq_topic
+            )
+        producer = self._dead_letters
+
+        async def send() -> None:
+            try:
+                await asyncio.to_thread(producer.send, key, value, headers)
+                log.info("command_dead_lettered", partition=ref[0], offset=ref[1], reason=reason)
+            except Exception as exc:
+                log.error(
+                    "dead_letter_failed",
+                    partition=ref[0],
+                    offset=ref[1],
+                    reason=reason,
+                    error=f"{type(exc).__name__}: {exc}",
+                )
+            finally:
+                self._settle(ref)
+
+        self._spawn(send())
 
     def _settle(self, ref: CommandRef) -> None:
         point = self.ledger.settle(*ref)

@@ -93,6 +93,12 @@ class Metrics:
         self.commands = Counter(
             "little_coordinator_commands_total", "Commands consumed, by type.", ["type"], registry=r
         )
+        self.dead_letters = Counter(
+            "little_coordinator_dead_letters_total",
+            "Commands records sent to the dead-letter topic, by reason.",
+            ["reason"],
+            registry=r,
+        )
         self.stalls = Counter(
             "little_coordinator_stalls_total",
             "Runs resumed because their lease ran out.",

@@ -13,6 +13,7 @@ import io
 import json
 import os
 import socket
+import struct
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -24,6 +25,7 @@ from fastavro import schemaless_reader, schemaless_writer
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from little._canonical import canonical_json
+from little._uuid_prefix import starts_like_a_uuid_string
 from little.errors import ConfigurationError, LittleError
 from little.events import SINGLE_OBJECT_MAGIC, SchemaCatalog, load_catalog
 from little.log import COMMANDS_TOPIC, Position
@@ -48,9 +50,23 @@ def _issuer() -> str:
 
 
 class CommandDecodeError(LittleError, ValueError):
-    """Bytes on the commands topic that are not a known command. Terminal for that record."""
+    """Bytes on the commands topic that are not a known command. Terminal for that record.
+
+    ``reason`` is stable for matching, metrics and the dead-letter header, with the same names
+    as ``EventDecodeError``'s where the failure is the same (a record that is an event or a
+    snapshot, not a command, has an ``unknown-fingerprint``)."""
+
+    NOT_AVRO_FRAMING = "not-avro-framing"
+    UNKNOWN_FINGERPRINT = "unknown-fingerprint"
+    TRUNCATED = "truncated-body"
+    MALFORMED = "malformed-body"
+    INVALID = "invalid-command"
 
     retryable = False
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"cannot decode command ({reason}): {detail}")
+        self.reason = reason
 
 
 class _Frozen(BaseModel):
@@ -193,27 +209,76 @@ def encode_command(command: Command) -> bytes:
 
 
 def decode_command(data: bytes) -> Command:
-    """Decode a command of any known version; raises ``CommandDecodeError`` saying why not."""
+    """Decode a command of any known version; raises ``CommandDecodeError`` saying why not,
+    and nothing else whatever the bytes."""
+    try:
+        return _decode_command(data)
+    except CommandDecodeError:
+        raise
+    except Exception as exc:  # a defect in a dependency must not escape as anything else
+        raise CommandDecodeError(
+            CommandDecodeError.MALFORMED, f"{type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def _decode_command(data: bytes) -> Command:
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise CommandDecodeError(
+            CommandDecodeError.NOT_AVRO_FRAMING, f"expected bytes, got {type(data).__name__}"
+        )
     schemas = _schemas()
-    if len(data) < 10 or data[:2] != SINGLE_OBJECT_MAGIC:
-        raise CommandDecodeError("not a command: no Avro single-object header")
+    if data[:2] != SINGLE_OBJECT_MAGIC:
+        raise CommandDecodeError(
+            CommandDecodeError.NOT_AVRO_FRAMING,
+            f"not a command: starts with {bytes(data[:2]).hex() or 'nothing'}, not the Avro "
+            "single-object header c301",
+        )
+    if len(data) < 10:
+        raise CommandDecodeError(
+            CommandDecodeError.TRUNCATED, f"single-object header needs 10 bytes, got {len(data)}"
+        )
     writer = schemas.by_fingerprint(bytes(data[2:10]))
     if writer is None:
-        raise CommandDecodeError(f"unknown command schema fingerprint {bytes(data[2:10]).hex()}")
+        raise CommandDecodeError(
+            CommandDecodeError.UNKNOWN_FINGERPRINT,
+            f"no command schema has fingerprint {bytes(data[2:10]).hex()} (an event or a "
+            "snapshot on the commands topic?)",
+        )
     reader = schemas.latest(writer.event_type)
-    body = io.BytesIO(data[10:])
+    payload = bytes(data[10:])
+    if not starts_like_a_uuid_string(payload):  # every command starts with its command id
+        raise CommandDecodeError(
+            CommandDecodeError.MALFORMED,
+            f"{writer.event_type} v{writer.version}: the body does not start with a command id",
+        )
+    body = io.BytesIO(payload)
     try:
         record: Any = schemaless_reader(body, writer.read_parsed, reader.read_parsed)
+    except (EOFError, StopIteration, struct.error, IndexError) as exc:
+        if isinstance(exc, IndexError) and body.tell() < len(payload):
+            raise CommandDecodeError(
+                CommandDecodeError.MALFORMED,
+                f"{writer.event_type} v{writer.version} body does not decode: {exc}",
+            ) from exc
+        raise CommandDecodeError(
+            CommandDecodeError.TRUNCATED,
+            f"{writer.event_type} v{writer.version} body ends early ({type(exc).__name__})",
+        ) from exc
     except Exception as exc:
         raise CommandDecodeError(
-            f"{writer.event_type} v{writer.version} body does not decode: {exc}"
+            CommandDecodeError.MALFORMED,
+            f"{writer.event_type} v{writer.version} body does not decode: {exc}",
         ) from exc
-    if body.tell() != len(data) - 10:
-        raise CommandDecodeError(f"trailing bytes after the {writer.event_type} record")
+    if body.tell() != len(payload):
+        raise CommandDecodeError(
+            CommandDecodeError.MALFORMED, f"trailing bytes after the {writer.event_type} record"
+        )
     try:
         return _COMMAND_TYPES[writer.event_type].model_validate(record)
     except ValueError as exc:
-        raise CommandDecodeError(f"invalid {writer.event_type}: {exc}") from exc
+        raise CommandDecodeError(
+            CommandDecodeError.INVALID, f"invalid {writer.event_type}: {exc}".replace("\n", " ")
+        ) from exc
 
 
 def command_headers(command: Command) -> list[tuple[str, bytes]]:

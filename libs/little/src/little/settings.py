@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pydantic import AliasChoices
+from pydantic import AliasChoices, model_validator
 from pydantic_core import PydanticUndefined
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -60,9 +60,36 @@ class LittleSettings(BaseSettings):
     """The StartRun / ResumeRun / CancelRun topic the resume coordinator consumes."""
     dlq_topic: str = DLQ_TOPIC
     """The projector's dead-letter topic (records it could not decode or fold)."""
+    topic_prefix: str = ""
+    """Put before the name of each of the five topics, the default or a ``LITTLE_*_TOPIC``
+    setting alike, as ``kafka_world(topic_prefix=)`` does: one setting moves a deployment to
+    its own topics (``staging.`` gives ``staging.little.runs.v1``...)."""
     artifacts_dir: Path | None = None
     """The artifact directory, shared by every process of a world [default:
     ``<data_dir>/artifacts``]."""
+
+    @model_validator(mode="after")
+    def _apply_topic_prefix(self) -> LittleSettings:
+        # Applied once, when the settings are read: the fields hold the names in use, so
+        # every reader of ``runs_topic``... (and ``topics()``) sees the prefixed name.
+        if self.topic_prefix:
+            named = TopicNames(
+                runs=self.runs_topic,
+                commands=self.commands_topic,
+                snapshots=self.snapshots_topic,
+                runs_index=self.runs_index_topic,
+                dlq=self.dlq_topic,
+            ).prefixed(self.topic_prefix)
+            for field, name in (
+                ("runs_topic", named.runs),
+                ("commands_topic", named.commands),
+                ("snapshots_topic", named.snapshots),
+                ("runs_index_topic", named.runs_index),
+                ("dlq_topic", named.dlq),
+            ):
+                object.__setattr__(self, field, name)
+            object.__setattr__(self, "topic_prefix", "")  # applied: a copy must not add it twice
+        return self
 
     def topics(self) -> TopicNames:
         return TopicNames(

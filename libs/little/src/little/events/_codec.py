@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from fastavro import schemaless_reader, schemaless_writer
 from pydantic import ValidationError
 
+from little._uuid_prefix import starts_like_a_uuid_string
 from little.errors import EventDecodeError, EventValidationError
 from little.events._catalog import (
     SINGLE_OBJECT_MAGIC,
@@ -210,6 +211,7 @@ class EventCodec:
         cls = EVENT_TYPES.get(writer.event_type)
         if cls is None:
             raise EventDecodeError(EventDecodeError.UNKNOWN_TYPE, f"type {writer.event_type!r}")
+        _check_event_id_prefix(writer, body)
         reader = self.catalog.latest(writer.event_type)
         stream = io.BytesIO(body)
         try:
@@ -247,3 +249,24 @@ class EventCodec:
             raise EventDecodeError(
                 EventDecodeError.INVALID, f"{writer.event_type}: {exc}".replace("\n", " ")
             ) from exc
+
+
+def _check_event_id_prefix(writer: SchemaVersion, body: memoryview) -> None:
+    """Tell a garbage body from a cut one before decoding: a body that does not start with its
+    event id (a uuid string) is ``malformed-body`` whatever its length; one that starts with a
+    whole or partial event id and then ends early is left to the decoder (``truncated-body``).
+    Without this, random bytes behind a valid header mostly read as a huge string length and
+    were reported as truncated."""
+    if _first_field(writer) != "event_id" or starts_like_a_uuid_string(body):
+        return
+    raise EventDecodeError(
+        EventDecodeError.MALFORMED,
+        f"{writer.event_type} v{writer.version}: the body does not start with an event id "
+        f"(first bytes {bytes(body[:8]).hex() or 'none'})",
+    )
+
+
+def _first_field(writer: SchemaVersion) -> str | None:
+    parsed: Any = writer.read_parsed
+    fields = parsed.get("fields") if isinstance(parsed, dict) else None
+    return fields[0].get("name") if fields else None

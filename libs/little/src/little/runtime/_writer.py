@@ -15,7 +15,7 @@ import signal
 import socket
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from little.errors import LogError
+from little.errors import EventValidationError, LogError
 from little.events import (
     AgentCallAdmitted,
     AgentCallSettled,
@@ -68,6 +68,28 @@ class FaultInjection:
 
 
 FAULTS = FaultInjection()
+
+
+MAX_EVENT_TEXT = 900_000
+"""The most characters an event's text fields may hold together. The broker's
+``message.max.bytes`` (and librdkafka's, 1,000,000 by default) bounds a record: a payload
+that can be large has an ``*_ref`` field and goes to the artifact store past 64 KiB
+(``store_json``), so an event this large has a field without one (tool arguments, an error
+message, a recorded value). It is refused here, before it takes a seq, as an
+``EventValidationError`` (terminal: the step fails saying so) instead of being sent and
+refused by the broker as a ``LogError``, which a resume would meet again and again."""
+
+
+def _check_size(run_id: str, cls: type[Event], fields: dict[str, Any]) -> None:
+    sizes = {k: len(v) for k, v in fields.items() if isinstance(v, str)}
+    if sum(sizes.values()) <= MAX_EVENT_TEXT:
+        return
+    field, size = max(sizes.items(), key=lambda kv: kv[1])
+    raise EventValidationError(
+        f"run {run_id}: a {cls.event_type} event of over {MAX_EVENT_TEXT:,} characters is not "
+        f"written (its {field} holds {size:,}; the broker takes records of about 1 MB, and "
+        f"{field} has no artifact ref): make it smaller"
+    )
 
 
 _TERMINAL = (RunCompleted, RunFailed, RunCancelled)
@@ -184,6 +206,7 @@ class RunWriter:
 
     def _new(self, cls: type[E], fields: dict[str, Any]) -> E:
         """The event of this run and epoch with the next seq."""
+        _check_size(self.run_id, cls, fields)
         event = cls(
             run_id=self.run_id, seq=self.next_seq, epoch=self.epoch, producer=PRODUCER, **fields
         )
