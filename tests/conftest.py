@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.kafka_broker import NoBrokerError, kafka_bootstrap
+from tests.s3_server import S3Server, s3_server
 
 # The conformance suites' asserts live in the library: rewrite them as a test module's are.
 pytest.register_assert_rewrite("little.testing")
@@ -30,3 +31,10 @@ def kafka_bootstrap_servers() -> Iterator[str]:
 def unique() -> str:
     """A short unique suffix for topic, run and group names."""
     return uuid.uuid4().hex[:10]
+
+
+@pytest.fixture(scope="session")
+def s3() -> Iterator[S3Server]:
+    """A real S3-compatible server (moto standalone) on 127.0.0.1, one per session."""
+    with s3_server() as server:
+        yield server

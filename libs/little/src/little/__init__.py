@@ -8,7 +8,7 @@ broker) or ``kafka_world(bootstrap_servers=...)``.
 from little import events
 from little._gc import tune_gc
 from little._world import RecordDecodeError, World, kafka_world, local_world
-from little.artifacts import ArtifactStore
+from little.artifacts import ArtifactBackend, ArtifactStore, S3ArtifactStore
 from little.errors import (
     AppendOutcomeUnknownError,
     ArtifactError,
@@ -31,6 +31,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AppendOutcomeUnknownError",
+    "ArtifactBackend",
     "ArtifactError",
     "ArtifactIntegrityError",
     "ArtifactNotFoundError",
@@ -52,6 +53,7 @@ __all__ = [
     "RecordDecodeError",
     "ReplayResult",
     "RuntimeIntegrityError",
+    "S3ArtifactStore",
     "TopicNames",
     "Usage",
     "World",
