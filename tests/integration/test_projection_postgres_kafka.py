@@ -8,27 +8,22 @@ a shared disk): the broker and the database are all they share.
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 import little
 from little.log import ResetTo
-from little.replay import MaterializedRunState
 from little_services.projection import (
     PostgresProjectionStore,
     RunQuery,
     open_world,
     rebuild,
 )
+from tests.integration.projector_process import ProjectorProcess, split_between, wait_for
 from tests.postgres_server import PostgresServer
 from tests.projection_runs import (
     clean_fold,
@@ -58,107 +53,19 @@ def world(env: dict[str, str], tmp_path: Path) -> Iterator[little.World]:
         yield w
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Instance:
-    """One projector process: its own data directory and HTTP port."""
-
-    def __init__(self, env: dict[str, str], data_dir: Path, name: str) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        full = {k: v for k, v in os.environ.items() if not k.startswith("LITTLE_")}
-        full.update(
-            {
-                **env,
-                "LITTLE_DATA_DIR": str(data_dir),
-                "LITTLE_HTTP_PORT": str(self.port),
-                "LITTLE_PROJECTOR_SESSION_TIMEOUT_MS": "6000",
-                "LITTLE_PROJECTOR_BATCH": "200",
-            }
-        )
-        data_dir.mkdir(parents=True)
-        self.log = (data_dir.parent / f"{name}.log").open("w")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "little_services.projector"],
-            env=full,
-            stdout=subprocess.DEVNULL,
-            stderr=self.log,
-        )
-
-    def status(self) -> dict[str, Any] | None:
-        try:
-            r = httpx.get(f"{self.url}/readyz", timeout=5)
-        except httpx.HTTPError:
-            return None
-        body: dict[str, Any] = r.json()
-        return body
-
-    def all_runs(self) -> dict[str, dict[str, Any]]:
-        """Every run the API lists, paging through ``GET /runs`` 7 at a time."""
-        out: dict[str, dict[str, Any]] = {}
-        cursor = None
-        while True:
-            params: dict[str, Any] = {"limit": 7}
-            if cursor:
-                params["cursor"] = cursor
-            page = httpx.get(f"{self.url}/runs", params=params, timeout=10).json()
-            for s in page["runs"]:
-                assert s["run_id"] not in out, "a page repeated a run"
-                out[s["run_id"]] = s
-            cursor = page["next_cursor"]
-            if cursor is None:
-                return out
-
-    def state(self, run_id: str) -> MaterializedRunState:
-        body = httpx.get(f"{self.url}/runs/{run_id}", timeout=10).json()
-        body.pop("replay")
-        return MaterializedRunState.model_validate(body)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
-
-
-def wait_for(what: str, check: Any, instances: list[Instance], timeout: float = 120) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        for i in instances:
-            assert i.proc.poll() is None, f"{i.url} exited: {Path(i.log.name).read_text()}"
-        got = check()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
-
-
-def split_between(instances: list[Instance]) -> bool:
-    """Every partition held, by exactly one instance, and every instance holds some."""
-    held = [set((i.status() or {}).get("assigned") or []) for i in instances]
-    union = set().union(*held)
-    return all(held) and union == set(range(PARTITIONS)) and sum(map(len, held)) == PARTITIONS
-
-
 def test_two_projector_processes_share_one_database_and_either_api_serves_every_run(
     env: dict[str, str], world: little.World, tmp_path: Path
 ) -> None:
     group = env["LITTLE_PROJECTOR_GROUP"]
-    a = Instance(env, tmp_path / "a" / "data", "a")
-    b = Instance(env, tmp_path / "b" / "data", "b")
+    a = ProjectorProcess(env, tmp_path / "a" / "data", "a")
+    b = ProjectorProcess(env, tmp_path / "b" / "data", "b")
     instances = [a, b]
     try:
-        wait_for("the group to split the partitions", lambda: split_between(instances), instances)
+        wait_for(
+            "the group to split the partitions",
+            lambda: split_between(instances, PARTITIONS),
+            instances,
+        )
         runs = {f"r{i:02d}": run_events(f"r{i:02d}", 30 + i % 7) for i in range(48)}
         write_interleaved(world, runs, chunk=9)
         world.append(run_events("open", 11, complete=False))
