@@ -8,6 +8,7 @@ a shared disk): the broker and the database are all they share.
 
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,7 @@ from little_services.projection import (
     open_world,
     rebuild,
 )
+from tests.cli import little_cli
 from tests.integration.projector_process import ProjectorProcess, split_between, wait_for
 from tests.postgres_server import PostgresServer
 from tests.projection_runs import (
@@ -146,3 +148,13 @@ def test_a_rebuild_with_two_worker_processes_writes_the_database(
         assert {s.run_id for s in held} == set(expected)
         states = {r: rec.state for r, rec in store.get_many(expected).items()}
     assert states == expected
+    # the operator's view of the database, from any host: `little projections status --store`
+    cli = little_cli(
+        "projections",
+        "status",
+        "--store",
+        env["LITTLE_PROJECTION_STORE"],
+        env={**{k: v for k, v in os.environ.items() if not k.startswith("LITTLE_")}, **env},
+    )
+    assert cli.returncode == 0, cli.stderr
+    assert "runs: 40 completed" in " ".join(cli.stdout.split())

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
+import httpx
 import pytest
 
 from little.artifacts import S3ArtifactStore
@@ -197,6 +198,13 @@ def test_three_coordinators_two_projectors_no_shared_disk(
     for run_id in run_ids:
         for p in projectors:
             assert p.state(run_id) == expected[run_id], (p.url, run_id)
+    # a projector reads the runs' artifacts from the bucket: a replay plan from the log
+    # hydrates and hash-checks them
+    for run_id in run_ids[:3]:
+        r = httpx.get(f"{projectors[1].url}/runs/{run_id}/replay?source=log", timeout=30)
+        assert r.status_code == 200, r.text
+        assert {a["ref"]["sha256"] for a in r.json()["artifacts"]} <= {x.sha256 for x in refs}
+        assert r.json()["artifacts"]
     print(
         f"\n{RUNS} runs over 3 coordinators and 2 projectors; c1 and p1 SIGKILLed with "
         f"{at_kill} runs completed, {taken_over} of c1's runs finished by another; "
