@@ -1,16 +1,15 @@
-"""The artifact store contract on every backend: the directory store and S3 (a real
-S3-compatible server, moto standalone on 127.0.0.1, reached through the ``AWS_*`` variables).
-
-Each backend supplies how to open a store and how to change a stored blob behind its back
-(``tamper``); the tests are written once.
+"""The artifact store conformance suite (``little.testing.ArtifactStoreConformance``) on both
+backends: the directory store, and S3 on a real S3-compatible server (moto standalone on
+127.0.0.1). Then what is the S3 backend's own: its key layout, one PUT per blob, the settings
+that choose it, a missing bucket; and a run whose output is past the inline limit on each.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,165 +17,93 @@ import pytest
 
 import little
 from little.artifacts import ArtifactBackend, ArtifactStore, S3ArtifactStore, open_artifact_store
-from little.errors import ArtifactIntegrityError, ArtifactNotFoundError, ConfigurationError
+from little.errors import ConfigurationError
 from little.events import ArtifactRef, RunCompleted
 from little.runtime import WorkflowContext, run, workflow
 from little.settings import LittleSettings
+from little.testing import ArtifactStoreConformance, BackendSpec
 from tests.s3_server import S3Server
 
 DATA = b'{"answer": 42}'
 
 
-@dataclass
-class Backend:
-    store: ArtifactBackend
-    tamper: Callable[[str, bytes], None]
-    """Overwrite the blob of a hash with other bytes, as a disk or a bucket could."""
-
-
-@pytest.fixture
-def s3_env(s3: S3Server, monkeypatch: pytest.MonkeyPatch) -> S3Server:
-    for name, value in s3.env().items():
-        monkeypatch.setenv(name, value)
-    return s3
-
-
-@pytest.fixture(params=["directory", "s3"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    if request.param == "directory":
-        d = ArtifactStore(tmp_path / "artifacts")
-        yield Backend(d, lambda sha, data: d.path_for(sha).write_bytes(data))
-        return
-    s3: S3Server = request.getfixturevalue("s3_env")
-    bucket = s3.new_bucket()
-    store = open_artifact_store(f"s3://{bucket}/worlds/a")
-    assert isinstance(store, S3ArtifactStore)
-    raw = s3.client()
-    yield Backend(
-        store, lambda sha, data: raw.put_object(Bucket=bucket, Key=store.key_for(sha), Body=data)
-    )
-
-
-def test_put_get_round_trip(backend: Backend) -> None:
-    store = backend.store
-    ref = store.put("run-1", DATA, "application/json")
-    digest = hashlib.sha256(DATA).hexdigest()
-    assert ref == ArtifactRef(
-        run_id="run-1", sha256=digest, size=len(DATA), media_type="application/json"
-    )
-    assert store.get(ref) == DATA
-    assert store.exists(ref)
-    store.verify(ref)
-
-
-def test_empty_and_large_blobs_round_trip(backend: Backend) -> None:
-    big = bytes(range(256)) * 40_000  # 10 MB: past any single-read buffer
-    for data in (b"", big):
-        ref = backend.store.put("run-1", data)
-        assert backend.store.get(ref) == data
-
-
-def test_put_is_idempotent(backend: Backend) -> None:
-    first = backend.store.put("run-1", DATA)
-    second = backend.store.put("run-1", DATA)
-    assert first == second
-    assert backend.store.get(second) == DATA
-
-
-def test_same_bytes_from_another_run_share_the_blob(backend: Backend) -> None:
-    a = backend.store.put("run-1", DATA)
-    b = backend.store.put("run-2", DATA)
-    assert a.sha256 == b.sha256
-    assert backend.store.get(b) == DATA
-
-
-def test_a_corrupted_blob_raises_integrity_error_naming_the_artifact(backend: Backend) -> None:
-    store = backend.store
-    ref = store.put("run-1", DATA)
-    backend.tamper(ref.sha256, b'{"answer": 43}')  # same size, other bytes
-    with pytest.raises(ArtifactIntegrityError) as info:
-        store.get(ref)
-    message = str(info.value)
-    assert ref.sha256 in message
-    assert "run-1" in message
-    assert store.where(ref.sha256) in message
-    with pytest.raises(ArtifactIntegrityError, match=ref.sha256):
-        store.verify(ref)
-    assert store.exists(ref)  # exists does not read the content
-
-
-def test_a_truncated_blob_raises_integrity_error(backend: Backend) -> None:
-    ref = backend.store.put("run-1", DATA)
-    backend.tamper(ref.sha256, DATA[:-1])
-    with pytest.raises(ArtifactIntegrityError, match=ref.sha256):
-        backend.store.get(ref)
-
-
-def test_a_missing_blob_raises_not_found(backend: Backend) -> None:
-    digest = hashlib.sha256(b"never stored").hexdigest()
-    ref = ArtifactRef(run_id="run-1", sha256=digest, size=12, media_type="text/plain")
-    assert not backend.store.exists(ref)
-    with pytest.raises(ArtifactNotFoundError, match=digest):
-        backend.store.get(ref)
-    with pytest.raises(ArtifactNotFoundError):
-        backend.store.verify(ref)
-    with pytest.raises(KeyError):  # ArtifactNotFoundError is a KeyError too
-        backend.store.get(ref)
-
-
-def test_a_size_mismatch_raises_integrity_error(backend: Backend) -> None:
-    ref = backend.store.put("run-1", DATA)
-    wrong = ref.model_copy(update={"size": ref.size + 1})
-    with pytest.raises(ArtifactIntegrityError, match=rf"{ref.sha256}.*{len(DATA)} bytes"):
-        backend.store.get(wrong)
-
-
-def test_a_ref_that_is_not_a_sha256_is_refused(backend: Backend) -> None:
-    # the model refuses such a hash; a ref built without validation still cannot escape
-    bad = ArtifactRef.model_construct(
-        run_id="r", sha256="../../etc/passwd", size=1, media_type="text/plain"
-    )
-    with pytest.raises(ConfigurationError, match="sha256"):
-        backend.store.get(bad)
-
-
-def test_puts_from_many_threads_at_once_agree(backend: Backend) -> None:
-    async def many() -> list[ArtifactRef]:
-        blobs = [f"blob {i % 5}".encode() for i in range(40)]
-        return await asyncio.gather(
-            *(asyncio.to_thread(backend.store.put, f"run-{i}", b) for i, b in enumerate(blobs))
-        )
-
-    refs = asyncio.run(many())
-    assert len({r.sha256 for r in refs}) == 5
-    for r in refs:
-        assert backend.store.get(r).startswith(b"blob ")
-
-
-@workflow("test.s3_big_output", version="1")
+@workflow("test.artifacts_big_output", version="1")
 async def big_output(ctx: WorkflowContext, n: int) -> str:
     from little.runtime._context import LARGE_PAYLOAD
 
     return "y" * LARGE_PAYLOAD + str(n)
 
 
-def test_a_run_whose_output_is_past_the_inline_limit_keeps_it_in_the_store(
-    backend: Backend, tmp_path: Path
-) -> None:
-    with little.local_world(tmp_path / "w") as base:
-        from dataclasses import replace
+class RunOutputs:
+    """Beside the suite: a run on a world with this store keeps a large output in it."""
 
-        world = replace(base, artifacts=backend.store)
-        result = asyncio.run(run(world, big_output, 7, run_id="big-1"))
-        done = [e.event for e in world.read_run("big-1") if isinstance(e.event, RunCompleted)]
-    assert result.status == "completed"
-    (end,) = done
-    assert end.output_json is None
-    assert end.output_ref is not None
-    assert backend.store.get(end.output_ref).decode().endswith('7"')
+    def test_a_run_whose_output_is_past_the_inline_limit_keeps_it_in_the_store(
+        self, store: ArtifactBackend, tmp_path: Path
+    ) -> None:
+        with little.local_world(tmp_path / "w") as base:
+            world = replace(base, artifacts=store)
+            result = asyncio.run(run(world, big_output, 7, run_id="big-1"))
+            done = [e.event for e in world.read_run("big-1") if isinstance(e.event, RunCompleted)]
+        assert result.status == "completed"
+        (end,) = done
+        assert end.output_json is None
+        assert end.output_ref is not None
+        assert json.loads(store.get(end.output_ref)).endswith("7")
+
+
+class TestDirectoryArtifactStore(ArtifactStoreConformance, RunOutputs):
+    @pytest.fixture
+    def backend_spec(self, tmp_path: Path) -> BackendSpec:
+        return {"root": str(tmp_path / "artifacts")}
+
+    def open_store(self, spec: BackendSpec) -> ArtifactStore:
+        return ArtifactStore(spec["root"])
+
+    def tamper(self, spec: BackendSpec, sha256: str, data: bytes) -> None:
+        ArtifactStore(spec["root"]).path_for(sha256).write_bytes(data)
+
+
+def _client(spec: BackendSpec) -> Any:
+    import boto3
+
+    return boto3.client(
+        "s3",
+        endpoint_url=spec["endpoint"],
+        aws_access_key_id=spec["key"],
+        aws_secret_access_key=spec["secret"],
+        region_name=spec["region"],
+    )
+
+
+class TestS3ArtifactStore(ArtifactStoreConformance, RunOutputs):
+    @pytest.fixture
+    def backend_spec(self, s3: S3Server) -> BackendSpec:
+        env = s3.env()
+        return {
+            "url": f"s3://{s3.new_bucket()}/worlds/a",
+            "endpoint": s3.endpoint,
+            "key": env["AWS_ACCESS_KEY_ID"],
+            "secret": env["AWS_SECRET_ACCESS_KEY"],
+            "region": env["AWS_REGION"],
+        }
+
+    def open_store(self, spec: BackendSpec) -> S3ArtifactStore:
+        return S3ArtifactStore.from_url(spec["url"], client=_client(spec))
+
+    def tamper(self, spec: BackendSpec, sha256: str, data: bytes) -> None:
+        store = self.open_store(spec)
+        store.client.put_object(Bucket=store.bucket, Key=store.key_for(sha256), Body=data)
 
 
 # -- the S3 backend's own: its layout, its settings, its errors ------------------------------
+
+
+@pytest.fixture
+def s3_env(s3: S3Server, monkeypatch: pytest.MonkeyPatch) -> S3Server:
+    """The server, named to boto3 by the standard ``AWS_*`` variables only."""
+    for name, value in s3.env().items():
+        monkeypatch.setenv(name, value)
+    return s3
 
 
 def test_s3_keys_are_content_addressed_under_the_prefix(s3_env: S3Server) -> None:
