@@ -30,7 +30,7 @@ $(VENV)/.synced: $(UV) uv.lock pyproject.toml libs/little/pyproject.toml service
 setup: $(VENV)/.synced ## Install the Python dependencies from uv.lock into .venv
 
 .PHONY: system-deps
-system-deps: ## Install from Debian what is missing: a JDK and Maven (local Kafka broker), PostgreSQL's server (store tests)
+system-deps: ## Install from Debian what is missing: a JDK and Maven (local Kafka broker), Chromium (browser tests), PostgreSQL's server (store tests)
 	@if ! command -v java >/dev/null || ! command -v mvn >/dev/null; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless maven; \
@@ -47,6 +47,11 @@ system-deps: ## Install from Debian what is missing: a JDK and Maven (local Kafk
 	fi
 	@if [ "$$(id -u)" = 0 ] && ! id postgres >/dev/null 2>&1 && [ -z "$${LITTLE_TEST_POSTGRES_URL:-}" ]; then \
 	  useradd --system --no-create-home --shell /usr/sbin/nologin postgres; \
+	fi
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	  else echo "need Debian's chromium (/usr/bin/chromium) for the run inspector's browser tests"; fi; \
 	fi
 
 .PHONY: demo
@@ -68,6 +73,10 @@ test: setup system-deps lint typecheck ## Lint, types and the whole suite agains
 	$(VENV)/bin/pytest $(PYTEST_ARGS) || status=$$?; \
 	$(KAFKA) stop >/dev/null 2>&1 || true; \
 	exit $$status
+
+.PHONY: screenshot
+screenshot: setup system-deps ## Save the run inspector's page of a crashed-and-resumed run as docs/run-inspector.png
+	UI_SCREENSHOT=docs/run-inspector.png $(VENV)/bin/pytest -q tests/ui/test_run_inspector.py -k crashed_and_resumed
 
 .PHONY: kafka-start kafka-stop
 kafka-start: system-deps ## Start the local Kafka broker (KRaft, from Maven jars)

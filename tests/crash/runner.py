@@ -7,7 +7,8 @@ name in its log; ``... PREFIX many N`` starts (or resumes) the runs ``PREFIX-0..
 or resumes a run of the recorded-call replay tests' pipeline (``tests.runtime``); ``... changes
 FORM WORKFLOW INPUT_JSON`` registers one deploy of the code-change tests' pipeline
 (``tests.crash.changes``) and starts or resumes a run of WORKFLOW on it; ``... panel VERSION EDITS_JSON INPUT_JSON [SOURCE_RUN_ID]`` the
-same for the panel tests' workflow (research, then a panel of three judges). The crash hooks (``LITTLE_CRASH_AFTER_EVENT`` / ``LITTLE_CRASH_AFTER_CALL``)
+same for the panel tests' workflow (research, then a panel of three judges); ``... compaction POLICY INPUT_JSON`` starts or
+resumes the compaction tests' conversation under the ``trim`` or ``summary`` policy. The crash hooks (``LITTLE_CRASH_AFTER_EVENT`` / ``LITTLE_CRASH_AFTER_CALL``)
 come from the environment; the result is printed as one JSON line after ``RESULT``.
 """
 
@@ -90,6 +91,18 @@ def main(argv: list[str]) -> int:
                     run_id=run_id,
                     replay_from=source[0] if source else None,
                 )
+            )
+        elif mode == "compaction":  # POLICY INPUT_JSON: the compaction tests' conversation
+            from tests.runtime import compaction_workflows
+
+            policy, input_json = rest
+            compaction_workflows.POLICY["policy"] = (
+                compaction_workflows.summarising()
+                if policy == "summary"
+                else compaction_workflows.trim()
+            )
+            result = asyncio.run(
+                run(world, compaction_workflows.conversation, json.loads(input_json), run_id=run_id)
             )
         else:
             raise SystemExit(f"unknown mode {mode!r}")

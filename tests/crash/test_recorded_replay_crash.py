@@ -61,6 +61,9 @@ def test_a_replay_killed_anywhere_resumes_to_the_uncrashed_outcome(tmp_path: Pat
         "diverged_at_call": 2,
         "diverged_at_node": ["write", "write", 0],
         "miss_reason": "key-mismatch",
+        "mode": "repairable",
+        "model": None,
+        "live_tools": None,
     }
     # every event the replaying process acked: its claim, and the run's own events
     appended = len(reference.events(REPLAY))

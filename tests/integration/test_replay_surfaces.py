@@ -97,6 +97,7 @@ def test_the_runs_are_what_the_surfaces_will_describe(runs: Runs) -> None:
         diverged_at_call=2,
         diverged_at_node=("write", "write", 0),
         miss_reason="key-mismatch",
+        mode="repairable",
     )
     assert runs.source.replay == ReplayEnvelope(
         recorded=True, not_recorded_reason=None, fresh_calls=3

@@ -63,6 +63,7 @@ def test_a_failed_replay_carries_its_envelope(world: little.World) -> None:
         diverged_at_call=2,
         diverged_at_node=("write", "write", 0),
         miss_reason="recorded-failure",
+        mode="repairable",
     )
     assert failed.replay == folded(world, failed)
     assert asyncio.run(resume(world, failed.run_id)).replay == failed.replay

@@ -13,11 +13,22 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, assert_type
 
-from little import LittleError, MaterializedRunState, ReplayResult, World, local_world, replay_run
+from little import (
+    LittleError,
+    MaterializedRunState,
+    PartialReplay,
+    ProjectionReplay,
+    ReplayResult,
+    World,
+    local_world,
+    replay_run,
+    run_replay,
+)
 from little.events import Usage
 from little.harness import ModelResponse, ScriptedModel, Tool, ToolContext, tool
 from little.replay import ReplayEnvelope, replay_envelope
 from little.runtime import (
+    CompactionPolicy,
     RunResult,
     StepContext,
     Workflow,
@@ -48,7 +59,8 @@ async def brief(ctx: WorkflowContext, topic: str) -> dict[str, Any]:
         model = ScriptedModel(
             [ModelResponse(content="short answer", usage=Usage(input_tokens=5, output_tokens=2))]
         )
-        async with step.session("agent", model=model, tools=[define]) as agent:
+        compact = CompactionPolicy(max_messages=40, keep_last=8)  # not due: one exchange
+        async with step.session("agent", model=model, tools=[define], compact=compact) as agent:
             return await agent.run(f"Explain {topic}")
 
     answer = await ctx.step("ask", ask)
@@ -109,6 +121,15 @@ async def main(data_dir: Path) -> MaterializedRunState:
         assert envelope == result.replay  # every result carries it
         assert_type(envelope.diverged_at_node, tuple[str | None, str | None, int | None] | None)
         assert not envelope.replayed
+        # one API for the replay modes, typed by mode
+        skipped = await run_replay(world, result.run_id)
+        assert_type(skipped, ReplayResult)
+        partial = await run_replay(world, result.run_id, mode="partial", from_seq=1)
+        assert_type(partial, PartialReplay)
+        assert_type(partial.state, MaterializedRunState | None)
+        projected = await run_replay(world, None, mode="projection-only")
+        assert_type(projected, ProjectionReplay)
+        assert [s.run_id for s in projected.states] == [result.run_id]
     assert lookup("typed_brief") is brief is typed
     assert registered()["typed_brief"] is brief  # the newest registered without resume_only
     assert_type(versions("typed_brief"), Mapping[str, Workflow[..., Any]])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import datetime
 from decimal import Decimal
 from itertools import pairwise
 from typing import Any
@@ -103,7 +104,7 @@ def assert_deeply_frozen(value: Any, path: str) -> None:
         for i, item in enumerate(value):
             assert_deeply_frozen(item, f"{path}[{i}]")
     else:
-        assert value is None or isinstance(value, str | int | Decimal), (
+        assert value is None or isinstance(value, str | int | Decimal | datetime), (
             f"{path} is a mutable {type(value).__name__}"
         )
 

@@ -63,7 +63,9 @@ def test_partial_steps_through_a_range_saying_what_each_event_changed(
     assert "sessions[write#write].turns[1].status: 'called' -> 'responded'" in changes
     assert "usage.calls: 2 -> 3" in changes
     assert "steps[write].usage.calls: 0 -> 1" in changes
-    assert lines[-1].startswith(f"partial: 1 event(s) applied, seq {seq} to {seq}; status running")
+    assert lines[-1].startswith(
+        f"partial from seq {seq}: 1 event(s) applied, seq {seq} to {seq}; status running"
+    )
 
     code, out, err = replay(data_dir, run_id, "--mode", "partial", "--from-seq", str(seq), "--json")
     assert code == 0, err
@@ -92,7 +94,17 @@ def test_inference_skipping_rebuilds_the_run_from_its_log(recorded: tuple[Path, 
             "--to-seq 2 is before --from-seq 5",
         ),
         (["--mode", "partial", "--from-seq", "500"], "no event from seq 500 (its last is seq "),
-        (["--step"], "--from-seq, --to-seq and --step are for --mode partial"),
+        (
+            ["--step"],
+            "--from-seq, --from-offset, --from-snapshot, --to-seq and --step are for --mode partial",
+        ),
+        (
+            ["--mode", "partial", "--from-seq", "2", "--from-offset", "3"],
+            "choose one cursor: --from-seq, --from-offset or --from-snapshot",
+        ),
+        (["--mode", "partial", "--from-snapshot"], "has no usable snapshot"),
+        (["--model", "openai:gpt-4o"], "--model, --live-tools and --run-id are for --mode full"),
+        (["--all"], "--all replaces the run id (projection-only)"),
     ],
 )
 def test_bad_ranges_are_one_line(
@@ -149,3 +161,70 @@ def test_the_range_is_bounded_by_accepted_events_not_by_a_zombies(tmp_path: Path
     (only,) = step_through(events, run_id, from_seq=2, to_seq=2)
     assert only.event.offset == 5
     assert (only.before.epoch, only.before.fenced_events) == (2, 1)
+
+
+def test_partial_from_a_partition_offset_starts_at_the_runs_event_there(
+    recorded: tuple[Path, str, int],
+) -> None:
+    data_dir, run_id, seq = recorded
+    with little.local_world(data_dir) as world:
+        (row,) = [x for x in world.read_run(run_id) if x.event.seq == seq]
+    code, out, err = replay(
+        data_dir, run_id, "--mode", "partial", "--from-offset", str(row.offset), "--step"
+    )
+    assert code == 0, err
+    lines = out.strip().splitlines()
+    assert lines[0] == f"seq {seq} harness.model.responded ({row.partition}:{row.offset})"
+    assert lines[-1].startswith(f"partial from offset {row.offset}: ")
+
+
+def test_partial_from_the_snapshot_folds_only_what_came_after_it(
+    recorded: tuple[Path, str, int],
+) -> None:
+    from little.replay import Snapshot, encode_snapshot, materialize_run_state_from_events
+
+    data_dir, run_id, seq = recorded
+    with little.local_world(data_dir) as world:
+        rows = list(world.read_run(run_id))
+        cut = next(i for i, x in enumerate(rows) if x.event.seq == seq)
+        before = materialize_run_state_from_events(rows[:cut], run_id=run_id)
+        world.snapshots.put(run_id, encode_snapshot(Snapshot.of(before)))
+        api = asyncio.run(little.run_replay(world, run_id, mode="partial", from_snapshot=True))
+        whole = replay_run(world, run_id, use_snapshot=False).state
+    assert api.cursor.startswith(f"snapshot at {rows[cut - 1].partition}:{rows[cut - 1].offset}")
+    assert next(a.event.event.seq for a in api.applied) == seq  # nothing before the snapshot
+    assert len(api.applied) == len(rows) - cut
+    assert api.state == whole  # the snapshot and what came after it make the whole run
+    code, out, err = replay(data_dir, run_id, "--mode", "partial", "--from-snapshot")
+    assert code == 0, err
+    assert out.startswith(f"partial from {api.cursor}: {len(rows) - cut} event(s) applied")
+
+
+def test_projection_only_folds_one_run_or_every_run_and_executes_nothing(
+    recorded: tuple[Path, str, int],
+) -> None:
+    data_dir, run_id, _ = recorded
+    with little.local_world(data_dir) as world:
+        second = asyncio.run(run(world, rw.version(f"replay-cli-{next(_versions)}"), "Raft"))
+        events = {r: len(list(world.read_run(r))) for r in (run_id, second.run_id)}
+        one = asyncio.run(little.run_replay(world, run_id, mode="projection-only"))
+        every = asyncio.run(little.run_replay(world, None, mode="projection-only"))
+        expected = {r: replay_run(world, r).state for r in (run_id, second.run_id)}
+    assert one.states == (expected[run_id],)
+    assert {s.run_id: s for s in every.states} == expected
+    assert every.unreadable == ()
+    code, out, err = replay(data_dir, run_id, "--mode", "projection-only")
+    assert code == 0, err
+    assert out.startswith("projection-only: folded from the log; nothing was executed")
+    assert f"run {run_id}" in out
+    code, out, err = replay(data_dir, "--mode", "projection-only", "--all", "--json")
+    assert code == 0, err
+    rows = {r["run_id"]: r for r in map(json.loads, out.splitlines())}
+    assert {r: rows[r]["status"] for r in rows} == {run_id: "completed", second.run_id: "completed"}
+    # the projector's rebuild, through the same command (little-services is installed here)
+    code, out, err = replay(data_dir, "--mode", "projection-only", "--all")
+    assert code == 0, err
+    assert "projection rebuilt from the earliest offsets" in out
+    assert "2 completed" in out
+    with little.local_world(data_dir) as world:  # it read the runs, and wrote none
+        assert {r: len(list(world.read_run(r))) for r in events} == events

@@ -119,6 +119,9 @@ def test_a_replay_carries_its_source_into_the_state_and_the_report() -> None:
         "diverged_at_call": 2,  # the lowest ordinal with a miss, not the first settled
         "diverged_at_node": ["agent", "summarise", 0],
         "miss_reason": "key-mismatch",
+        "mode": None,  # (a RunStarted written before v3: no mode recorded)
+        "model": None,
+        "live_tools": None,
     }
     assert json.loads(json.dumps(report["replay"])) == report["replay"]  # JSON-ready
     envelope = replay_envelope(state)
@@ -199,6 +202,9 @@ def test_a_refused_replay_runs_fresh_and_says_why() -> None:
         "diverged_at_call": None,
         "diverged_at_node": None,
         "miss_reason": None,
+        "mode": None,
+        "model": None,
+        "live_tools": None,
     }
     assert replay_line(replay_envelope(state)) == (
         f"replay of {SOURCE} refused: replay-unsafe-script; ran fresh"
@@ -316,8 +322,8 @@ def test_folding_from_a_prefix_state_keeps_the_replay_fields(split: int) -> None
 def test_a_snapshot_keeps_the_replay_fields_and_one_of_state_version_1_is_refused() -> None:
     state = Run(replay_source_run_id=SOURCE, replay_refused_reason="source-run-unusable").fold()
     assert decode_snapshot(encode_snapshot(Snapshot.of(state))).state == state
-    assert STATE_VERSION == 12  # RunStarted v3, agent.call.* v2, parked, decisions, values, lost,
-    # duplicates, waits, patches
+    assert STATE_VERSION == 15  # RunStarted v4, agent.call.* v2, parked, decisions, values, lost,
+    # duplicates, waits, patches, start and end times, configuration and compactions
     old = state.model_copy(update={"state_version": 1})
     with pytest.raises(SnapshotError, match=f"state version 1 is not {STATE_VERSION}"):
         decode_snapshot(encode_snapshot(Snapshot.of(old)))
@@ -326,10 +332,13 @@ def test_a_snapshot_keeps_the_replay_fields_and_one_of_state_version_1_is_refuse
 # -- the schema ------------------------------------------------------------------------------
 
 
-def test_run_started_is_written_with_v3_and_round_trips_the_replay_fields() -> None:
+def test_run_started_is_written_with_v4_and_round_trips_the_replay_fields() -> None:
     latest = default_catalog().latest("RunStarted")
-    assert latest.version == 3
+    assert latest.version == 4
     event = RunStarted(
+        config_sha256="cd" * 32,
+        config_json='{"v":1}',
+        config_changes=("budgets.max_agent_calls: 10 -> 5",),
         run_id=RUN,
         seq=0,
         workflow="wf",
@@ -338,7 +347,9 @@ def test_run_started_is_written_with_v3_and_round_trips_the_replay_fields() -> N
         replay_refused_reason="replay-unsafe-script",
         source_sha256="ab" * 32,
         source_coverage="self-contained",
-        replay_mode="strict",
+        replay_mode="full",
+        replay_model="anthropic:claude-haiku-4-5",
+        replay_live_tools=True,
     )
     codec = EventCodec()
     data = codec.encode(event)

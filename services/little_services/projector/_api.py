@@ -2,7 +2,8 @@
 
 Runs, run states, reports and replay plans come from the projection store (no log read);
 ``?source=log`` replays the run from the log instead, and ``/events`` always reads the log.
-Nothing here writes. With a token configured, everything but /healthz needs it.
+Nothing here writes. With a token configured, everything but /healthz needs it. The run
+inspector's pages are under /ui (``little_services.projector._ui``).
 """
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ from little_services.projection import (
     RunSummary,
     replay_from_state,
 )
+from little_services.projector._ui import LOGIN as UI_LOGIN
+from little_services.projector._ui import PREFIX as UI_PREFIX
+from little_services.projector._ui import STATIC as UI_STATIC
+from little_services.projector._ui import add_inspector
 
 Source = Literal["projection", "log"]
 
@@ -172,7 +177,15 @@ def create_app(
 
     if api_token:
         open_paths = PROBES | ({"/metrics"} if metrics_open else set())
-        require_bearer(app, api_token, open_paths=open_paths, service="projector")
+        require_bearer(
+            app,
+            api_token,
+            open_paths=open_paths,
+            service="projector",
+            pages=UI_PREFIX,
+            open_pages=(UI_LOGIN, UI_STATIC),
+        )
+    add_inspector(app, store=store, world=world, api_token=api_token)
 
     @app.get("/healthz", tags=["ops"])
     def healthz() -> dict[str, str]:

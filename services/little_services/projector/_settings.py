@@ -21,6 +21,7 @@ class ProjectorServiceSettings(ProjectionSettings):
     """The HTTP API's port."""
     api_token: str | None = None
     """When set, every endpoint but the probes (/healthz, /readyz) needs ``Authorization:
-    Bearer <token>``; /metrics too unless ``LITTLE_METRICS_OPEN``."""
+    Bearer <token>``; /metrics too unless ``LITTLE_METRICS_OPEN``. The run inspector's pages
+    (/ui) also take it from the cookie their login form sets."""
     metrics_open: bool = False
     """Serve /metrics without the API token (for a scraper inside the cluster)."""

@@ -26,10 +26,12 @@ from little.errors import (
 from little.events import ArtifactRef, Event, EventCodec, LoggedEvent, Usage
 from little.log import EventLog, Position, TopicNames
 from little.replay import MaterializedRunState, ReplayResult, replay_run
+from little.replays import REPLAY_MODES, PartialReplay, ProjectionReplay, ReplayMode, run_replay
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "REPLAY_MODES",
     "AppendOutcomeUnknownError",
     "ArtifactBackend",
     "ArtifactError",
@@ -49,8 +51,11 @@ __all__ = [
     "LogError",
     "LoggedEvent",
     "MaterializedRunState",
+    "PartialReplay",
     "Position",
+    "ProjectionReplay",
     "RecordDecodeError",
+    "ReplayMode",
     "ReplayResult",
     "RuntimeIntegrityError",
     "S3ArtifactStore",
@@ -62,5 +67,6 @@ __all__ = [
     "kafka_world",
     "local_world",
     "replay_run",
+    "run_replay",
     "tune_gc",
 ]

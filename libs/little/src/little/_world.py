@@ -82,6 +82,20 @@ class World:
             OutgoingRecord(self.codec.encode(e), tuple(event_headers(e))) for e in events
         ]
 
+    def run_ids(self) -> list[str]:
+        """Every run id of the log, in the order the runs first appear in it (partition by
+        partition). Reads every record once, keeping only its key."""
+        seen: dict[str, None] = {}
+        for partition, end in sorted(self.log.end_offsets().items()):
+            offset = 0
+            while offset < end:
+                batch = self.log.read_partition(partition, offset, limit=1000)
+                for record in batch:
+                    seen.setdefault(record.run_id, None)
+                # a window of transaction markers or aborted records returns nothing: skip it
+                offset = batch[-1].offset + 1 if batch else offset + 1000
+        return list(seen)
+
     def read_run(self, run_id: str, *, after: Position | None = None) -> Iterator[LoggedEvent]:
         """The run's events in log order; an undecodable record raises ``RecordDecodeError``."""
         for record in self.log.read_run(run_id, after=after):

@@ -6,7 +6,8 @@ appended since its previous request, and the request hash chained over them), it
 prompt and tools once (``harness.session.started``: the prompt from v2 on, the tools in the
 manifest), each answer (``harness.model.responded``), and each exchange's messages
 (``agent.call.settled``: an exchange served from a recorded run adds its messages without any
-model call). ``model_exchanges`` folds those back into the full request of every model call
+model call), and each compaction of its history (``harness.session.compacted``: the history
+that replaces the conversation, the next request chaining from its link). ``model_exchanges`` folds those back into the full request of every model call
 that was answered, and checks each against the log: the message count, the tools hash, the
 system prompt's hash in the manifest and, link by link, the request hash chain, so a rebuilt
 request is the one the model was sent (``RuntimeIntegrityError`` otherwise). A turn called
@@ -36,6 +37,7 @@ from little.events import (
     LoggedEvent,
     ModelCalled,
     ModelResponded,
+    SessionCompacted,
     SessionStarted,
 )
 from little.harness import ModelResponse
@@ -127,6 +129,8 @@ def model_exchanges(
             # anew (a resume does not), and then it starts over, as in the fold
             sessions.pop(str(e.session_id), None)
             _started(session(e), e, text(e.system_json, e.system_ref))
+        elif isinstance(e, SessionCompacted):
+            _compacted(session(e), e, text(e.history_json, e.history_ref))
         elif isinstance(e, AgentCallAdmitted):
             s = session(e)
             s.starts.setdefault(e.ordinal, len(s.messages))
@@ -183,6 +187,34 @@ def _started(s: _Session, e: SessionStarted, system_json: str | None) -> None:
         s.system, s.systems = _UNKNOWN, ()
     links = s.first_links()
     s.link = links[0] if len(links) == 1 else None
+
+
+def _compacted(s: _Session, e: SessionCompacted, history_json: str | None) -> None:
+    """The history that replaces the conversation (``harness.session.compacted``): the next
+    request chains from its link, and holds it in place of what it replaced."""
+    if history_json is None:
+        raise RuntimeIntegrityError(f"{s.where}: seq {e.seq} (a compaction) has no history")
+    if sha256_hex(canonical_json(s.messages)) != e.replaced_hash:
+        raise RuntimeIntegrityError(
+            f"{s.where}: seq {e.seq} compacts a conversation that is not the one rebuilt "
+            "from the log before it"
+        )
+    history = list(json.loads(history_json))
+    text = canonical_json({"compacted": e.policy_hash, "history": history})
+    links = [e.previous_request_hash] if e.previous_request_hash is not None else s.first_links()
+    if links and e.history_hash not in {chain_hash(link, text) for link in links}:
+        raise RuntimeIntegrityError(
+            f"{s.where}: seq {e.seq}'s compacted history does not hash to its history_hash "
+            f"{e.history_hash[:12]}...: the record was altered or the chain changed"
+        )
+    if e.previous_request_hash is not None and s.link not in (None, e.previous_request_hash):
+        raise RuntimeIntegrityError(
+            f"{s.where}: seq {e.seq} compacts after request {e.previous_request_hash[:12]}... "
+            f"but the conversation rebuilt from the log is at {str(s.link)[:12]}..."
+        )
+    s.messages = history
+    s.hashed = len(history)
+    s.link = e.history_hash
 
 
 def _called(s: _Session, e: ModelCalled, appended: str | None) -> None:

@@ -115,6 +115,11 @@ class GoldenRun:
         return None if started is None else started.workflow
 
     @property
+    def workflow_version(self) -> str | None:
+        started = next((e.event for e in self.events if isinstance(e.event, RunStarted)), None)
+        return None if started is None else started.workflow_version
+
+    @property
     def where(self) -> str:
         """How messages name it: the file, else the run."""
         return f"golden file {self.path}" if self.path is not None else f"run {self.run_id}"

@@ -30,11 +30,15 @@ from little.replay import (
     ReplayResult,
     UsageTotals,
     accepted_events,
+    configuration_json,
     replay_envelope,
+    state_configuration,
 )
 
 __all__ = [
     "Cause",
+    "configuration_data",
+    "configuration_line",
     "dollars",
     "explain",
     "interrupted_line",
@@ -98,6 +102,7 @@ def report_data(result: ReplayResult) -> dict[str, Any]:
         "billed": usage_dict(s.usage),
         "avoided": usage_dict(s.avoided_usage),
         "replay": replay_envelope(s).to_json(),
+        "configuration": configuration_data(s),
         "waiting": waiting_line(s),
         "waits": [w.model_dump(mode="json") for w in s.waits],
         "interrupted": {
@@ -107,6 +112,36 @@ def report_data(result: ReplayResult) -> dict[str, Any]:
         },
     }
     return report
+
+
+def configuration_data(s: MaterializedRunState) -> dict[str, Any] | None:
+    """The run's configuration (``RunStarted`` v4): its hash, whether the log recorded it or
+    it is derived (a run logged before v4), its parts, and for a replay how it differed from
+    the source run's. None before the run started."""
+    config = state_configuration(s)
+    if config is None:
+        return None
+    return {
+        "sha256": s.config_sha256 or configuration_json(config)[1],
+        "recorded": s.config_sha256 is not None,
+        "parts": config,
+        "changes_from_source": list(s.config_changes),
+    }
+
+
+def configuration_line(s: MaterializedRunState) -> str | None:
+    """The report's line for a replay whose configuration differed from its source run's:
+    what changed, and whether the replay proceeded with it (repairable) or was refused
+    (strict). None when nothing changed."""
+    if not s.config_changes:
+        return None
+    changed = "; ".join(s.config_changes)
+    if s.replay_refused_reason is not None:
+        return f"configuration changed from {s.replay_source_run_id}: {changed} (replay refused)"
+    return (
+        f"configuration changed from {s.replay_source_run_id}: {changed} "
+        f"(replay proceeded, {s.replay_mode or 'repairable'} mode)"
+    )
 
 
 def _in_flight(s: MaterializedRunState) -> int:
@@ -173,6 +208,12 @@ def replay_line(replay: ReplayEnvelope) -> str | None:
     if replay.source_run_id is None:
         return None
     subject = f"replay of {replay.source_run_id}"
+    if replay.mode == "full":
+        tools = "tools run live" if replay.live_tools else "tool results served from its receipts"
+        return (
+            f"full {subject} with {replay.model}: {replay.fresh_calls} agent call(s) asked "
+            f"live, {tools}"
+        )
     if replay.refused_reason is not None:
         return f"{subject} refused: {replay.refused_reason}; ran fresh"
     line = (

@@ -276,35 +276,57 @@ def export(
 
 
 class ReplayModeName(StrEnum):
-    """``little replay --mode``: the replay modes built so far (seed 004)."""
+    """``little replay --mode``: the replay modes of seed 004 (``little.run_replay``)."""
 
     inference_skipping = "inference-skipping"
     partial = "partial"
+    projection_only = "projection-only"
+    full = "full"
     simulate = "simulate"
 
 
 @app.command()
 def replay(
     run_id: Annotated[
-        str,
+        str | None,
         typer.Argument(
             help="The run to replay from its log; for simulate, a golden file (`little export "
-            "--golden`) instead: an existing file, or a name ending in .avro."
+            "--golden`) instead: an existing file, or a name ending in .avro; none with --all."
         ),
-    ],
+    ] = None,
     mode: Annotated[
         ReplayModeName,
         typer.Option(
             "--mode",
             help="inference-skipping: the run's state and sessions rebuilt from its recorded "
-            "responses (no model, tool, network or key); partial: fold from --from-seq to "
-            "--to-seq and say what changed; simulate: re-execute --workflow against the run "
-            "with every call served from its record, and compare (exit 1 on a divergence).",
+            "responses (no model, tool, network or key); partial: fold from a cursor "
+            "(--from-seq, --from-offset or --from-snapshot) to --to-seq and say what changed; "
+            "projection-only: the run's projection (or with --all every run's, through the "
+            "projector's rebuild where little-services is installed) folded from the log, "
+            "nothing executed; full: a NEW run of the workflow with every model call live "
+            "from --model and every tool result served from the run's receipts (unless "
+            "--live-tools); simulate: re-execute --workflow against the run with every call "
+            "served from its record, and compare (exit 1 on a divergence).",
         ),
     ] = ReplayModeName.inference_skipping,
     from_seq: Annotated[
         int, typer.Option("--from-seq", min=0, help="partial: the first event applied.")
     ] = 0,
+    from_offset: Annotated[
+        int | None,
+        typer.Option(
+            "--from-offset",
+            min=0,
+            help="partial: start at the run's first event at or after this offset of its "
+            "partition (`little events` shows them).",
+        ),
+    ] = None,
+    from_snapshot: Annotated[
+        bool,
+        typer.Option(
+            "--from-snapshot", help="partial: start from the run's snapshot, after its events."
+        ),
+    ] = False,
     to_seq: Annotated[
         int | None, typer.Option("--to-seq", min=0, help="partial: the last event applied.")
     ] = None,
@@ -312,64 +334,157 @@ def replay(
         bool,
         typer.Option("--step", help="partial: print every event as it is applied, and its change."),
     ] = False,
+    all_runs: Annotated[
+        bool, typer.Option("--all", help="projection-only: every run of the world.")
+    ] = False,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            help="full: the model every session asks, live: anthropic:<id>, openai:<id> (keys "
+            "from ANTHROPIC_API_KEY / OPENAI_API_KEY) or module:factory",
+        ),
+    ] = None,
+    live_tools: Annotated[
+        bool,
+        typer.Option("--live-tools", help="full: run the tools instead of serving their results."),
+    ] = False,
+    new_run_id: Annotated[
+        str | None, typer.Option("--run-id", help="full: the new run's id [default: made up]")
+    ] = None,
     workflow: Annotated[
         str | None,
         typer.Option(
             "--workflow",
-            help="simulate: the workflow to re-execute, MODULE:WORKFLOW or a registered name "
-            "[default: the run's own, from --workflows]",
+            help="simulate and full: the workflow to re-execute, MODULE:WORKFLOW or a registered "
+            "name [default: the run's own, from --workflows]",
         ),
     ] = None,
     workflows: Annotated[
         str | None,
-        typer.Option("--workflows", help="simulate: module[:attr],... to import first"),
+        typer.Option("--workflows", help="simulate and full: module[:attr],... to import first"),
     ] = None,
     data_dir: DataDir = None,
     bootstrap_servers: Bootstrap = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Replay a run from its log, reading only: never a model, a tool or a write to it."""
-    import json
-
-    from little.replay import (
-        materialize_run_state_from_events,
-        replay_run,
-        state_changes,
-        step_through,
+    """Replay a run from its log in one of the modes of seed 004; only --mode full writes
+    (its new run): the others never invoke a model or a tool, nor write to the log."""
+    partial_options = (
+        bool(from_seq) or from_offset is not None or from_snapshot or to_seq is not None
     )
-    from little.report import report_data
-
-    if mode is ReplayModeName.simulate:
-        _simulate(run_id, workflow, workflows, data_dir, bootstrap_servers, as_json)
-        return
-    if _is_golden_file(run_id):
-        raise ConfigurationError(f"{run_id} is a golden file: it is for --mode simulate")
-    if workflow is not None or workflows is not None:
-        raise ConfigurationError("--workflow and --workflows are for --mode simulate")
-    if mode is ReplayModeName.inference_skipping:
-        if from_seq or to_seq is not None or step:
-            raise ConfigurationError("--from-seq, --to-seq and --step are for --mode partial")
-        with open_world(data_dir, bootstrap_servers) as world:
-            result = replay_run(world, run_id)
-            if not result.found:
-                raise LittleError(f"run {run_id} has no events in {world.description}")
-        if as_json:
-            print(json.dumps(report_data(result), indent=2))
-            return
-        console.print("inference-skipping: rebuilt from the log; no model or tool was invoked")
-        print_report(result)
-        return
+    if (partial_options or step) and mode is not ReplayModeName.partial:
+        raise ConfigurationError(
+            "--from-seq, --from-offset, --from-snapshot, --to-seq and --step are for --mode partial"
+        )
+    if (
+        model is not None or live_tools or new_run_id is not None
+    ) and mode is not ReplayModeName.full:
+        raise ConfigurationError("--model, --live-tools and --run-id are for --mode full")
+    if (workflow is not None or workflows is not None) and mode not in (
+        ReplayModeName.simulate,
+        ReplayModeName.full,
+    ):
+        raise ConfigurationError("--workflow and --workflows are for --mode simulate and full")
+    if all_runs != (run_id is None):
+        raise ConfigurationError(
+            "--all replaces the run id (projection-only)"
+            if all_runs
+            else "little replay needs a run id (or --all, with --mode projection-only)"
+        )
+    if all_runs and mode is not ReplayModeName.projection_only:
+        raise ConfigurationError("--all is for --mode projection-only")
     if to_seq is not None and to_seq < from_seq:
         raise ConfigurationError(f"--to-seq {to_seq} is before --from-seq {from_seq}")
+    if sum((bool(from_seq), from_offset is not None, from_snapshot)) > 1:
+        raise ConfigurationError("choose one cursor: --from-seq, --from-offset or --from-snapshot")
+    if mode is ReplayModeName.simulate:
+        assert run_id is not None
+        _simulate(run_id, workflow, workflows, data_dir, bootstrap_servers, as_json)
+        return
+    if run_id is not None and _is_golden_file(run_id):
+        raise ConfigurationError(f"{run_id} is a golden file: it is for --mode simulate")
+    if mode is ReplayModeName.projection_only:
+        _projection_only(run_id, data_dir, bootstrap_servers, as_json)
+        return
+    assert run_id is not None
+    if mode is ReplayModeName.full:
+        _full(
+            run_id,
+            model,
+            live_tools,
+            new_run_id,
+            workflow,
+            workflows,
+            data_dir,
+            bootstrap_servers,
+            as_json,
+        )
+        return
+    if mode is ReplayModeName.inference_skipping:
+        _inference_skipping(run_id, data_dir, bootstrap_servers, as_json)
+        return
+    _partial(
+        run_id,
+        from_seq,
+        from_offset,
+        from_snapshot,
+        to_seq,
+        step,
+        data_dir,
+        bootstrap_servers,
+        as_json,
+    )
+
+
+def _inference_skipping(
+    run_id: str, data_dir: Path | None, bootstrap_servers: str | None, as_json: bool
+) -> None:
+    import asyncio
+    import json
+
+    from little.replays import run_replay
+    from little.report import report_data
+
     with open_world(data_dir, bootstrap_servers) as world:
-        rows = list(world.read_run(run_id))
-        where = world.description
-    if not rows:
-        raise LittleError(f"run {run_id} has no events in {where}")
-    applied = list(step_through(rows, run_id, from_seq=from_seq, to_seq=to_seq))
-    if not applied:
-        final = materialize_run_state_from_events(rows, run_id=run_id).last_seq
-        raise LittleError(f"run {run_id}: no event from seq {from_seq} (its last is seq {final})")
+        result = asyncio.run(run_replay(world, run_id))
+    if as_json:
+        print(json.dumps(report_data(result), indent=2))
+        return
+    console.print("inference-skipping: rebuilt from the log; no model or tool was invoked")
+    print_report(result)
+
+
+def _partial(
+    run_id: str,
+    from_seq: int,
+    from_offset: int | None,
+    from_snapshot: bool,
+    to_seq: int | None,
+    step: bool,
+    data_dir: Path | None,
+    bootstrap_servers: str | None,
+    as_json: bool,
+) -> None:
+    import asyncio
+    import json
+
+    from little.replay import state_changes
+    from little.replays import run_replay
+
+    with open_world(data_dir, bootstrap_servers) as world:
+        partial = asyncio.run(
+            run_replay(
+                world,
+                run_id,
+                mode="partial",
+                from_seq=from_seq,
+                from_offset=from_offset,
+                from_snapshot=from_snapshot,
+                to_seq=to_seq,
+            )
+        )
+    applied = partial.applied
     if as_json:
         for a in applied:
             print(
@@ -383,6 +498,13 @@ def replay(
                     }
                 )
             )
+        return
+    if not applied:
+        console.print(
+            f"partial: no event after the {partial.cursor}: the snapshot is the run's state",
+            markup=False,
+            highlight=False,
+        )
         return
     if step:
         for a in applied:
@@ -398,15 +520,133 @@ def replay(
     summary = state_changes(first.before, last.state)
     seqs = [a.event.event.seq for a in applied if a.accepted and a.event.event.seq >= 0]
     console.print(
-        f"partial: {len(applied)} event(s) applied, seq {min(seqs, default=from_seq)} to "
-        f"{max(seqs, default=from_seq)}; status {last.state.status}; {len(summary)} change(s)"
-        + ("" if step else ":"),
+        f"partial from {partial.cursor}: {len(applied)} event(s) applied, seq "
+        f"{min(seqs, default=from_seq)} to {max(seqs, default=from_seq)}; status "
+        f"{last.state.status}; {len(summary)} change(s)" + ("" if step else ":"),
         markup=False,
         highlight=False,
     )
     if not step:
         for line in summary:
             console.print(f"    {line}", markup=False, highlight=False, soft_wrap=True)
+
+
+def _projection_only(
+    run_id: str | None, data_dir: Path | None, bootstrap_servers: str | None, as_json: bool
+) -> None:
+    """One run: its projection folded from the log and printed (read-only). Every run: the
+    projector's rebuild (``little projections rebuild --to-earliest``) where little-services
+    is installed; else each run's projection folded from the log, as a table."""
+    import asyncio
+    import json
+
+    from little.replays import run_replay
+
+    if run_id is None and not as_json:
+        rebuild = _plugin_command("projections")
+        if rebuild is not None:  # the projector's own rebuild, as `little projections rebuild`
+            args = ["rebuild", "--to-earliest"]
+            args += ["--data-dir", str(data_dir)] if data_dir is not None else []
+            args += ["--bootstrap-servers", bootstrap_servers] if bootstrap_servers else []
+            rebuild.main(args, prog_name="little projections", standalone_mode=False)
+            return
+    with open_world(data_dir, bootstrap_servers) as world:
+        projected = asyncio.run(run_replay(world, run_id, mode="projection-only"))
+        where = world.description
+    if run_id is not None and not as_json:
+        from types import SimpleNamespace
+
+        console.print("projection-only: folded from the log; nothing was executed")
+        (state,) = projected.states
+        print_report(
+            SimpleNamespace(state=state, events_folded=projected.events_folded, from_snapshot=None)
+        )
+        return
+    from little.cli._local import _row
+
+    rows = [_row(s) for s in projected.states]
+    rows += [
+        {"run_id": r, "status": "unreadable", "detail": why} for r, why in projected.unreadable
+    ]
+    if as_json:
+        for row in rows:
+            print(json.dumps(row))
+        return
+    table = Table(title=f"projections folded from {where}")
+    for col in ("run", "workflow", "status", "agent calls", "$ billed", "$ avoided"):
+        table.add_column(col)
+    for row in rows:
+        table.add_row(
+            row["run_id"],
+            str(row.get("workflow") or ""),
+            row["status"],
+            str(row.get("agent_calls") or ""),
+            str(row.get("billed_usd") or ""),
+            str(row.get("avoided_usd") or ""),
+        )
+    console.print(table)
+
+
+def _plugin_command(name: str) -> Any:
+    """The click command of the ``little.cli`` plugin group ``name``, or None if no installed
+    distribution brings it (``little.cli._plugins``)."""
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group="little.cli", name=name):
+        group = ep.load()
+        if isinstance(group, typer.Typer):
+            return typer.main.get_command(group)
+    return None
+
+
+def _full(
+    run_id: str,
+    model: str | None,
+    live_tools: bool,
+    new_run_id: str | None,
+    target: str | None,
+    workflows: str | None,
+    data_dir: Path | None,
+    bootstrap_servers: str | None,
+    as_json: bool,
+) -> None:
+    import asyncio
+
+    from little.cli._local import finish, quiet, resolve
+    from little.replay import fold_run
+    from little.replays import run_replay
+
+    if model is None:
+        raise ConfigurationError(
+            f"a full replay of run {run_id} needs --model: anthropic:<id>, openai:<id> or "
+            "module:factory"
+        )
+    with open_world(data_dir, bootstrap_servers) as world:
+        if target is None:
+            state, _, _ = fold_run(world, run_id)
+            if state.workflow is None:
+                raise LittleError(f"run {run_id} has no RunStarted in {world.description}")
+            from little.cli._local import load
+
+            load(workflows)
+            from little.runtime import lookup
+
+            wf = lookup(state.workflow, state.workflow_version, run_id=run_id)
+        else:
+            wf = resolve(target, workflows)
+        quiet()
+        result = asyncio.run(
+            run_replay(
+                world,
+                run_id,
+                mode="full",
+                model=model,
+                workflow=wf,
+                live_tools=live_tools,
+                new_run_id=new_run_id,
+            )
+        )
+        finish(world, result, as_json)
 
 
 def _is_golden_file(name: str) -> bool:
@@ -481,7 +721,14 @@ def _simulate(
 
 def print_report(result: Any) -> None:
     from little.replay import replay_envelope
-    from little.report import dollars, interrupted_line, replay_line, tokens, waiting_line
+    from little.report import (
+        configuration_line,
+        dollars,
+        interrupted_line,
+        replay_line,
+        tokens,
+        waiting_line,
+    )
 
     s = result.state
     console.print(
@@ -505,6 +752,9 @@ def print_report(result: Any) -> None:
     replay = replay_line(replay_envelope(s))
     if replay is not None:  # labels and reasons are not rich markup
         console.print(replay, markup=False, highlight=False, soft_wrap=True)
+    changed = configuration_line(s)
+    if changed is not None:
+        console.print(changed, markup=False, highlight=False, soft_wrap=True)
     table = Table()
     for col in ("step", "status", "visits", "attempts", "tokens billed", "$ billed", "$ avoided"):
         table.add_column(col)

@@ -146,6 +146,15 @@ class RunStarted(Event):
     source_sha256: str | None = None
     source_coverage: str | None = None
     replay_mode: str | None = None
+    replay_model: str | None = None
+    replay_live_tools: bool | None = None
+    config_sha256: str | None = None
+    """sha256 of ``config_json`` (v4; None: logged before, its configuration is derived)."""
+    config_json: str | None = None
+    """The run-level configuration as canonical JSON (``little.runtime._config``)."""
+    config_changes: tuple[str, ...] = ()
+    """A replay only: how this configuration differs from the source run's
+    (``"budgets.max_agent_calls: 10 -> 5"``), proceeded with (repairable) or refused (strict)."""
 
 
 class RunClaimed(Event):
@@ -339,6 +348,22 @@ class SessionStarted(Event):
     system_ref: ArtifactRef | None = None
 
 
+class SessionCompacted(Event):
+    """A session's history was compacted before an exchange by its compaction policy."""
+
+    event_type: ClassVar[str] = "harness.session.compacted"
+    exchange: int = Field(ge=0)
+    policy_json: str
+    policy_hash: str
+    replaced_messages: int = Field(ge=0)
+    replaced_hash: str
+    previous_request_hash: str | None = None
+    history_json: str | None = None
+    history_ref: ArtifactRef | None = None
+    history_hash: str
+    summary_session_id: str | None = None
+
+
 class SessionCompleted(Event):
     event_type: ClassVar[str] = "harness.session.completed"
     turns: int
@@ -465,6 +490,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         ValueRecorded,
         PatchMarked,
         SessionStarted,
+        SessionCompacted,
         SessionCompleted,
         ModelCalled,
         ModelResponded,

@@ -14,6 +14,7 @@ from little.harness._model import (
     ToolCallRequest,
     ToolSpec,
     count_invocations,
+    model_from_spec,
 )
 from little.harness._tools import Tool, ToolContext, ToolError, tool
 
@@ -29,5 +30,6 @@ __all__ = [
     "ToolError",
     "ToolSpec",
     "count_invocations",
+    "model_from_spec",
     "tool",
 ]

@@ -12,6 +12,13 @@ from little.replay._checks import (
     branch_set_hash,
     manifest_hash,
 )
+from little.replay._config import (
+    CONFIG_VERSION,
+    configuration_changes,
+    configuration_json,
+    run_configuration,
+    state_configuration,
+)
 from little.replay._envelope import ReplayEnvelope, replay_envelope
 from little.replay._fold import (
     StreamIntegrityError,
@@ -27,6 +34,7 @@ from little.replay._replay import (
     ReplayPlanStep,
     ReplayResult,
     fold_run,
+    load_snapshot,
     replay_run,
 )
 from little.replay._snapshot import (
@@ -41,6 +49,7 @@ from little.replay._state import (
     STATE_VERSION,
     AgentCall,
     CommittedArtifact,
+    HistoryCompaction,
     LogPosition,
     MaterializedRunState,
     ModelTurn,
@@ -60,11 +69,13 @@ from little.replay._state import (
 )
 
 __all__ = [
+    "CONFIG_VERSION",
     "STATE_VERSION",
     "AgentCall",
     "AppliedEvent",
     "ArtifactMismatchError",
     "CommittedArtifact",
+    "HistoryCompaction",
     "HydratedArtifact",
     "LogPosition",
     "MaterializedRunState",
@@ -93,9 +104,12 @@ __all__ = [
     "assert_completed_step_artifacts_valid",
     "assert_harness_manifest_consistent",
     "branch_set_hash",
+    "configuration_changes",
+    "configuration_json",
     "decode_snapshot",
     "encode_snapshot",
     "fold_run",
+    "load_snapshot",
     "manifest_hash",
     "materialize_run_state_from_events",
     "oldest_kept",
@@ -103,9 +117,11 @@ __all__ = [
     "price_usd",
     "replay_envelope",
     "replay_run",
+    "run_configuration",
     "signal_name",
     "signal_state",
     "state_changes",
+    "state_configuration",
     "step_through",
     "wait_state",
 ]

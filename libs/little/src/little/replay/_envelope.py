@@ -51,6 +51,12 @@ class ReplayEnvelope(BaseModel):
     diverged_at_call: int | None = None
     diverged_at_node: Node | None = None
     miss_reason: str | None = None
+    mode: str | None = None
+    """A replay's mode (``RunStarted.replay_mode``): ``repairable``, ``strict`` or ``full``."""
+    model: str | None = None
+    """A full replay's model, as named."""
+    live_tools: bool | None = None
+    """A full replay that ran its tools instead of serving the source run's receipts."""
 
     @property
     def is_replay(self) -> bool:
@@ -69,6 +75,9 @@ class ReplayEnvelope(BaseModel):
         *,
         source_run_id: str | None = None,
         refused_reason: str | None = None,
+        mode: str | None = None,
+        model: str | None = None,
+        live_tools: bool | None = None,
     ) -> ReplayEnvelope:
         """The envelope of a run with these agent calls (as the fold holds them)."""
         replayed = fresh = 0
@@ -94,6 +103,9 @@ class ReplayEnvelope(BaseModel):
             diverged_at_call=None if diverged is None else diverged.ordinal,
             diverged_at_node=None if diverged is None else node_of(diverged),
             miss_reason=None if diverged is None else diverged.miss_reason,
+            mode=mode,
+            model=model,
+            live_tools=live_tools,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -117,4 +129,7 @@ def replay_envelope(state: MaterializedRunState, after: Iterable[Event] = ()) ->
         calls,
         source_run_id=state.replay_source_run_id,
         refused_reason=state.replay_refused_reason,
+        mode=state.replay_mode if state.replay_source_run_id is not None else None,
+        model=state.replay_model,
+        live_tools=state.replay_live_tools,
     )

@@ -32,6 +32,7 @@ from little.events import (
     RunParked,
     RunStarted,
     RunSuspended,
+    SessionCompacted,
     SessionCompleted,
     SessionStarted,
     SignalSent,
@@ -51,6 +52,7 @@ from little.replay._state import (
     RECENT_EVENT_IDS,
     AgentCall,
     CommittedArtifact,
+    HistoryCompaction,
     LogPosition,
     MaterializedRunState,
     ModelTurn,
@@ -120,6 +122,7 @@ class _Session:
             turn_count=len(self.turns),
             tool_call_count=len(self.tool_calls),
             compacted=True,
+            history=(),
         )
 
 
@@ -283,16 +286,32 @@ class _Fold:
             source_sha256=e.source_sha256,
             source_coverage=e.source_coverage,
             replay_mode=e.replay_mode,
+            replay_model=e.replay_model,
+            replay_live_tools=e.replay_live_tools,
+            started_at=e.occurred_at,
+            config_sha256=e.config_sha256,
+            config_changes=tuple(e.config_changes),
         )
 
     def run_completed(self, e: RunCompleted) -> None:
-        self.run.update(status="completed", output_json=e.output_json, output_ref=e.output_ref)
+        self.run.update(
+            status="completed",
+            output_json=e.output_json,
+            output_ref=e.output_ref,
+            ended_at=e.occurred_at,
+        )
 
     def run_failed(self, e: RunFailed) -> None:
-        self.run.update(status="failed", error=f"{e.error_type}: {e.message}")
+        self.run.update(
+            status="failed", error=f"{e.error_type}: {e.message}", ended_at=e.occurred_at
+        )
 
     def run_cancelled(self, e: RunCancelled) -> None:
-        self.run.update(status="cancelled", error=f"cancelled: {e.reason}" if e.reason else None)
+        self.run.update(
+            status="cancelled",
+            error=f"cancelled: {e.reason}" if e.reason else None,
+            ended_at=e.occurred_at,
+        )
 
     def run_parked(self, e: RunParked) -> None:
         self.run["parked_reason"] = e.reason
@@ -485,6 +504,24 @@ class _Fold:
             1 for turn in session.turns.values() if turn.status == "called"
         )
 
+    def session_history_compacted(self, e: SessionCompacted) -> None:
+        session = self._session(e)
+        kept = tuple(c for c in session.frozen.history if c.exchange != e.exchange)
+        compaction = construct(
+            HistoryCompaction,
+            exchange=e.exchange,
+            policy_hash=e.policy_hash,
+            replaced_messages=e.replaced_messages,
+            replaced_hash=e.replaced_hash,
+            previous_request_hash=e.previous_request_hash,
+            history_json=e.history_json,
+            history_ref=e.history_ref,
+            history_hash=e.history_hash,
+            summary_session_id=e.summary_session_id,
+        )
+        # a new attempt of the exchange (re-run after a crash) compacts the same way again
+        session.frozen = evolve(session.frozen, history=(*kept, compaction))
+
     def session_completed(self, e: SessionCompleted) -> None:
         # e.usage is a rollup of this session's harness.model.responded events: skipped, or
         # every call would be counted twice.
@@ -657,6 +694,7 @@ _HANDLERS: dict[type[Event], Callable[[_Fold, Any], None]] = {
     ValueRecorded: _Fold.value,
     PatchMarked: _Fold.patch,
     SessionStarted: _Fold.session_started,
+    SessionCompacted: _Fold.session_history_compacted,
     SessionCompleted: _Fold.session_completed,
     ModelCalled: _Fold.model_called,
     ModelResponded: _Fold.model_responded,

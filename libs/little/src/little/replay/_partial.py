@@ -129,6 +129,7 @@ def step_through(
     from_seq: int = 0,
     to_seq: int | None = None,
     start: MaterializedRunState | None = None,
+    from_offset: int | None = None,
 ) -> Iterator[AppliedEvent]:
     """Fold ``events`` (one run's, in log order, after ``start`` if given: a snapshot's state
     and the events after it) in one go up to the accepted event ``from_seq``, then yield every
@@ -136,7 +137,9 @@ def step_through(
 
     Only accepted events bound the range (a fenced writer's events inside it are yielded, with
     no change, but never start or end it); a claim inside the range is yielded too (it changes
-    the epoch and the owner), one right after ``to_seq`` is not."""
+    the epoch and the owner), one right after ``to_seq`` is not. ``from_offset`` (a partition
+    offset: a run's events are all in its partition) starts at the first accepted event at or
+    after that offset instead of at ``from_seq``."""
     state = start if start is not None else MaterializedRunState(run_id=run_id)
     prefix: list[LoggedEvent] = []
     stepping = False
@@ -147,7 +150,8 @@ def step_through(
         if e.seq == -1 and accepted:
             epoch = e.epoch
         if not stepping:
-            if not (accepted and e.seq >= from_seq):
+            begins = e.seq >= from_seq if from_offset is None else item.offset >= from_offset
+            if not (accepted and e.seq >= 0 and begins):
                 prefix.append(item)  # claims and zombies before the range's first event
                 continue
             state = materialize_run_state_from_events(prefix, start=state) if prefix else state

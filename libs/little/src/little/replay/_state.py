@@ -20,7 +20,7 @@ StepStatus = Literal["pending", "running", "completed", "failed"]
 CallStatus = Literal["called", "responded", "failed"]
 ToolStatus = Literal["started", "succeeded", "failed"]
 
-STATE_VERSION = 12
+STATE_VERSION = 15
 """Bumped whenever the shape or meaning of the state changes; older snapshots are ignored.
 
 2: ``replay_source_run_id`` and ``replay_refused_reason`` (RunStarted v2). A version-1
@@ -46,6 +46,13 @@ WaitEnded, SignalSent, RunSuspended): an older snapshot would resume a waiting r
 had never waited, and lose the signals sent to it.
 12: ``patches`` (PatchMarked): an older snapshot of a run that passed a patch would answer
 ``ctx.patched`` as for a run recorded before the patch.
+13: ``replay_model`` / ``replay_live_tools`` (RunStarted v4): an older snapshot of a full
+replay would resume it as a repairable replay of its source, with the workflow's own models.
+14: ``started_at`` and ``ended_at``: an older snapshot would show a run with no start time.
+15: ``config_sha256`` / ``config_changes`` (RunStarted v4) and ``SessionState.history``
+(harness.session.compacted): an older snapshot would show a replay that proceeded under a
+changed configuration as one that did not, and a resume would compact a session's history
+again instead of reusing the recorded result.
 """
 
 RECENT_EVENT_IDS = 64
@@ -228,6 +235,21 @@ class ToolCall(_Frozen):
     error: str | None = None
 
 
+class HistoryCompaction(_Frozen):
+    """A session's history compacted before an exchange (harness.session.compacted): what a
+    resume or a replay reuses instead of compacting (or summarising) again."""
+
+    exchange: int
+    policy_hash: str
+    replaced_messages: int
+    replaced_hash: str
+    previous_request_hash: str | None = None
+    history_json: str | None = None
+    history_ref: ArtifactRef | None = None
+    history_hash: str
+    summary_session_id: str | None = None
+
+
 class SessionState(_Frozen):
     """A harness session, with every turn and tool call while its step is in progress.
 
@@ -249,6 +271,15 @@ class SessionState(_Frozen):
     tool_call_count: int = 0
     compacted: bool = False
     output_json: str | None = None
+    history: tuple[HistoryCompaction, ...] = ()
+    """Compactions of the conversation's history, in exchange order (not to be confused with
+    ``compacted``: a committed step's session folded down to counts)."""
+
+    def compaction(self, exchange: int) -> HistoryCompaction | None:
+        for c in self.history:
+            if c.exchange == exchange:
+                return c
+        return None
 
     def turn(self, number: int) -> ModelTurn | None:
         for t in self.turns:
@@ -424,12 +455,26 @@ class MaterializedRunState(_Frozen):
     source_coverage: str | None = None
     """What ``source_sha256`` covers: ``self-contained`` or ``entry-only``."""
     replay_mode: str | None = None
-    """A replay's mode: ``repairable`` (the default) or ``strict``."""
+    """A replay's mode: ``repairable`` (the default), ``strict`` or ``full``."""
+    replay_model: str | None = None
+    """A full replay's model (``provider:model`` or ``module:factory``): every session uses it."""
+    replay_live_tools: bool | None = None
+    """A full replay that executes its tools instead of serving the source run's receipts."""
+    config_sha256: str | None = None
+    """The run's configuration hash (``RunStarted`` v4; None: logged before, derived from the
+    fields above by ``little.replay.state_configuration``)."""
+    config_changes: tuple[str, ...] = ()
+    """A replay: how its configuration differs from the source run's (repairable: it
+    proceeded; strict: refused as ``configuration-changed``)."""
     output_json: str | None = None
     output_ref: ArtifactRef | None = None
     error: str | None = None
     parked_reason: str | None = None
     """Why a resume coordinator parked the run (RunParked), until the next accepted claim."""
+    started_at: datetime | None = None
+    """When the run started (its RunStarted's ``occurred_at``)."""
+    ended_at: datetime | None = None
+    """When it ended (the ``occurred_at`` of its RunCompleted, RunFailed or RunCancelled)."""
 
     epoch: int = 0
     owner: str | None = None

@@ -1,6 +1,7 @@
 """Workflow execution: steps, parallel groups, decisions, agent sessions, sub-runs, resume
 and fencing."""
 
+from little.runtime._compaction import CompactionPolicy
 from little.runtime._context import Retry, StepContext, WorkflowContext
 from little.runtime._control import ExecutionStopped, RunControl
 from little.runtime._errors import (
@@ -27,6 +28,7 @@ from little.runtime._outer_loop import (
     load_manifest,
     outer_loop,
 )
+from little.runtime._recorded import FullReplay
 from little.runtime._registry import (
     Workflow,
     lookup,
@@ -52,9 +54,11 @@ __all__ = [
     "BranchStopped",
     "BudgetExceededError",
     "ClaimRejectedError",
+    "CompactionPolicy",
     "Divergence",
     "ExecutionStopped",
     "ExecutionSuspended",
+    "FullReplay",
     "LoopLimitError",
     "OuterLoopManifest",
     "PanelMixedError",

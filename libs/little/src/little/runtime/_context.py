@@ -52,6 +52,7 @@ from little.runtime._waits import ScopeWaits, seconds, utcnow
 
 if TYPE_CHECKING:
     from little.harness import Model, Tool
+    from little.runtime._compaction import CompactionPolicy
     from little.runtime._runner import Execution
     from little.runtime._session import AgentSession, ApprovalPolicy
 
@@ -542,8 +543,13 @@ class StepContext(_ValuesMixin, _WaitsMixin):
         system: str | None = None,
         manifest: Mapping[str, Any] | None = None,
         approval: ApprovalPolicy = False,
+        compact: CompactionPolicy | None = None,
     ) -> AgentSession:
         """An agent session whose model and tool calls are recorded and fast-forwarded.
+
+        ``compact``: a ``CompactionPolicy`` that trims or summarises the history before an
+        exchange when it nears a limit; its result is recorded (``harness.session.compacted``)
+        and reused by a resume (``little.runtime._compaction``).
 
         ``approval``: ask a person before tool calls (True: every one; a function of the tool's
         name and arguments: those it says), besides tools declared ``requires_approval``. The
@@ -559,8 +565,19 @@ class StepContext(_ValuesMixin, _WaitsMixin):
                 f"{name!r}; give each session of a step its own name"
             )
         self._sessions.add(session_id)
+        if self._x.model is not None:  # a full replay: every session asks the replay's model
+            model = self._x.model
         return AgentSession(
-            self._x, self, session_id, name, model, tools or [], system, manifest, approval
+            self._x,
+            self,
+            session_id,
+            name,
+            model,
+            tools or [],
+            system,
+            manifest,
+            approval,
+            compact,
         )
 
     async def panel(

@@ -24,7 +24,15 @@ from collections.abc import Iterable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-from little.events import LoggedEvent, ModelCalled, SessionStarted, SubRunReserved
+from little.events import (
+    ArtifactRef,
+    LoggedEvent,
+    ModelCalled,
+    SessionStarted,
+    SubRunReserved,
+    ToolCallStarted,
+    ToolCallSucceeded,
+)
 from little.replay import (
     AgentCall,
     MaterializedRunState,
@@ -39,6 +47,10 @@ from little.runtime._errors import SimulationDivergedError
 MISS_NO_RECORD = "no-record"
 MISS_NODE = "node-mismatch"
 MISS_KEY = "key-mismatch"
+MISS_CONFIG_CHANGED = "configuration-changed"
+"""The call's request differs because its session's configuration (its manifest: model,
+tools, system prompt, request options, compaction policy) differs from the source run's
+session of the same id: a key mismatch whose cause is known. It latches like one."""
 MISS_RECORDED_FAILURE = "recorded-failure"
 MISS_SIDE_EFFECTING = "side-effecting-call"
 MISS_DIVERGED = "diverged"
@@ -64,6 +76,8 @@ golden run recorded for it (the canonical JSON or the request hash chain changed
 MISS_LOG_UNREADABLE = "recorded-log-unreadable"
 """The source run's log stops being readable before this call (an undecodable record, or a
 broken stream): the reader stopped there, so nothing past it is proven."""
+MISS_FULL_REPLAY = "full-replay"
+"""A full replay: every agent call is answered live, by the model the replay names."""
 
 # why a replay was refused before the run began (RunStarted.replay_refused_reason)
 REFUSED_SOURCE_UNUSABLE = "source-run-unusable"
@@ -76,6 +90,9 @@ REFUSED_COVERAGE_UNPROVEN = "identity-coverage-unproven"
 the source run recorded no identity: it was logged before ``RunStarted`` v3)."""
 REFUSED_SOURCE_CHANGED = "source-changed"
 """Strict mode: the workflow's source identity or version differs from the source run's."""
+REFUSED_CONFIG_CHANGED = "configuration-changed"
+"""Strict mode: the run's configuration (its budgets) differs from the source run's; what
+changed is recorded on ``RunStarted.config_changes``."""
 
 # how a replay treats a changed source (RunStarted.replay_mode)
 MODE_REPAIRABLE = "repairable"
@@ -83,6 +100,45 @@ MODE_REPAIRABLE = "repairable"
 MODE_STRICT = "strict"
 """Refuse reuse when the source changed at all (``source-changed``)."""
 REPLAY_MODES = (MODE_REPAIRABLE, MODE_STRICT)
+MODE_FULL = "full"
+"""A full replay (``run(..., full_replay=FullReplay(...))``): recorded as this mode, never
+asked for by it."""
+
+
+@dataclass(frozen=True)
+class FullReplay:
+    """A full replay of a recorded run: a new run of the same workflow, its input and values
+    taken from the source run, every model call made live with ``model`` (``provider:model``
+    or ``module:factory``, as ``little.harness.model_from_spec`` reads it), and every tool
+    call answered from the source run's receipts (the same tool with the same arguments, in
+    the order they were recorded) unless ``live_tools``: a tool call the source never made
+    then fails as the tool's error, which the model sees; with ``live_tools`` tools run."""
+
+    model: str
+    live_tools: bool = False
+
+
+Receipt = tuple[str | None, ArtifactRef | None, str]
+"""A recorded tool result: its JSON (or artifact ref) and the call id it was recorded under."""
+
+
+def tool_receipts(events: Iterable[LoggedEvent]) -> dict[tuple[str, str], list[Receipt]]:
+    """The succeeded tool calls of a run's accepted events, by ``(tool, arguments JSON)``, in
+    log order: what a full replay serves tool calls from."""
+    started: dict[tuple[str | None, str], tuple[str, str]] = {}
+    receipts: dict[tuple[str, str], list[Receipt]] = {}
+    for item in accepted_events(events):
+        e = item.event
+        if isinstance(e, ToolCallStarted):
+            started[(e.session_id, e.call_id)] = (e.tool, e.arguments_json)
+        elif isinstance(e, ToolCallSucceeded):
+            key = started.pop((e.session_id, e.call_id), None)
+            if key is not None:
+                receipts.setdefault(key, []).append(
+                    (e.result_json, e.result_ref, f"{e.session_id}/{e.call_id}")
+                )
+    return receipts
+
 
 Node = tuple[str | None, str | None, int | None]
 """``(phase, label, occurrence)``: the step path, the session name, the exchange's number."""
@@ -172,6 +228,10 @@ class RecordedCalls:
     state: MaterializedRunState | None = field(default=None, repr=False, compare=False)
     """The source run's folded state (its proven prefix), for what else a replay follows
     (``ctx.patched``)."""
+    full: bool = False
+    """A full replay: no agent call is served (``full-replay``); values and tool receipts are."""
+    receipts: Mapping[tuple[str, str], list[Receipt]] = field(default_factory=dict)
+    """A full replay's tool receipts (``tool_receipts``)."""
     _by_place: dict[Place, AgentCall] = field(default_factory=dict)
     _values: dict[ValuePlace, RecordedValue] = field(default_factory=dict)
 
@@ -199,6 +259,8 @@ class RecordedCalls:
         self, place: Place, request_key: str, node: Node, side_effecting: bool
     ) -> tuple[AgentCall | None, str | None]:
         """The recorded call to serve at ``place``, or why there is none."""
+        if self.full:
+            return None, MISS_FULL_REPLAY
         recorded = self._by_place.get(place)
         if recorded is None:
             if self.proven < len(self.calls):

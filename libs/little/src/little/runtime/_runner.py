@@ -9,6 +9,7 @@ recorded outputs, and agent sessions fast-forward through their recorded calls.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import os
@@ -31,6 +32,7 @@ from little.events import (
     RunStarted,
     ValueRecorded,
 )
+from little.harness import Model, model_from_spec
 from little.log import Position
 from little.logs import get_logger
 from little.replay import (
@@ -39,9 +41,13 @@ from little.replay import (
     ReplayEnvelope,
     StreamIntegrityError,
     assert_completed_step_artifacts_valid,
+    configuration_changes,
+    configuration_json,
     fold_run,
     materialize_run_state_from_events,
     replay_envelope,
+    run_configuration,
+    state_configuration,
 )
 from little.runtime._context import LARGE_PAYLOAD, WorkflowContext
 from little.runtime._control import ExecutionStopped, RunControl
@@ -60,8 +66,10 @@ from little.runtime._errors import (
 )
 from little.runtime._patches import Patches
 from little.runtime._recorded import (
+    MODE_FULL,
     MODE_REPAIRABLE,
     MODE_STRICT,
+    REFUSED_CONFIG_CHANGED,
     REFUSED_COVERAGE_UNPROVEN,
     REFUSED_NO_CALLS,
     REFUSED_SOURCE_CHANGED,
@@ -71,7 +79,10 @@ from little.runtime._recorded import (
     REPLAY_MODES,
     SIMULATING,
     AgentCalls,
+    FullReplay,
+    Receipt,
     RecordedCalls,
+    tool_receipts,
 )
 from little.runtime._registry import AnyWorkflow, lookup, versions
 from little.runtime._source import COVERAGE_SELF_CONTAINED, SourceIdentity, workflow_source
@@ -161,6 +172,7 @@ class Execution:
         owner: str,
         source: RecordedCalls | None = None,
         hold: float = HOLD_SECONDS,
+        model: Model | None = None,
     ) -> None:
         self.world = world
         self.run_id = run_id
@@ -184,6 +196,29 @@ class Execution:
             self.values.setdefault((v.step_path, v.ordinal), v)
         self.waits = RunWaits(self, hold)
         """Durable waits and the signals sent to the run (``little.runtime._waits``)."""
+        self.model = model
+        """A full replay's model: every session of the run uses it (``FullReplay``)."""
+        self.receipts = (
+            source.receipts
+            if source is not None and source.full and not replayed.replay_live_tools
+            else None
+        )
+        """A full replay's tool receipts, when it serves tools from them."""
+        self.receipts_used: dict[tuple[str, str], int] = {}
+        """How many calls of each ``(tool, arguments)`` this execution has made so far."""
+
+    def receipt(self, tool: str, arguments_json: str) -> tuple[Receipt | None, bool]:
+        """For a full replay's tool call: the next recorded result of the same tool with the
+        same arguments (None if the source made no more such calls), and whether tools are
+        served from receipts at all. Every tool call counts, served from this run's own log
+        too, so a resume takes the receipts in the order the first execution did."""
+        if self.receipts is None:
+            return None, False
+        key = (tool, arguments_json)
+        n = self.receipts_used.get(key, 0)
+        self.receipts_used[key] = n + 1
+        found = self.receipts.get(key, [])
+        return (found[n] if n < len(found) else None), True
 
     def replay(self) -> ReplayEnvelope:
         """The run's replay envelope now: the state as claimed plus the agent calls this
@@ -406,6 +441,7 @@ async def execute(
     on_running: Callable[[MaterializedRunState], None] | None = None,
     replay_from: str | None = None,
     replay_mode: str = MODE_REPAIRABLE,
+    full_replay: FullReplay | None = None,
     fresh: bool = False,
     hold: float = HOLD_SECONDS,
 ) -> RunResult:
@@ -421,7 +457,7 @@ async def execute(
     and its ``RunStarted`` is in the log, just before the workflow runs (not for sub-runs).
     ``replay_from`` (a new run only) names a recorded run whose agent calls this run may reuse
     (recorded-call replay, ``little.runtime._recorded``) in ``replay_mode`` (``repairable`` or
-    ``strict``, see ``run``). ``fresh=True``: the caller made the
+    ``strict``, see ``run``), or as a full replay (``full_replay``). ``fresh=True``: the caller made the
     run id just now and never gave it out (``run`` without ``run_id``), so there is no log to
     read first. Every read and fold runs off the event loop.
     """
@@ -430,6 +466,12 @@ async def execute(
             f"replay_mode={replay_mode!r} (run {run_id}) is not a replay mode: use one of "
             f"{', '.join(repr(m) for m in REPLAY_MODES)}"
         )
+    if full_replay is not None:
+        if replay_from is None:
+            raise ConfigurationError(
+                f"run {run_id}: a full replay needs replay_from, the recorded run it replays"
+            )
+        model_from_spec(full_replay.model)  # a name that builds no model is refused up front
     owner = owner or default_owner()
     if fresh:
         state = materialize_run_state_from_events([], run_id=run_id)
@@ -438,6 +480,7 @@ async def execute(
     if state.terminal:
         return await _result(state, world)  # nothing to claim: read the outcome from the log
     if state.workflow is not None:
+        _check_resumed_budgets(state, max_agent_calls, max_tokens)
         if control is None or not control.cancelled:
             # Refused before claiming if the run's own version is not here: a claim would
             # only add an event nothing can act on. (A cancel needs no code: it is recorded
@@ -453,6 +496,11 @@ async def execute(
             f"with run(world, workflow, input, run_id={run_id!r}) or `little submit <workflow> "
             f"--input ... --run-id {run_id}`",
         )
+    prepared: RecordedCalls | None = None
+    if full_replay is not None and state.workflow is None and workflow is not None:
+        # refused before claiming: a full replay that cannot be made leaves nothing behind
+        assert replay_from is not None
+        prepared = await asyncio.to_thread(_full_record, world, workflow.name, replay_from)
     state, writer = await claim(world, run_id, owner, state, fresh=fresh)
     if state.terminal:
         return await _result(state, world)
@@ -473,6 +521,8 @@ async def execute(
             on_running=on_running,
             replay_from=replay_from,
             replay_mode=replay_mode,
+            full_replay=full_replay,
+            prepared=prepared,
             hold=hold,
         )
     finally:
@@ -508,7 +558,9 @@ async def _execute_claimed(
     on_running: Callable[[MaterializedRunState], None] | None,
     replay_from: str | None,
     replay_mode: str,
+    full_replay: FullReplay | None,
     hold: float,
+    prepared: RecordedCalls | None = None,
 ) -> RunResult:
     await writer.checkpoint()  # stopped or cancelled while claiming
     if state.steps:
@@ -523,9 +575,18 @@ async def _execute_claimed(
                 "no workflow was given to start it with",
             )
         input_json, input_ref = await store_json(world, run_id, input)
-        identity, refused, source = await asyncio.to_thread(
-            _start_facts, world, workflow, replay_from, replay_mode
+        budgets = (max_agent_calls, max_tokens)
+        identity, refused, source, changes = await asyncio.to_thread(
+            _start_facts_of,
+            world,
+            workflow,
+            replay_from,
+            replay_mode,
+            budgets,
+            full_replay,
+            prepared,
         )
+        config_json, config_sha256 = configuration_json(_configuration(workflow, identity, budgets))
         if refused is not None and SIMULATING.get() is not None:
             # a simulated sub-run whose replay is refused could only run fresh
             raise SimulationDivergedError(
@@ -545,7 +606,18 @@ async def _execute_claimed(
             replay_refused_reason=refused,
             source_sha256=identity.sha256,
             source_coverage=identity.coverage,
-            replay_mode=replay_mode if replay_from is not None else None,
+            replay_mode=(
+                MODE_FULL
+                if full_replay is not None
+                else replay_mode
+                if replay_from is not None
+                else None
+            ),
+            replay_model=None if full_replay is None else full_replay.model,
+            replay_live_tools=None if full_replay is None else full_replay.live_tools,
+            config_sha256=config_sha256,
+            config_json=config_json,
+            config_changes=changes,
         )
         state = materialize_run_state_from_events(
             [LoggedEvent(started, at.partition, at.offset)], start=state
@@ -560,7 +632,10 @@ async def _execute_claimed(
             )
         workflow = resolve_workflow(state, workflow)  # (started by another writer meanwhile)
     recorded = await asyncio.to_thread(_recorded_calls, world, state, source)
-    execution = Execution(world, run_id, state, writer, owner, recorded, hold)
+    model = None
+    if state.replay_mode == MODE_FULL and state.replay_model is not None:
+        model = model_from_spec(state.replay_model)
+    execution = Execution(world, run_id, state, writer, owner, recorded, hold, model)
     input = await execution.load_json(state.input_json, state.input_ref)
     log.info("run_executing", run_id=run_id, epoch=writer.epoch, resumed_from_seq=state.last_seq)
     if on_running is not None:
@@ -713,16 +788,78 @@ def fold_source(world: World, run_id: str) -> tuple[MaterializedRunState, str | 
 
 
 def _start_facts(
-    world: World, workflow: AnyWorkflow, replay_from: str | None, replay_mode: str
+    world: World,
+    workflow: AnyWorkflow,
+    replay_from: str | None,
+    replay_mode: str,
 ) -> tuple[SourceIdentity, str | None, RecordedCalls | None]:
     """What ``RunStarted`` records about the workflow's source, and for a replay why it is
     refused (or None) and the source run's record. Reads source files and the log: a worker
     thread."""
+    identity, refused, source, _ = _start_facts_of(
+        world, workflow, replay_from, replay_mode, (None, None)
+    )
+    return identity, refused, source
+
+
+def _start_facts_of(
+    world: World,
+    workflow: AnyWorkflow,
+    replay_from: str | None,
+    replay_mode: str,
+    budgets: tuple[int | None, int | None],
+    full_replay: FullReplay | None = None,
+    prepared: RecordedCalls | None = None,
+) -> tuple[SourceIdentity, str | None, RecordedCalls | None, tuple[str, ...]]:
+    """``_start_facts``, and for a replay how its configuration (with ``budgets``) differs
+    from the source run's (``RunStarted.config_changes``). A full replay that cannot be made
+    (its source is not a finished run of this workflow) raises ``ConfigurationError``: it
+    would be no replay of anything; it serves no agent call, so nothing of its configuration
+    is compared."""
     identity = workflow_source(workflow.fn, workflow.registered_in)
     if replay_from is None:
-        return identity, None, None
-    refused, source = _replay_refusal(world, workflow, identity, replay_from, replay_mode)
-    return identity, refused, source
+        return identity, None, None, ()
+    if full_replay is not None:
+        record = prepared or _full_record(world, workflow.name, replay_from)
+        return identity, None, record, ()
+    config = _configuration(workflow, identity, budgets)
+    refused, source, changes = _replay_refusal(
+        world, workflow, identity, replay_from, replay_mode, config
+    )
+    return identity, refused, source, changes
+
+
+def _configuration(
+    workflow: AnyWorkflow, identity: SourceIdentity, budgets: tuple[int | None, int | None]
+) -> dict[str, Any]:
+    return run_configuration(
+        workflow=workflow.name,
+        workflow_version=workflow.version,
+        source_sha256=identity.sha256,
+        source_coverage=identity.coverage,
+        max_agent_calls=budgets[0],
+        max_tokens=budgets[1],
+    )
+
+
+def _check_resumed_budgets(
+    state: MaterializedRunState, max_agent_calls: int | None, max_tokens: int | None
+) -> None:
+    """A resume runs under the budgets its ``RunStarted`` recorded; one told other budgets (a
+    ``run(..., run_id=)`` of a started run, a StartRun sent again with others) is refused
+    before claiming, naming what changed, rather than silently running under either."""
+    given = {"max_agent_calls": max_agent_calls, "max_tokens": max_tokens}
+    recorded = {"max_agent_calls": state.max_agent_calls, "max_tokens": state.max_tokens}
+    asked = {k: v for k, v in given.items() if v is not None}
+    changes = configuration_changes(
+        {"budgets": {k: recorded[k] for k in asked}}, {"budgets": asked}
+    )
+    if changes:
+        raise ConfigurationError(
+            f"run {state.run_id}: configuration changed: {'; '.join(changes)}: the run started "
+            "under the budgets its RunStarted recorded and resumes under them; resume it "
+            "without budgets, or start a new run (replay_from= reuses its recorded calls)"
+        )
 
 
 def _replay_refusal(
@@ -731,16 +868,22 @@ def _replay_refusal(
     identity: SourceIdentity,
     source_run_id: str,
     mode: str,
-) -> tuple[str | None, RecordedCalls | None]:
+    config: dict[str, Any],
+) -> tuple[str | None, RecordedCalls | None, tuple[str, ...]]:
     """Why the agent calls of ``source_run_id`` cannot be offered to a new run of
     ``workflow`` whose source is ``identity`` (the run then executes fresh), or None; and the
-    source run's record (its proven prefix, ``fold_source``). The checks run in the seed's order: the source run, its target, the
-    coverage of both identities, the scan, the source change (strict mode), the record."""
+    source run's record (its proven prefix, ``fold_source``); and how ``config`` differs from
+    the source run's configuration. The checks run in the seed's order: the source run, its
+    target, the coverage of both identities, the scan, the source change (strict mode), the
+    configuration (strict mode), the record."""
     source, damage = fold_source(world, source_run_id)
     if damage is not None:
         log.warning("replay_source_damaged", source_run_id=source_run_id, damage=damage)
 
-    def refuse(reason: str, **why: Any) -> tuple[str, None]:
+    recorded = state_configuration(source)
+    changes = configuration_changes(recorded, config) if recorded is not None else ()
+
+    def refuse(reason: str, **why: Any) -> tuple[str, None, tuple[str, ...]]:
         log.warning(
             "replay_refused",
             reason=reason,
@@ -748,7 +891,7 @@ def _replay_refusal(
             workflow=workflow.name,
             **why,
         )
-        return reason, None
+        return reason, None, changes
 
     # A damaged log ends where it stops being readable: what came before is the proven record
     if source.workflow is None or not (source.terminal or damage is not None):
@@ -775,11 +918,45 @@ def _replay_refusal(
             sha256=identity.sha256,
             source_version=source.workflow_version,
             version=workflow.version,
+            changed=changes,
         )
+    if mode == MODE_STRICT and changes:
+        return refuse(REFUSED_CONFIG_CHANGED, changed=changes)
     if not any(c.outcome is not None for c in source.agent_calls) and SIMULATING.get() is None:
         # (a simulation is served the source's values, and any call is a divergence anyway)
         return refuse(REFUSED_NO_CALLS)
-    return None, RecordedCalls.of(source, damage)
+    if changes:  # repairable: proceeds, and says so (RunStarted.config_changes, the report)
+        log.warning(
+            "replay_configuration_changed",
+            source_run_id=source_run_id,
+            workflow=workflow.name,
+            changed=changes,
+        )
+    return None, RecordedCalls.of(source, damage), changes
+
+
+def _full_record(world: World, workflow: str, source_run_id: str) -> RecordedCalls:
+    """A full replay's record of its source: its values (served by place) and its tool
+    receipts; no agent call of it is served (a worker thread)."""
+    source, damage = fold_source(world, source_run_id)
+    if source.workflow is None or not (source.terminal or damage is not None):
+        raise ConfigurationError(
+            f"full replay of run {source_run_id}: it is not a finished run "
+            f"({'no RunStarted' if source.workflow is None else source.status})"
+        )
+    if source.workflow != workflow:
+        raise ConfigurationError(
+            f"full replay of run {source_run_id}: it is a run of {source.workflow!r}, not of "
+            f"{workflow!r} ({REFUSED_TARGET_CHANGED})"
+        )
+    events: list[LoggedEvent] = []
+    with contextlib.suppress(RecordDecodeError):  # the receipts before the damage, as the fold
+        for item in world.read_run(source_run_id):
+            events.append(item)
+    record = RecordedCalls.of(source, damage)
+    record.full = True
+    record.receipts = tool_receipts(events)
+    return record
 
 
 def _recorded_calls(
@@ -789,6 +966,9 @@ def _recorded_calls(
     starts, read again on every resume of it (a worker thread)."""
     if state.replay_source_run_id is None or state.replay_refused_reason is not None:
         return None
+    if source is None and state.replay_mode == MODE_FULL:
+        assert state.workflow is not None
+        return _full_record(world, state.workflow, state.replay_source_run_id)
     if source is None:
         folded, damage = fold_source(world, state.replay_source_run_id)
         source = RecordedCalls.of(folded, damage)
@@ -805,6 +985,7 @@ async def run(
     max_tokens: int | None = None,
     replay_from: str | None = None,
     replay_mode: str = MODE_REPAIRABLE,
+    full_replay: FullReplay | None = None,
     hold: float = HOLD_SECONDS,
 ) -> RunResult:
     """Start ``workflow`` with ``input`` as a new run (or resume ``run_id`` if it exists).
@@ -819,6 +1000,12 @@ async def run(
     ``replay_mode="repairable"`` (the default) does that for an edited source;
     ``replay_mode="strict"`` refuses reuse (``source-changed``: the run executes fresh) unless
     the workflow's source identity and version are those the recorded run started with.
+
+    ``full_replay=FullReplay(model, live_tools=False)`` with ``replay_from`` makes a *full
+    replay* instead: a new run, linked to the recorded one and marked ``full``, that executes
+    the workflow again with every model call live from ``model`` and every tool call answered
+    from the recorded run's results (``FullReplay``): a dataset of the same task done by
+    another model, without repeating a tool's effects.
     """
     return await execute(
         world,
@@ -829,6 +1016,7 @@ async def run(
         max_tokens=max_tokens,
         replay_from=replay_from,
         replay_mode=replay_mode,
+        full_replay=full_replay,
         fresh=run_id is None,  # an id made here and given to nobody yet: nothing to read
         hold=hold,
     )

@@ -16,13 +16,14 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from little._canonical import canonical_hash, canonical_json, chain_hash, sha256_hex
-from little.errors import ConfigurationError
+from little.errors import CapabilityDriftError, ConfigurationError
 from little.events import (
     AgentCallAdmitted,
     AgentCallSettled,
     ModelCalled,
     ModelFailed,
     ModelResponded,
+    SessionCompacted,
     SessionCompleted,
     SessionStarted,
     ToolCallFailed,
@@ -40,12 +41,14 @@ from little.harness import (
     ToolContext,
     ToolError,
 )
+from little.logs import get_logger
 from little.replay import (
     AgentCall,
     SessionState,
     assert_harness_manifest_consistent,
     manifest_hash,
 )
+from little.runtime._compaction import SUMMARY_ACK, SUMMARY_PREFIX, CompactionPolicy
 from little.runtime._context import drain
 from little.runtime._errors import (
     BranchStopped,
@@ -55,12 +58,17 @@ from little.runtime._errors import (
     SimulationDivergedError,
 )
 from little.runtime._recorded import (
+    MISS_CONFIG_CHANGED,
+    MISS_KEY,
     MISS_PANEL_MIXED,
     MISS_RECORD_UNUSABLE,
     MISS_REQUEST_CHANGED,
     SIMULATING,
+    Receipt,
 )
 from little.runtime._writer import FAULTS
+
+log = get_logger("little.runtime")
 
 if TYPE_CHECKING:
     from little.runtime._context import StepContext
@@ -86,6 +94,7 @@ class AgentSession:
         system: str | None,
         manifest: Mapping[str, Any] | None,
         approval: ApprovalPolicy = False,
+        compact: CompactionPolicy | None = None,
     ) -> None:
         self._x = execution
         self._approval = approval
@@ -107,6 +116,16 @@ class AgentSession:
         options = getattr(model, "request_options", None)
         if options:  # temperature, max tokens, ...: absent (not {}) for models without any
             self.manifest["model_options"] = _json_value(options)
+        self._compaction = compact
+        self._policy_hash = ""
+        if compact is not None:  # absent (not null) without one: older manifests keep their hash
+            policy = compact.as_json(self._model_id)
+            summary_options = getattr(compact.summary_model, "request_options", None)
+            if compact.summarize and summary_options:
+                policy["summary_model_options"] = _json_value(summary_options)
+            self.manifest["compaction"] = policy
+            self._policy_hash = canonical_hash(policy)
+        self._relinked = False  # the chain was relinked by a compaction (no "first request")
         self._recorded: SessionState | None = execution.replayed.session(session_id)
         self.turns = 0
         self._tokens = [0, 0, 0, 0]  # input, output, cached input, reasoning: this execution's
@@ -193,7 +212,101 @@ class AgentSession:
         run's is answered from that record without invoking the model or any tool.
         """
         self._step._check_group()  # a branch stopped by a failed sibling admits nothing
+        await self._compact_if_due()
         return await self._run_admitted(self._admit(prompt, max_turns), prompt, max_turns)
+
+    # -- compaction of the history (little.runtime._compaction) ----------------------------
+
+    async def _compact_if_due(self) -> None:
+        """Before an exchange: compact the conversation if the session's policy says it is
+        due, or reuse the compaction this run recorded here (a resume: no summary again)."""
+        policy = self._compaction
+        if policy is None:
+            return
+        exchange = self._exchanges
+        conversation = self._json_of(0)
+        recorded = self._recorded.compaction(exchange) if self._recorded is not None else None
+        if recorded is not None:
+            where = f"run {self._x.run_id}: session {self.session_id} exchange {exchange}"
+            if recorded.policy_hash != self._policy_hash:
+                raise CapabilityDriftError(
+                    f"{where}: the history was compacted under policy "
+                    f"{recorded.policy_hash[:12]}... but the session's is "
+                    f"{self._policy_hash[:12]}... (changed: compaction): start a new run"
+                )
+            if recorded.replaced_hash != sha256_hex(conversation):
+                raise SessionDivergedError(
+                    f"{where}: the log compacted another conversation than the one rebuilt "
+                    "now (non-deterministic code before this exchange?)"
+                )
+            text = await self._x.load_text(recorded.history_json, recorded.history_ref)
+            self._install(json.loads(text or "[]"), recorded.history_hash)
+            return
+        if not self._messages or not policy.due(self._messages, conversation):
+            return
+        replaced = list(self._messages)
+        cut = policy.cut(replaced)
+        if cut == 0:
+            return  # everything is to be kept: nothing to compact
+        history: list[Message] = replaced[cut:]
+        summary_session: str | None = None
+        if policy.summarize:
+            summary, summary_session = await self._summarize(exchange, replaced[:cut])
+            history = [
+                {"role": "user", "content": SUMMARY_PREFIX + (summary or "")},
+                {"role": "assistant", "content": SUMMARY_ACK},
+                *history,
+            ]
+        previous = self._chain if self._hashed_messages or self._relinked else None
+        link = compaction_link(self._chain, self._policy_hash, history)
+        history_json, history_ref = await self._x.store_text(canonical_json(history))
+        # Deferred: the exchange's first write-ahead record carries it. A kill before loses it
+        # with that record; the resume compacts again the same way (a trim is a function of
+        # the conversation, and a summary is served from its own recorded agent call).
+        self._defer(
+            SessionCompacted,
+            exchange=exchange,
+            policy_json=canonical_json(self.manifest["compaction"]),
+            policy_hash=self._policy_hash,
+            replaced_messages=len(replaced),
+            replaced_hash=sha256_hex(conversation),
+            previous_request_hash=previous,
+            history_json=history_json,
+            history_ref=history_ref,
+            history_hash=link,
+            summary_session_id=summary_session,
+        )
+        self._install(history, link)
+
+    async def _summarize(self, exchange: int, replaced: list[Message]) -> tuple[str | None, str]:
+        """The summary of ``replaced``: an agent call of a session of its own, recorded (and on
+        a resume or a replay served) like any other."""
+        policy = self._compaction
+        assert policy is not None
+        name = f"{self.name}~compact{exchange}"
+        session_id = f"{self.session_id}~compact{exchange}"
+        if session_id in self._step._sessions:
+            raise ConfigurationError(
+                f"run {self._x.run_id}: step {self._step.step_path} already has a session "
+                f"{session_id!r}; {self.name!r}'s compaction summary needs that name"
+            )
+        self._step._sessions.add(session_id)
+        model = policy.summary_model or self.model
+        summarizer = AgentSession(
+            self._x, self._step, session_id, name, model, [], policy.summary_prompt, None
+        )
+        async with summarizer:
+            summary = await summarizer.run(canonical_json(replaced), max_turns=1)
+        return summary, session_id
+
+    def _install(self, history: list[Message], link: str) -> None:
+        """The compacted history replaces the conversation; the request hash chain goes on
+        from the compaction's link, every message of the history counted as hashed."""
+        self._messages[:] = history
+        self._message_json[:] = [canonical_json(m) for m in history]
+        self._hashed_messages = len(history)
+        self._chain = link
+        self._relinked = True
 
     async def _run_admitted(
         self, call: _AgentCallTicket, prompt: str, max_turns: int
@@ -270,7 +383,20 @@ class AgentSession:
             # else: its turns and tool calls are served from this run's log one by one, so
             # turn numbers and the request hash chain go on exactly as the first time
             return ticket
-        served, miss = calls.decide(ordinal, place, key, node, self._side_effecting)
+        try:
+            served, miss = calls.decide(ordinal, place, key, node, self._side_effecting)
+        except SimulationDivergedError as exc:
+            if exc.miss_reason != MISS_KEY or self._configuration_miss() is None:
+                raise
+            # a simulation says why the request changed, as a replay's settlement does
+            raise SimulationDivergedError(
+                str(exc).removesuffix(MISS_KEY) + MISS_CONFIG_CHANGED,
+                ordinal=exc.ordinal,
+                miss_reason=MISS_CONFIG_CHANGED,
+                place=exc.place,
+            ) from None
+        if miss == MISS_KEY:
+            miss = self._configuration_miss() or miss
         ticket.miss = miss
         if own is None and ordinal not in calls.admitted:
             self._defer(
@@ -288,6 +414,28 @@ class AgentSession:
             ticket.served = served
             ticket.source_run_id = calls.source.source_run_id if calls.source else None
         return ticket
+
+    def _configuration_miss(self) -> str | None:
+        """``configuration-changed`` when the source run's session of this id was configured
+        otherwise (its manifest), naming what changed in the log; None when it was not."""
+        source = self._x.agent_calls.source
+        recorded = source.state.session(self.session_id) if source and source.state else None
+        if recorded is None or recorded.manifest_hash == self._manifest_hash:
+            return None
+        try:
+            then = json.loads(recorded.manifest_json)
+        except ValueError:
+            then = {}
+        log.warning(
+            "replay_session_configuration_changed",
+            run_id=self._x.run_id,
+            session_id=self.session_id,
+            source_run_id=source.source_run_id if source else None,
+            changed=sorted(
+                k for k in {*then, *self.manifest} if then.get(k) != self.manifest.get(k)
+            ),
+        )
+        return MISS_CONFIG_CHANGED
 
     async def _serve(self, ticket: _AgentCallTicket) -> str | None:
         """Answer an admitted call from a record: its answer, and its messages added to the
@@ -416,7 +564,8 @@ class AgentSession:
     async def _model_turn(self, turn: int, messages: list[Message]) -> ModelResponse:
         # serialised once: the same canonical JSON extends the hash chain and is recorded
         appended_text = self._json_of(self._hashed_messages)
-        previous_hash = self._chain if self._hashed_messages else None  # None on turn 1
+        # None on turn 1 (a compaction relinks the chain: never a first request after one)
+        previous_hash = self._chain if self._hashed_messages or self._relinked else None
         request_hash = chain_hash(self._chain, appended_text)
         self._chain = request_hash
         self._hashed_messages = len(messages)
@@ -517,6 +666,8 @@ class AgentSession:
     async def _tool_call(self, turn: int, call: ToolCallRequest) -> Message:
         call_id = f"{turn}:{call.id}"
         recorded = self._recorded.tool_call(call_id) if self._recorded is not None else None
+        arguments_json = canonical_json(call.arguments)
+        receipt, from_receipts = self._x.receipt(call.name, arguments_json)
         if recorded is not None and recorded.status == "succeeded":
             text = await self._x.load_text(recorded.result_json, recorded.result_ref)
             return _tool_message(call.id, text)
@@ -526,6 +677,8 @@ class AgentSession:
         tool = self.tools.get(call.name)
         attempt = 2 if recorded is not None else 1
         self._step._check_group()
+        if from_receipts:
+            return await self._served_tool_call(turn, call_id, call, arguments_json, key, receipt)
         if tool is not None and self._needs_approval(tool, call.arguments):
             rejected = await self._approval_of(call_id, call)
             if rejected is not None:
@@ -535,7 +688,7 @@ class AgentSession:
             call_id=call_id,
             tool=call.name,
             turn=turn,
-            arguments_json=canonical_json(call.arguments),
+            arguments_json=arguments_json,
             idempotency_key=key,
         )
         try:
@@ -568,6 +721,53 @@ class AgentSession:
             result_ref=result_ref,
         )
         return _tool_message(call.id, result_text)
+
+    async def _served_tool_call(
+        self,
+        turn: int,
+        call_id: str,
+        call: ToolCallRequest,
+        arguments_json: str,
+        key: str,
+        receipt: Receipt | None,
+    ) -> Message:
+        """A full replay's tool call: answered from the source run's receipt of the same tool
+        and arguments, never invoked; without one it fails as the tool's error (the model sees
+        it, the log records it), since a full replay runs no tool unless ``live_tools``."""
+        source = self._x.agent_calls.source_run_id
+        await self._emit(
+            ToolCallStarted,
+            call_id=call_id,
+            tool=call.name,
+            turn=turn,
+            arguments_json=arguments_json,
+            idempotency_key=key,
+        )
+        if receipt is None:
+            message = (
+                f"{call.name}({arguments_json}) is not among the tool calls of recorded run "
+                f"{source}, and a full replay runs no tool unless live_tools is set"
+            )
+            self._defer(
+                ToolCallFailed,
+                call_id=call_id,
+                tool=call.name,
+                error_type="ToolNotRecorded",
+                message=message,
+                retryable=False,
+            )
+            return _tool_message(call.id, canonical_json({"error": f"ToolNotRecorded: {message}"}))
+        result_json, result_ref, _ = receipt
+        text = await self._x.load_text(result_json, result_ref)
+        self._defer(
+            ToolCallSucceeded,
+            call_id=call_id,
+            tool=call.name,
+            result_json=result_json,
+            result_ref=result_ref,
+            replayed_from_run_id=source,
+        )
+        return _tool_message(call.id, text)
 
 
 async def run_panel(
@@ -604,6 +804,8 @@ async def run_panel(
             )
         sessions.append(session)
     step._check_group()
+    for session in sessions:  # each leg's history compacted first, in list order
+        await session._compact_if_due()
     tickets = [s._admit(prompt, max_turns) for s, prompt in legs]  # in list order, no await
     recorded = [t.served is not None for t in tickets]
     if any(recorded) and not all(recorded):
@@ -656,6 +858,13 @@ class _AgentCallTicket:
         self.settled = False
         self.source_run_id: str | None = None
         self.miss: str | None = None
+
+
+def compaction_link(previous: str, policy_hash: str, history: list[Message]) -> str:
+    """The request hash chain's link after a compaction: the previous link extended with the
+    policy and the history that replaces the conversation (``harness.session.compacted``'s
+    ``history_hash``; ``little.chat`` checks it the same way)."""
+    return chain_hash(previous, canonical_json({"compacted": policy_hash, "history": history}))
 
 
 def _add_usage(totals: list[int], u: Usage) -> None:
