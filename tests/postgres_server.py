@@ -99,7 +99,8 @@ def postgres_server(*, fsync: bool = False) -> Iterator[PostgresServer]:
     if not initdb or not pg_ctl:
         raise NoPostgresError(HOW_TO_GET_POSTGRES)
     user = _server_user()
-    root = Path(tempfile.mkdtemp(prefix="little-pg-"))
+    # /tmp, not $TMPDIR, when another user runs the server: it must reach the directory
+    root = Path(tempfile.mkdtemp(prefix="little-pg-", dir="/tmp" if user else None))
     data, sock, log = root / "data", root / "sock", root / "server.log"
     sock.mkdir()
     pwfile = root / "pw"
