@@ -31,10 +31,11 @@ __all__ = ["default_workers", "parse_reset", "projections_app", "rebuild_command
 projections_app = typer.Typer(help="Rebuild or inspect the projector's run-state projection.")
 
 _StorePath = Annotated[
-    Path | None,
+    str | None,
     typer.Option(
         "--store",
-        help="Projection store file [env LITTLE_PROJECTION_STORE; default <data-dir>/projection.sqlite3]",
+        help="Projection store: an sqlite file or a postgresql:// URL [env "
+        "LITTLE_PROJECTION_STORE; default <data-dir>/projection.sqlite3]",
     ),
 ]
 _Group = Annotated[
@@ -47,7 +48,7 @@ _Topic = Annotated[str | None, typer.Option("--topic", help="Runs topic [env LIT
 def _settings(
     data_dir: Path | None,
     bootstrap: str | None,
-    store: Path | None,
+    store: str | None,
     group: str | None,
     topic: str | None,
 ) -> Any:

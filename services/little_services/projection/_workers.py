@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from multiprocessing.synchronize import Event as ProcessEvent
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -74,7 +73,8 @@ class WorkerSpec:
     config: ProjectionConfig
     bootstrap_servers: str
     client_config: dict[str, Any] | None
-    store_path: Path
+    store_location: str
+    """The store's sqlite file or PostgreSQL URL (``open_store_at``)."""
     store_synchronous: str
 
 
@@ -250,15 +250,14 @@ def worker_main(
     says stop, send the totals. A failure is sent as text (exceptions may not pickle)."""
     from little import tune_gc
     from little_services.projection._kafka import KafkaProjector
-    from little_services.projection._setup import open_world
-    from little_services.projection._sqlite import SqliteProjectionStore
+    from little_services.projection._setup import open_store_at, open_world
 
     try:
         stop = threading.Event()
         threading.Thread(target=_relay, args=(halt, stop), daemon=True).start()
         with (
             open_world(spec.settings, bootstrap_servers=spec.bootstrap_servers) as world,
-            SqliteProjectionStore(spec.store_path, synchronous=spec.store_synchronous) as store,
+            open_store_at(spec.store_location, synchronous=spec.store_synchronous) as store,
             KafkaProjector(
                 world,
                 store,

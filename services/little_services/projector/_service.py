@@ -100,7 +100,7 @@ def serve(settings: ProjectorServiceSettings) -> int:
         log.info(
             "projector_started",
             world=world.description,
-            store=str(settings.store_path()),
+            store=settings.store_description(),
             group=settings.projector_group,
             topic=settings.runs_topic,
             http=f"http://{settings.http_host}:{settings.http_port}",

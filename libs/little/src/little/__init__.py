@@ -8,7 +8,7 @@ broker) or ``kafka_world(bootstrap_servers=...)``.
 from little import events
 from little._gc import tune_gc
 from little._world import RecordDecodeError, World, kafka_world, local_world
-from little.artifacts import ArtifactStore
+from little.artifacts import ArtifactBackend, ArtifactStore, S3ArtifactStore
 from little.errors import (
     AppendOutcomeUnknownError,
     ArtifactError,
@@ -33,6 +33,7 @@ __version__ = "0.1.0"
 __all__ = [
     "REPLAY_MODES",
     "AppendOutcomeUnknownError",
+    "ArtifactBackend",
     "ArtifactError",
     "ArtifactIntegrityError",
     "ArtifactNotFoundError",
@@ -57,6 +58,7 @@ __all__ = [
     "ReplayMode",
     "ReplayResult",
     "RuntimeIntegrityError",
+    "S3ArtifactStore",
     "TopicNames",
     "Usage",
     "World",

@@ -66,7 +66,12 @@ class LittleSettings(BaseSettings):
     its own topics (``staging.`` gives ``staging.little.runs.v1``...)."""
     artifacts_dir: Path | None = None
     """The artifact directory, shared by every process of a world [default:
-    ``<data_dir>/artifacts``]."""
+    ``<data_dir>/artifacts``]; unused when ``LITTLE_ARTIFACTS_URL`` is set."""
+    artifacts_url: str | None = None
+    """The artifact store as a URL: ``s3://bucket/prefix`` keeps artifacts in S3-compatible
+    object storage, reachable from every host (endpoint and credentials from the standard
+    ``AWS_*`` variables: ``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
+    ``AWS_REGION``; needs ``little-workflow[s3]``). Wins over ``LITTLE_ARTIFACTS_DIR``."""
 
     @model_validator(mode="after")
     def _apply_topic_prefix(self) -> LittleSettings:
@@ -111,12 +116,16 @@ class LittleSettings(BaseSettings):
         bootstrap = bootstrap_servers or self.kafka_bootstrap
         if not bootstrap:
             return local_world(
-                self.data_dir, partitions=self.partitions, artifacts_dir=self.artifacts()
+                self.data_dir,
+                partitions=self.partitions,
+                artifacts_dir=self.artifacts(),
+                artifacts_url=self.artifacts_url,
             )
         return kafka_world(
             bootstrap,
             schema_registry_url=self.schema_registry_url,
             artifacts_dir=self.artifacts(),
+            artifacts_url=self.artifacts_url,
             provision=provision,
             producer_profile=self.producer_profile,
             topics=self.topics(),

@@ -63,10 +63,13 @@ def _root(
 def open_world(data_dir: Path | None, bootstrap: str | None) -> World:
     """The world the environment names (``LittleSettings``), as the services see it;
     ``--data-dir`` and ``--bootstrap-servers`` win over their variables. ``--data-dir`` names
-    a whole world: its artifacts are the ones under it, whatever LITTLE_ARTIFACTS_DIR says."""
+    a whole world: its artifacts are the ones under it, whatever LITTLE_ARTIFACTS_DIR or
+    LITTLE_ARTIFACTS_URL say."""
     settings = LittleSettings()
     if data_dir is not None:
-        settings = settings.model_copy(update={"data_dir": data_dir, "artifacts_dir": None})
+        settings = settings.model_copy(
+            update={"data_dir": data_dir, "artifacts_dir": None, "artifacts_url": None}
+        )
     return settings.world(bootstrap_servers=bootstrap)
 
 
