@@ -1,8 +1,10 @@
-"""Bearer-token guard shared by the services' HTTP servers; a refused request is logged."""
+"""Bearer-token guard shared by the services' HTTP servers; a refused request is logged (its
+path and reason, never the token it carried). The comparison takes constant time
+(``hmac.compare_digest``), so response times tell nothing about the token."""
 
 from __future__ import annotations
 
-import secrets
+import hmac
 from collections.abc import Awaitable, Callable, Iterable
 
 import structlog
@@ -25,7 +27,7 @@ def require_bearer(app: FastAPI, token: str, *, open_paths: Iterable[str], servi
     ) -> Response:
         if request.url.path not in open_:
             given = request.headers.get("authorization", "").encode()
-            if not secrets.compare_digest(given, expected):
+            if not hmac.compare_digest(given, expected):
                 log.warning(
                     "http_unauthorized",
                     service=service,

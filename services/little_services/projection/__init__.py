@@ -24,6 +24,7 @@ from little_services.projection._driver import (
     Projector,
     ProjectorFencedError,
     ProjectorListener,
+    ProjectorStalledError,
     ProjectorStatus,
     ProjectorTotals,
 )
@@ -77,6 +78,7 @@ __all__ = [
     "Projector",
     "ProjectorFencedError",
     "ProjectorListener",
+    "ProjectorStalledError",
     "ProjectorStatus",
     "ProjectorTotals",
     "RebuildResult",

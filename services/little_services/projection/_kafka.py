@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 import structlog
@@ -34,6 +35,7 @@ from little_services.projection._driver import (
     Projector,
     ProjectorFencedError,
     ProjectorListener,
+    ProjectorStalledError,
     ProjectorStatus,
     ProjectorTotals,
 )
@@ -250,7 +252,20 @@ class KafkaProjector(Projector):
         pending, self._pending = self._pending, []
         if not pending:
             return set()
-        results = [(b, future.result(), began) for b, future, began in pending]
+        # A transaction's calls each wait at most self.timeout (commit: three tries); past
+        # that bound it is stuck in librdkafka (ProjectorStalledError), not slow.
+        bound = 5 * self.timeout
+        results = []
+        for b, future, began in pending:
+            try:
+                results.append((b, future.result(timeout=bound), began))
+            except FutureTimeout:
+                raise ProjectorStalledError(
+                    f"partition {b.partition}: its transaction did not finish within "
+                    f"{bound:.0f}s (librdkafka's send_offsets_to_transaction can hang after "
+                    "the group coordinator broker restarted: confluentinc/librdkafka#5456); "
+                    "restart the projector, it resumes from the committed offsets"
+                ) from None
         self.core.settle([b for b, ok, _ in results if ok])
         aborted: set[int] = set()
         now = time.perf_counter()

@@ -94,7 +94,11 @@ class AgentSession:
         self.name = name
         self.model = model
         self.tools = {t.name: t for t in tools}
-        self.system = system
+        self._redact = execution.world.redact
+        self.system = self._redacted("system", system) if system is not None else None
+        self._live_calls: dict[str, ToolCallRequest] = {}
+        """The tool calls of the last model response as the model asked them (a redactor
+        may have stripped secrets from the recorded ones): a live tool call gets these."""
         self._model_id = f"{model.provider}:{model.name}"
         self._specs = tuple(t.spec for t in tools)  # Tool.spec builds a new ToolSpec per access
         tools_json = [s.as_json() for s in self._specs]
@@ -203,7 +207,7 @@ class AgentSession:
         start = len(messages)
         if call.served is not None:
             return await self._serve(call)
-        messages.append({"role": "user", "content": prompt})
+        messages.append({"role": "user", "content": self._redacted("prompt", prompt)})
         self._exchange_tokens = [0, 0, 0, 0]
         self._exchange_calls = 0
         answer: str | None = None
@@ -404,6 +408,10 @@ class AgentSession:
                         )
             self._messages.append(message)
 
+    def _redacted(self, where: str, value: Any) -> Any:
+        """What is recorded of ``value`` (``World.redact``; the value itself without one)."""
+        return value if self._redact is None else self._redact(where, value)
+
     def _json_of(self, start: int) -> str:
         """``canonical_json(self._messages[start:])``, serialising each message once: the
         canonical JSON of a list is its items' joined by commas, so the text (and every hash of
@@ -468,7 +476,14 @@ class AgentSession:
             )
             raise
         FAULTS.call_returned()
-        response_json, response_ref = await self._x.store_text(response.to_json())  # canonical
+        text = response.to_json()  # canonical
+        if self._redact is not None:
+            # the conversation goes on with what is recorded, so a resume rebuilds the same
+            # requests; a live tool call still gets the arguments the model asked for
+            self._live_calls = {c.id: c for c in response.tool_calls}
+            text = canonical_json(self._redacted("model_response", json.loads(text)))
+            response = ModelResponse.from_json(text, response.usage)
+        response_json, response_ref = await self._x.store_text(text)
         self._defer(
             ModelResponded,
             turn=turn,
@@ -523,10 +538,11 @@ class AgentSession:
         if recorded is not None and recorded.status == "failed":
             return _tool_message(call.id, canonical_json({"error": recorded.error}))
         key = f"{self._x.run_id}/{self._step.step_path}/{call_id}"
+        live = self._live_calls.pop(call.id, call)
         tool = self.tools.get(call.name)
         attempt = 2 if recorded is not None else 1
         self._step._check_group()
-        if tool is not None and self._needs_approval(tool, call.arguments):
+        if tool is not None and self._needs_approval(tool, live.arguments):
             rejected = await self._approval_of(call_id, call)
             if rejected is not None:
                 return _tool_message(call.id, canonical_json({"error": rejected}))
@@ -535,14 +551,14 @@ class AgentSession:
             call_id=call_id,
             tool=call.name,
             turn=turn,
-            arguments_json=canonical_json(call.arguments),
+            arguments_json=canonical_json(self._redacted("tool_arguments", call.arguments)),
             idempotency_key=key,
         )
         try:
             if tool is None:
                 raise ToolError(f"the model called unknown tool {call.name!r}")
             ctx = ToolContext(self._x.run_id, self._step.step_path, call_id, key, attempt)
-            result = await tool.invoke(call.arguments, ctx)
+            result = await tool.invoke(live.arguments, ctx)
         except Exception as exc:
             FAULTS.call_returned()
             if self._x.is_fatal(exc):
@@ -559,6 +575,8 @@ class AgentSession:
             return _tool_message(call.id, canonical_json({"error": error}))
         FAULTS.call_returned()
         result_text = canonical_json(result)
+        if self._redact is not None:
+            result_text = canonical_json(self._redact("tool_result", json.loads(result_text)))
         result_json, result_ref = await self._x.store_text(result_text)
         self._defer(
             ToolCallSucceeded,
