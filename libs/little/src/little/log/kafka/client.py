@@ -68,7 +68,7 @@ LIBRDKAFKA_LOG.addHandler(logging.NullHandler())
 LIBRDKAFKA_LOG.propagate = False
 
 
-log = get_logger("little.log.kafka")
+_logger = get_logger("little.log.kafka")
 
 BROKERS_DOWN_LOG_EVERY = 60.0
 """Seconds between two ``kafka_brokers_down`` lines of one process for one bootstrap (one
@@ -113,7 +113,9 @@ class BrokerWatch:
             first = self.auth_error is None
             self.auth_error = err.str()
             if first:
-                log.error("kafka_authentication_failed", bootstrap=self.bootstrap, error=err.str())
+                _logger.error(
+                    "kafka_authentication_failed", bootstrap=self.bootstrap, error=err.str()
+                )
         elif code == KafkaError._ALL_BROKERS_DOWN and self.auth_error is None:
             if err.str().startswith("0/"):
                 return  # "0/2 brokers are down": the bootstrap entry retired, nothing is down
@@ -124,7 +126,7 @@ class BrokerWatch:
                 self.down_since = now
             if now - self._logged_at >= BROKERS_DOWN_LOG_EVERY:
                 self._logged_at = now
-                log.warning(
+                _logger.warning(
                     "kafka_brokers_down",
                     bootstrap=self.bootstrap,
                     error=err.str(),
@@ -140,7 +142,9 @@ class BrokerWatch:
             self.down_since = None
             self._logged_at = -BROKERS_DOWN_LOG_EVERY
             self._back_at = now
-            log.info("kafka_brokers_back", bootstrap=self.bootstrap, down_seconds=round(down, 1))
+            _logger.info(
+                "kafka_brokers_back", bootstrap=self.bootstrap, down_seconds=round(down, 1)
+            )
 
 
 def client_config(bootstrap_servers: str, extra: Mapping[str, Any] | None) -> dict[str, Any]:
