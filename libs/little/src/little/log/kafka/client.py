@@ -151,13 +151,23 @@ def client_config(bootstrap_servers: str, extra: Mapping[str, Any] | None) -> di
     """Connection settings shared by every client: the security settings of
     ``KafkaClientSettings`` (``LITTLE_KAFKA_*``), then ``extra`` (SASL/SSL keys pass through
     unchanged), and the process's ``BrokerWatch`` for the bootstrap as the error callback."""
+    from pydantic import ValidationError
+    from pydantic_settings import SettingsError
+
     from little.settings import KafkaClientSettings
 
+    try:
+        security = KafkaClientSettings().librdkafka()
+    except ValidationError as exc:  # said without the values, which may hold a password
+        wrong = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise ConfigurationError(f"LITTLE_KAFKA_* client settings: {wrong}") from None
+    except SettingsError as exc:
+        raise ConfigurationError(f"LITTLE_KAFKA_* client settings: {exc}") from None
     return {
         "bootstrap.servers": bootstrap_servers,
         "logger": LIBRDKAFKA_LOG,
         "error_cb": BrokerWatch.of(bootstrap_servers),
-        **KafkaClientSettings().librdkafka(),
+        **security,
         **(extra or {}),
     }
 
