@@ -3,22 +3,17 @@
 ``python -m tests.faults.runner run RUN_ID WORKFLOW INPUT_JSON`` or ``... resume RUN_ID``.
 The world comes from ``LITTLE_*`` settings (``LittleSettings().world()``: Kafka bootstrap,
 topics and ``LITTLE_KAFKA_*`` security), as in a deployment; logs are JSON lines on stderr.
-The result is one JSON line after ``RESULT`` on stdout. ``FAULTS_REDACT`` (secret values,
-comma-separated) gives the world a redactor: those values, and the values of keys named
-``api_key`` or ``token``, are recorded as ``[redacted]``.
+The result is one JSON line after ``RESULT`` on stdout.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
-import os
 import sys
 
 import tests.faults.workflows
 from little.logs import configure
-from little.redaction import redact_keys, redact_values
 from little.runtime import lookup, resume, run
 from little.settings import LittleSettings
 
@@ -29,12 +24,7 @@ _REGISTERED = (tests.faults.workflows,)
 def main(argv: list[str]) -> int:
     configure(json=True)
     mode, run_id, *rest = argv
-    world = LittleSettings().world()
-    secrets = os.environ.get("FAULTS_REDACT")
-    if secrets:
-        redact = redact_values(*secrets.split(","), also=redact_keys("api_key", "token"))
-        world = dataclasses.replace(world, redact=redact)
-    with world:
+    with LittleSettings().world() as world:
         if mode == "run":
             name, input_json = rest
             result = asyncio.run(run(world, lookup(name), json.loads(input_json), run_id=run_id))

@@ -33,7 +33,7 @@ def test_secrets_are_stripped_before_they_are_written_across_a_crash(tmp_path: P
         settings,
         **{CALLS_DIR: str(calls)},
         FAULTS_SECRETS=f"{PROMPT_SECRET},{KEY},{TOKEN}",
-        FAULTS_REDACT=PROMPT_SECRET,  # the other two go by their keys (api_key, token)
+        LITTLE_REDACTOR="tests.faults.redactors:secrets",
     )
     log = tmp_path / "children.log"
     first = spawn_runner(
@@ -104,3 +104,13 @@ def test_redactors_are_idempotent(
     once = redactor("tool_arguments", value)
     assert once == expected
     assert redactor("tool_arguments", once) == once
+
+
+def test_a_redactor_setting_that_names_nothing_is_a_configuration_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from little.settings import LittleSettings
+
+    monkeypatch.setenv("LITTLE_REDACTOR", "tests.faults.redactors:nope")
+    with pytest.raises(little.ConfigurationError, match="LITTLE_REDACTOR"):
+        LittleSettings().world()

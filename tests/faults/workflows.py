@@ -112,3 +112,15 @@ async def secretive(ctx: WorkflowContext, input: dict[str, Any]) -> str | None:
             return await agent.run(f"Use the customer's card {prompt_secret} to look things up.")
 
     return await ctx.step("converse", converse)
+
+
+@workflow("faults.provider", version="1")
+async def provider(ctx: WorkflowContext, input: dict[str, Any]) -> str | None:
+    """One turn on the real OpenAI adapter (key and base URL from the SDK's environment)."""
+    from little.harness.adapters.openai import OpenAIModel
+
+    async def converse(step: StepContext) -> str | None:
+        async with step.session("agent", model=OpenAIModel("gpt-4o-mini")) as agent:
+            return await agent.run("Say hello.", max_turns=1)
+
+    return await ctx.step("converse", converse)

@@ -64,6 +64,10 @@ class LittleSettings(BaseSettings):
     artifacts_dir: Path | None = None
     """The artifact directory, shared by every process of a world [default:
     ``<data_dir>/artifacts``]."""
+    redactor: str | None = None
+    """``module:attr`` of a redactor (``little.redaction``) every run of this process records
+    through: it strips secrets from prompts, model responses, tool arguments and results
+    before they are written."""
 
     def topics(self) -> TopicNames:
         return TopicNames(
@@ -83,9 +87,13 @@ class LittleSettings(BaseSettings):
         from little._world import kafka_world, local_world
 
         bootstrap = bootstrap_servers or self.kafka_bootstrap
+        redact = self.load_redactor()
         if not bootstrap:
             return local_world(
-                self.data_dir, partitions=self.partitions, artifacts_dir=self.artifacts()
+                self.data_dir,
+                partitions=self.partitions,
+                artifacts_dir=self.artifacts(),
+                redact=redact,
             )
         return kafka_world(
             bootstrap,
@@ -94,7 +102,27 @@ class LittleSettings(BaseSettings):
             provision=provision,
             producer_profile=self.producer_profile,
             topics=self.topics(),
+            redact=redact,
         )
+
+    def load_redactor(self) -> Any:
+        """The callable ``LITTLE_REDACTOR`` names (None when unset)."""
+        if not self.redactor:
+            return None
+        import importlib
+
+        from little.errors import ConfigurationError
+
+        module, _, attr = self.redactor.partition(":")
+        try:
+            found = getattr(importlib.import_module(module), attr or "redact")
+        except (ImportError, AttributeError) as exc:
+            raise ConfigurationError(
+                f"LITTLE_REDACTOR={self.redactor!r}: cannot load it ({exc})"
+            ) from None
+        if not callable(found):
+            raise ConfigurationError(f"LITTLE_REDACTOR={self.redactor!r} is not callable")
+        return found
 
 
 class KafkaClientSettings(BaseSettings):
