@@ -107,6 +107,9 @@ class KafkaProjector(Projector):
         self._producers: dict[int, Producer] = {}
         self._targets: dict[int, int] = {}
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="projector-txn")
+        self._stalled = False
+        """A transaction's thread is stuck in librdkafka (``ProjectorStalledError``): closing
+        must not wait for it, and the process must end with os._exit (its exit would)."""
         self._caught_up = False
         self._closed = False
         self._stop = threading.Event()
@@ -260,6 +263,7 @@ class KafkaProjector(Projector):
             try:
                 results.append((b, future.result(timeout=bound), began))
             except FutureTimeout:
+                self._stalled = True
                 raise ProjectorStalledError(
                     f"partition {b.partition}: its transaction did not finish within "
                     f"{bound:.0f}s (librdkafka's send_offsets_to_transaction can hang after "
@@ -405,7 +409,7 @@ class KafkaProjector(Projector):
         finally:
             for p in list(self._producers):
                 self._drop_producer(p)
-            self._pool.shutdown(wait=True)
+            self._pool.shutdown(wait=not self._stalled)
             self._status = ProjectorStatus(caught_up=self._caught_up)
 
 
