@@ -25,10 +25,19 @@ __all__ = [
 REDACTED = "[redacted]"
 """What a redacted value (or the redacted part of a string) becomes."""
 
-WHERE = ("system", "prompt", "model_response", "tool_arguments", "tool_result")
+WHERE = (
+    "system",
+    "prompt",
+    "model_response",
+    "model_error",
+    "tool_arguments",
+    "tool_result",
+    "tool_error",
+)
 """What a redactor is asked about: a session's system prompt, a prompt given to
-``agent.run``, a model's response (its text and the tool calls it asks for), a tool call's
-arguments as recorded, and a tool's result."""
+``agent.run``, a model's response (its text and the tool calls it asks for), the message of a
+failed model call (a provider's error may quote part of a key), a tool call's arguments as
+recorded, a tool's result, and the message of a tool's error (a string)."""
 
 Redactor = Callable[[str, Any], Any]
 """``(where, value) -> value``: the value to record in place of ``value``. It must be

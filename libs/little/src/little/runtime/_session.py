@@ -471,7 +471,7 @@ class AgentSession:
                 model=self.model.name,
                 request_hash=request_hash,
                 error_type=type(exc).__name__,
-                message=str(exc),
+                message=self._redacted("model_error", str(exc)),
                 retryable=True,
             )
             raise
@@ -563,13 +563,13 @@ class AgentSession:
             FAULTS.call_returned()
             if self._x.is_fatal(exc):
                 raise
-            error = f"{type(exc).__name__}: {exc}"
+            error = f"{type(exc).__name__}: {self._redacted('tool_error', str(exc))}"
             self._defer(
                 ToolCallFailed,
                 call_id=call_id,
                 tool=call.name,
                 error_type=type(exc).__name__,
-                message=str(exc),
+                message=self._redacted("tool_error", str(exc)),
                 retryable=False,
             )
             return _tool_message(call.id, canonical_json({"error": error}))
