@@ -26,6 +26,7 @@ from little_services.projection._driver import (
     Projector,
     ProjectorFencedError,
     ProjectorListener,
+    ProjectorStalledError,
     ProjectorStatus,
     ProjectorTotals,
 )
@@ -84,6 +85,7 @@ __all__ = [
     "Projector",
     "ProjectorFencedError",
     "ProjectorListener",
+    "ProjectorStalledError",
     "ProjectorStatus",
     "ProjectorTotals",
     "RebuildResult",

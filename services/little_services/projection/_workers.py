@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
 import signal
 import threading
 import time
@@ -36,7 +37,11 @@ import structlog
 from little import World
 from little.errors import LittleError
 from little_services.projection._core import ProjectionConfig
-from little_services.projection._driver import ProjectorListener, ProjectorTotals
+from little_services.projection._driver import (
+    ProjectorListener,
+    ProjectorStalledError,
+    ProjectorTotals,
+)
 
 if TYPE_CHECKING:
     from little_services.projection._setup import ProjectionSettings
@@ -277,6 +282,9 @@ def worker_main(
     except BaseException as exc:  # reported to the parent, which fails the rebuild
         with contextlib.suppress(Exception):
             conn.send(("failed", (f"{type(exc).__name__}: {exc}", traceback.format_exc())))
+        if isinstance(exc, ProjectorStalledError):  # a stuck thread: exiting would wait for it
+            conn.close()
+            os._exit(75)
         raise SystemExit(1) from None
     finally:
         conn.close()

@@ -26,6 +26,7 @@ from little.log import (
     StoredRecord,
     TopicNames,
 )
+from little.redaction import Redactor
 from little.snapshots import SnapshotStore
 
 
@@ -54,6 +55,9 @@ class World:
     codec: EventCodec
     snapshots: SnapshotStore
     description: str = field(default="")
+    redact: Redactor | None = field(default=None)
+    """Called on prompts, model responses, tool arguments and results before they are
+    written (``little.redaction``); None records them as they are."""
 
     def submit(
         self, events: Sequence[Event], *, after: PendingAppend | None = None
@@ -129,6 +133,7 @@ def local_world(
     synchronous: str = "FULL",
     artifacts_dir: str | Path | None = None,
     artifacts_url: str | None = None,
+    redact: Redactor | None = None,
 ) -> World:
     """The embedded world: an sqlite log under ``data_dir``, and a directory artifact store
     (``<data_dir>/artifacts`` unless ``artifacts_dir`` says otherwise), or the store
@@ -143,6 +148,7 @@ def local_world(
         codec=EventCodec(),
         snapshots=EmbeddedSnapshotStore(root / "log.sqlite3"),
         description=f"embedded:{root}",
+        redact=redact,
     )
 
 
@@ -156,6 +162,7 @@ def kafka_world(
     producer_profile: str = "latency",
     topics: TopicNames | None = None,
     topic_prefix: str = "",
+    redact: Redactor | None = None,
     **librdkafka_config: Any,
 ) -> World:
     """A world on Kafka or Redpanda.
@@ -167,6 +174,9 @@ def kafka_world(
     ``topics`` names the topics (default: the names in ``topics.yaml``); ``topic_prefix``
     prepends to every name (several worlds on one cluster). ``artifacts_url``
     (``s3://bucket/prefix``) wins over ``artifacts_dir``: the store every host can reach.
+    ``redact`` strips secrets before they are written (``little.redaction``). Security
+    settings (SASL, TLS) also come from ``LITTLE_KAFKA_*``
+    (``little.settings.KafkaClientSettings``); keyword arguments win.
     """
     from little.log import load_topic_specs
     from little.log.kafka import KafkaCursorStore, KafkaEventLog, KafkaSnapshotStore
@@ -202,6 +212,7 @@ def kafka_world(
             codec=codec,
             snapshots=KafkaSnapshotStore(bootstrap_servers, topic=names.snapshots, config=config),
             description=f"kafka:{bootstrap_servers} topic {runs}",
+            redact=redact,
         )
     except BaseException:
         log.close()  # its producer and consumers, when a later part cannot be built
