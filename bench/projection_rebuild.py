@@ -7,22 +7,26 @@ Then, on the same topic:
 
 * raw confluent-kafka consumer, no decoding (the engine's limit);
 * decode-only: the same consumer plus ``EventCodec.decode`` of every record;
-* ``little_services.projection.rebuild``: reset the group to the earliest offsets, clear the sqlite
+* ``little_services.projection.rebuild``: reset the group to the earliest offsets, clear the
   store, refold until caught up (fold, durable store writes, per-partition transactions with
   snapshots and offsets), as ``little projections rebuild`` does: once in-process
   (``workers=1``) and once per ``--workers`` count with that many worker processes, each a
-  projector in the group, all writing the one store file.
+  projector in the group, all writing the one store; for each store of ``--stores``: the
+  sqlite file, and a PostgreSQL database (a server started for the run, as the tests do:
+  initdb + pg_ctl on 127.0.0.1, with fsync on; ``LITTLE_TEST_POSTGRES_URL`` for your own).
+  Two worker processes on PostgreSQL is two projector processes writing one database.
 
 Raw and decode-only stay one process: they are what one consumer can do. Prints a markdown
 table with ratios.
 
     .venv/bin/python bench/projection_rebuild.py [--events 1000000] [--concurrent 500]
-        [--rounds 2] [--workers 1,2]
+        [--rounds 2] [--workers 1,2] [--stores sqlite,postgresql]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import tempfile
@@ -43,12 +47,14 @@ from little.log import (
 )
 from little_services.projection import (
     MemoryProjectionStore,
+    PostgresProjectionStore,
     ProjectionStore,
     SqliteProjectionStore,
     open_world,
     rebuild,
     tune_gc,
 )
+from tests.postgres_server import PostgresServer, postgres_server
 from tests.projection_runs import fresh_topics, run_events, settings_of
 
 PARTITIONS = 12
@@ -171,8 +177,37 @@ def main() -> None:
         default="1,2",
         help="rebuild worker process counts to measure, comma-separated (1 = in-process)",
     )
+    ap.add_argument(
+        "--stores", default="sqlite,postgresql", help="projection stores to rebuild into"
+    )
     args = ap.parse_args()
     counts_of_workers = [int(w) for w in args.workers.split(",")]
+    stores = args.stores.split(",")
+    for name in stores:
+        if name not in ("sqlite", "postgresql"):
+            ap.error(f"--stores: unknown store {name!r} (sqlite, postgresql)")
+    with contextlib.ExitStack() as stack:
+        pg = stack.enter_context(postgres_server(fsync=True)) if "postgresql" in stores else None
+        measure(args, counts_of_workers, stores, pg)
+
+
+@contextlib.contextmanager
+def open_bench_store(name: str, pg: PostgresServer | None) -> Any:
+    if name == "sqlite":
+        with (
+            tempfile.TemporaryDirectory() as d,
+            SqliteProjectionStore(Path(d) / "projection.sqlite3") as store,
+        ):
+            yield store
+        return
+    assert pg is not None
+    with PostgresProjectionStore(pg.new_database()) as store:
+        yield store
+
+
+def measure(
+    args: argparse.Namespace, counts_of_workers: list[int], stores: list[str], pg: Any
+) -> None:
     bs = bootstrap()
     tune_gc()  # as the service and `little projections rebuild` do; for every path measured
     runs = args.events // EVENTS_PER_RUN
@@ -184,22 +219,20 @@ def main() -> None:
 
     raws: list[float] = []
     decodes: list[float] = []
-    rebuilds: dict[int, list[float]] = {w: [] for w in counts_of_workers}
+    paths = [(name, w) for name in stores for w in counts_of_workers]
+    rebuilds: dict[tuple[str, int], list[float]] = {p: [] for p in paths}
     snapshots = 0
     for r in range(args.rounds):  # interleaved, so drift on a shared machine hits all alike
         raws.append(consume_all(bs, topic, total, decode=False))
         decodes.append(consume_all(bs, topic, total, decode=True))
         line = f"round {r + 1}: raw {raws[-1]:,.0f}/s, decode-only {decodes[-1]:,.0f}/s"
-        for workers in counts_of_workers:
-            with (
-                tempfile.TemporaryDirectory() as d,
-                SqliteProjectionStore(Path(d) / "projection.sqlite3") as store,
-            ):
+        for name, workers in paths:
+            with open_bench_store(name, pg) as store:
                 rate, snapshots = rebuild_rate(bs, env, total, store, args.batch, workers)
                 counts = store.count_by_status()
             assert counts == {"completed": runs}, counts
-            rebuilds[workers].append(rate)
-            line += f", rebuild x{workers} {rate:,.0f}/s ({rate / decodes[-1]:.2f}x decode-only)"
+            rebuilds[(name, workers)].append(rate)
+            line += f", {name} x{workers} {rate:,.0f}/s ({rate / decodes[-1]:.2f}x decode-only)"
         print(line, file=sys.stderr)
     raw, decoded = max(raws), max(decodes)
     rows = [
@@ -211,12 +244,12 @@ def main() -> None:
             "1.00x",
         ],
     ]
-    for workers in counts_of_workers:
-        ours = max(rebuilds[workers])
+    for name, workers in paths:
+        ours = max(rebuilds[(name, workers)])
         how = "in-process" if workers == 1 else f"{workers} worker processes"
         rows.append(
             [
-                f"projector rebuild, {how} (sqlite store, transactions, snapshots)",
+                f"projector rebuild, {how} ({name} store, transactions, snapshots)",
                 f"{ours:,.0f}",
                 f"{ours / raw:.3f}x",
                 f"{ours / decoded:.2f}x",
@@ -246,15 +279,16 @@ def main() -> None:
         f"({snapshots:,} written). Best of {args.rounds} interleaved rounds; rebuild vs "
         "decode-only within each round: "
         + "; ".join(
-            f"x{w} " + ", ".join(f"{o / d:.2f}x" for o, d in zip(rebuilds[w], decodes, strict=True))
-            for w in counts_of_workers
+            f"{n} x{w} "
+            + ", ".join(f"{o / d:.2f}x" for o, d in zip(rebuilds[(n, w)], decodes, strict=True))
+            for n, w in paths
         )
         + ". Rebuild time includes the group reset, joining the group, one transactional "
         "producer per partition, and the store's fsyncs; with workers also spawning the "
         "processes (each imports little and opens its own clients and store connection) and "
         "stopping them. The workers are separate processes (one Python interpreter folds on "
         "one core) sharing the partitions through the consumer group and writing one sqlite "
-        "file; raw and decode-only are one process (the limit of one consumer), so a rebuild "
+        "file or one PostgreSQL database (a local server, fsync on, on the same 2 cores); raw and decode-only are one process (the limit of one consumer), so a rebuild "
         "with workers is several processes measured against one. This machine has "
         f"{os.cpu_count()} cores and the broker runs on it, competing with every path "
         "measured. The garbage collector is tuned (`tune_gc`) for every path, as the "

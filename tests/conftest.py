@@ -8,6 +8,8 @@ from collections.abc import Iterator
 import pytest
 
 from tests.kafka_broker import NoBrokerError, kafka_bootstrap
+from tests.postgres_server import NoPostgresError, PostgresServer, postgres_server
+from tests.s3_server import S3Server, s3_server
 
 # The conformance suites' asserts live in the library: rewrite them as a test module's are.
 pytest.register_assert_rewrite("little.testing")
@@ -46,3 +48,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         raise pytest.UsageError(
             "tests that use the Kafka broker without @pytest.mark.kafka: " + ", ".join(unmarked)
         )
+
+
+@pytest.fixture(scope="session")
+def s3() -> Iterator[S3Server]:
+    """A real S3-compatible server (moto standalone) on 127.0.0.1, one per session."""
+    with s3_server() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """A real PostgreSQL server (initdb + pg_ctl in a temp dir) on 127.0.0.1, one per session."""
+    try:
+        cm = postgres_server()
+        server = cm.__enter__()
+    except NoPostgresError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        yield server
+    finally:
+        cm.__exit__(None, None, None)

@@ -28,6 +28,8 @@ START_TIMEOUT=${LITTLE_KAFKA_START_TIMEOUT:-60}
 STOP_TIMEOUT=${LITTLE_KAFKA_STOP_TIMEOUT:-30}
 PROBE=${LITTLE_KAFKA_PROBE:-auto} # auto | python | java
 CDS=${LITTLE_KAFKA_CDS:-1}         # 1: AppCDS archive of the broker's classes (faster restarts)
+SECURITY=${LITTLE_KAFKA_SECURITY:-plaintext} # plaintext | sasl_ssl (SCRAM-SHA-512 over TLS)
+SCRAM_USER=${LITTLE_KAFKA_SCRAM_USER:-little}
 
 LIBS="$KAFKA_HOME/libs"
 LIBS_MARKER="$LIBS/.little-complete"
@@ -36,6 +38,8 @@ LOG_FILE="$DATA/broker.log"
 PROPS="$DATA/server.properties"
 LOG_DIRS="$DATA/kraft-logs"
 DATA_MARKER="$DATA/.little-local-kafka"
+TLS_DIR="$DATA/tls"
+SECURITY_MARKER="$DATA/.security"
 CDS_ARCHIVE="$KAFKA_HOME/cds/broker.jsa"
 CDS_NEW="$DATA/broker.jsa.new"
 # Unique per data dir: identifies "our" broker JVM in `ps` output even without a pid file.
@@ -51,6 +55,9 @@ for v in PORT CONTROLLER_PORT START_TIMEOUT STOP_TIMEOUT; do
   [[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a number, got '${!v}'"
 done
 [[ $PORT != "$CONTROLLER_PORT" ]] || die "LITTLE_KAFKA_PORT and LITTLE_KAFKA_CONTROLLER_PORT must differ"
+[[ $SECURITY == plaintext || $SECURITY == sasl_ssl ]] ||
+  die "LITTLE_KAFKA_SECURITY must be plaintext or sasl_ssl, got '$SECURITY'"
+[[ $SCRAM_USER =~ ^[A-Za-z0-9._-]+$ ]] || die "LITTLE_KAFKA_SCRAM_USER may hold only letters, digits, '.', '_' and '-'"
 
 # ---------------------------------------------------------------------------------------------
 # Locking (best effort: flock(1) is util-linux; without it we simply run unlocked).
@@ -232,11 +239,16 @@ have_python() { command -v python3 >/dev/null 2>&1; }
 probe() {
   local mode=$PROBE
   if [[ $mode == auto ]]; then if have_python; then mode=python; else mode=java; fi; fi
+  [[ $SECURITY == sasl_ssl ]] && mode=java # the raw probe speaks PLAINTEXT only
   port_open "$PORT" || return 1
   if [[ $mode == python ]]; then
     python3 -c "$PY_PROBE" "$HOST" "$PORT" 2>/dev/null
   else
     local cfg="$DATA/probe-client.properties"
+    if [[ $SECURITY == sasl_ssl ]]; then
+      cfg="$TLS_DIR/probe-client.properties"
+      [[ -f $cfg ]] || java_client_properties >"$cfg"
+    fi
     [[ -f $cfg ]] || printf '%s\n' 'request.timeout.ms=5000' 'default.api.timeout.ms=10000' >"$cfg"
     run_tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$HOST:$PORT" \
       --command-config "$cfg" --list >/dev/null 2>&1
@@ -262,7 +274,94 @@ render_config() {
       -e "s|@CONTROLLER_PORT@|$CONTROLLER_PORT|g" \
       -e "s|@LOG_DIRS@|$(sed_escape "$LOG_DIRS")|g" \
       "$TEMPLATE" >"$tmp"
+  if [[ $SECURITY == sasl_ssl ]]; then
+    # The client listener becomes SASL_SSL (SCRAM-SHA-512 over TLS); the broker talks to
+    # itself on it as $SCRAM_USER. The controller listener stays PLAINTEXT on 127.0.0.1.
+    sed -i -e 's|PLAINTEXT://127.0.0.1:'"$PORT"'|SASL_SSL://127.0.0.1:'"$PORT"'|g' \
+        -e 's|^inter.broker.listener.name=.*|inter.broker.listener.name=SASL_SSL|' \
+        -e 's|^listener.security.protocol.map=.*|listener.security.protocol.map=CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL|' \
+        "$tmp"
+    local store_pass
+    store_pass=$(cat "$TLS_DIR/store.pass")
+    cat >>"$tmp" <<EOF
+
+############################# SASL_SSL (LITTLE_KAFKA_SECURITY=sasl_ssl) #############################
+sasl.enabled.mechanisms=SCRAM-SHA-512
+sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="$SCRAM_USER" password="$(scram_password)";
+ssl.keystore.type=PKCS12
+ssl.keystore.location=$TLS_DIR/broker.p12
+ssl.keystore.password=$store_pass
+ssl.key.password=$store_pass
+ssl.truststore.type=PEM
+ssl.truststore.location=$TLS_DIR/ca.pem
+ssl.client.auth=none
+EOF
+  fi
   mv "$tmp" "$PROPS"
+  chmod 600 "$PROPS"
+}
+
+# ---------------------------------------------------------------------------------------------
+# SASL_SSL: a CA and a broker certificate made here (keytool, from the JDK) on first start,
+# and the SCRAM user written into the KRaft storage when it is formatted.
+
+scram_password() {
+  if [[ -n ${LITTLE_KAFKA_SCRAM_PASSWORD:-} ]]; then printf '%s' "$LITTLE_KAFKA_SCRAM_PASSWORD"; else cat "$TLS_DIR/scram.pass"; fi
+}
+
+ensure_tls() {
+  [[ $SECURITY == sasl_ssl ]] || return 0
+  if [[ -n ${LITTLE_KAFKA_SCRAM_PASSWORD:-} && ! $LITTLE_KAFKA_SCRAM_PASSWORD =~ ^[A-Za-z0-9._~+=-]+$ ]]; then
+    die "LITTLE_KAFKA_SCRAM_PASSWORD may hold only letters, digits and . _ ~ + = -"
+  fi
+  [[ -f $TLS_DIR/ca.pem && -f $TLS_DIR/broker.p12 ]] && return 0
+  command -v keytool >/dev/null 2>&1 || die "keytool (from the JDK) is needed to make the TLS certificates"
+  rm -rf "$TLS_DIR"
+  mkdir -p "$TLS_DIR"
+  chmod 700 "$TLS_DIR"
+  local pass
+  pass=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+  printf '%s\n' "$pass" >"$TLS_DIR/store.pass"
+  [[ -n ${LITTLE_KAFKA_SCRAM_PASSWORD:-} ]] ||
+    od -An -N16 -tx1 /dev/urandom | tr -d ' \n' >"$TLS_DIR/scram.pass"
+  local k=(keytool -storetype PKCS12 -storepass "$pass" -keypass "$pass" -noprompt)
+  log "making a self-signed CA and a broker certificate for 127.0.0.1 in $TLS_DIR"
+  {
+    "${k[@]}" -genkeypair -keystore "$TLS_DIR/ca.p12" -alias ca -keyalg RSA -keysize 2048 \
+      -dname "CN=little local-kafka CA" -ext bc:c -validity 30
+    "${k[@]}" -exportcert -rfc -keystore "$TLS_DIR/ca.p12" -alias ca -file "$TLS_DIR/ca.pem"
+    "${k[@]}" -genkeypair -keystore "$TLS_DIR/broker.p12" -alias broker -keyalg RSA -keysize 2048 \
+      -dname "CN=127.0.0.1" -validity 30
+    "${k[@]}" -certreq -keystore "$TLS_DIR/broker.p12" -alias broker -file "$TLS_DIR/broker.csr"
+    "${k[@]}" -gencert -keystore "$TLS_DIR/ca.p12" -alias ca -infile "$TLS_DIR/broker.csr" \
+      -outfile "$TLS_DIR/broker.crt" -rfc -validity 30 -ext san=ip:127.0.0.1,dns:localhost
+    "${k[@]}" -importcert -keystore "$TLS_DIR/broker.p12" -alias ca -file "$TLS_DIR/ca.pem"
+    "${k[@]}" -importcert -keystore "$TLS_DIR/broker.p12" -alias broker -file "$TLS_DIR/broker.crt"
+  } >"$TLS_DIR/keytool.log" 2>&1 || { cat "$TLS_DIR/keytool.log" >&2; die "keytool failed (see $TLS_DIR/keytool.log)"; }
+}
+
+java_client_properties() { # a Java client's settings for the SASL_SSL listener (probe, tools)
+  printf '%s\n' 'request.timeout.ms=5000' 'default.api.timeout.ms=10000' \
+    'security.protocol=SASL_SSL' 'sasl.mechanism=SCRAM-SHA-512' \
+    "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"$SCRAM_USER\" password=\"$(scram_password)\";" \
+    'ssl.truststore.type=PEM' "ssl.truststore.location=$TLS_DIR/ca.pem"
+}
+
+check_security_mode() { # the listener's security is fixed when the storage is formatted
+  [[ -f $LOG_DIRS/meta.properties ]] || return 0
+  local was=plaintext
+  [[ -f $SECURITY_MARKER ]] && was=$(cat "$SECURITY_MARKER")
+  [[ $was == "$SECURITY" ]] ||
+    die "$DATA was formatted with LITTLE_KAFKA_SECURITY=$was, not $SECURITY: use another LITTLE_KAFKA_DATA or \`kafka.sh reset\`"
+}
+
+cmd_client_env() { # the LITTLE_KAFKA_* client settings for this broker
+  [[ $SECURITY == sasl_ssl ]] || { printf '%s\n' "LITTLE_KAFKA_SECURITY_PROTOCOL=PLAINTEXT"; return 0; }
+  [[ -f $TLS_DIR/ca.pem ]] || die "no certificates yet in $TLS_DIR: run \`kafka.sh start\` first"
+  printf '%s\n' "LITTLE_KAFKA_SECURITY_PROTOCOL=SASL_SSL" "LITTLE_KAFKA_SASL_MECHANISM=SCRAM-SHA-512" \
+    "LITTLE_KAFKA_SASL_USERNAME=$SCRAM_USER" "LITTLE_KAFKA_SASL_PASSWORD=$(scram_password)" \
+    "LITTLE_KAFKA_SSL_CA_LOCATION=$TLS_DIR/ca.pem"
 }
 
 format_storage_if_needed() {
@@ -272,10 +371,15 @@ format_storage_if_needed() {
   cid=$(run_tool kafka.tools.StorageTool random-uuid 2>>"$DATA/format.log") ||
     die "kafka-storage random-uuid failed (see $DATA/format.log)"
   log "formatting KRaft storage in $LOG_DIRS (cluster id $cid)"
-  if ! run_tool kafka.tools.StorageTool format -t "$cid" -c "$PROPS" --standalone >>"$DATA/format.log" 2>&1; then
+  local scram=()
+  [[ $SECURITY == sasl_ssl ]] &&
+    scram=(--add-scram "SCRAM-SHA-512=[name=$SCRAM_USER,password=$(scram_password)]")
+  if ! run_tool kafka.tools.StorageTool format -t "$cid" -c "$PROPS" --standalone \
+      ${scram[@]+"${scram[@]}"} >>"$DATA/format.log" 2>&1; then
     tail -n 50 "$DATA/format.log" >&2
     die "kafka-storage format failed (see $DATA/format.log)"
   fi
+  printf '%s\n' "$SECURITY" >"$SECURITY_MARKER"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -332,6 +436,8 @@ cmd_start() {
 
   need_java
   ensure_libs
+  check_security_mode
+  ensure_tls
   render_config
   format_storage_if_needed
 
@@ -428,6 +534,8 @@ usage: $0 <command>
   restart               stop, then start
   status                exit 0 if running and answering, 3 if not running, 1 if unhealthy
   bootstrap             print the bootstrap address ($HOST:$PORT)
+  client-env            print the LITTLE_KAFKA_* client settings for this broker (with
+                        LITTLE_KAFKA_SECURITY=sasl_ssl: protocol, mechanism, user, password, CA)
   reset                 stop and delete the data dir ($DATA)
   tool <MainClass> ...  run a Kafka tool class from the cached jars, e.g.
                         tool org.apache.kafka.tools.TopicCommand --bootstrap-server $HOST:$PORT --list
@@ -443,6 +551,7 @@ main() {
     restart) cmd_stop; cmd_start ;;
     status) cmd_status ;;
     bootstrap) printf '%s:%s\n' "$HOST" "$PORT" ;;
+    client-env) cmd_client_env ;;
     reset) cmd_reset ;;
     tool)
       [[ $# -ge 1 ]] || { usage; exit 2; }

@@ -5,7 +5,8 @@ this drawing to the code, the library's classes without a module being anchors):
 
     LittleError
     ├── LogError
-    │   └── ProjectorFencedError  (little_services.projection)  another instance took the partitions
+    │   ├── ProjectorFencedError  (little_services.projection)  another instance took the partitions
+    │   └── ProjectorStalledError (little_services.projection)  a transaction stuck in librdkafka; retryable
     └── RebuildWorkerError        (little_services.projection)  a rebuild worker process failed
 """
 

@@ -1,4 +1,6 @@
-"""Bearer-token guard shared by the services' HTTP servers; a refused request is logged.
+"""Bearer-token guard shared by the services' HTTP servers; a refused request is logged (its
+path and reason, never the token it carried). The comparison takes constant time
+(``hmac.compare_digest``), so response times tell nothing about the token.
 
 Web pages (the projector's run inspector under ``/ui``) take the same token from a cookie
 that their login form sets, and send a browser without it to that form instead of a 401.
@@ -6,7 +8,7 @@ that their login form sets, and send a browser without it to that form instead o
 
 from __future__ import annotations
 
-import secrets
+import hmac
 from collections.abc import Awaitable, Callable, Iterable
 from urllib.parse import quote
 
@@ -24,7 +26,7 @@ TOKEN_COOKIE = "little_token"
 
 def token_matches(given: str | None, token: str) -> bool:
     """Whether ``given`` is ``token`` (constant time)."""
-    return given is not None and secrets.compare_digest(given.encode(), token.encode())
+    return given is not None and hmac.compare_digest(given.encode(), token.encode())
 
 
 def under(path: str, prefix: str) -> bool:
@@ -59,7 +61,7 @@ def require_bearer(
         if path in open_ or any(under(path, p) for p in unguarded):
             return await call_next(request)
         given = request.headers.get("authorization", "").encode()
-        if secrets.compare_digest(given, expected):
+        if hmac.compare_digest(given, expected):
             return await call_next(request)
         page = pages is not None and under(path, pages)
         cookie = request.cookies.get(TOKEN_COOKIE) if page else None

@@ -12,6 +12,7 @@ worker processes (one per core, at most one per partition), in this process othe
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,10 +32,11 @@ __all__ = ["default_workers", "parse_reset", "projections_app", "rebuild_command
 projections_app = typer.Typer(help="Rebuild or inspect the projector's run-state projection.")
 
 _StorePath = Annotated[
-    Path | None,
+    str | None,
     typer.Option(
         "--store",
-        help="Projection store file [env LITTLE_PROJECTION_STORE; default <data-dir>/projection.sqlite3]",
+        help="Projection store: an sqlite file or a postgresql:// URL [env "
+        "LITTLE_PROJECTION_STORE; default <data-dir>/projection.sqlite3]",
     ),
 ]
 _Group = Annotated[
@@ -47,7 +49,7 @@ _Topic = Annotated[str | None, typer.Option("--topic", help="Runs topic [env LIT
 def _settings(
     data_dir: Path | None,
     bootstrap: str | None,
-    store: Path | None,
+    store: str | None,
     group: str | None,
     topic: str | None,
 ) -> Any:
@@ -166,7 +168,13 @@ def rebuild_command(
     ] = None,
 ) -> None:
     """Reset the projector group's offsets and refold the projection."""
-    from little_services.projection import open_store, open_world, rebuild, tune_gc
+    from little_services.projection import (
+        ProjectorStalledError,
+        open_store,
+        open_world,
+        rebuild,
+        tune_gc,
+    )
 
     reset = parse_reset(to_earliest, to_offset, to_datetime)
     tune_gc()
@@ -189,16 +197,22 @@ def rebuild_command(
         if workers is None:
             workers = default_workers(bool(settings.kafka_bootstrap), world.log.partitions)
         task = progress.add_task(f"{config.group} on {config.topic}", total=None, lag="?")
-        result = rebuild(
-            world,
-            projection,
-            config,
-            reset,
-            bootstrap_servers=settings.kafka_bootstrap,
-            listener=_progress_listener(progress, task),
-            workers=workers,
-            settings=settings,
-        )
+        try:
+            result = rebuild(
+                world,
+                projection,
+                config,
+                reset,
+                bootstrap_servers=settings.kafka_bootstrap,
+                listener=_progress_listener(progress, task),
+                workers=workers,
+                settings=settings,
+            )
+        except ProjectorStalledError as exc:  # a thread stuck in librdkafka: exit would wait
+            progress.stop()
+            console.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+            sys.stdout.flush()
+            os._exit(75)
         progress.update(task, total=result.totals.consumed, completed=result.totals.consumed)
         counts = projection.count_by_status()
     t = result.totals

@@ -12,7 +12,7 @@ from pathlib import Path
 from pydantic_settings import BaseSettings
 
 from little.cli import CommandSettings
-from little.settings import LittleSettings, SettingDoc, describe_settings
+from little.settings import KafkaClientSettings, LittleSettings, SettingDoc, describe_settings
 from little_services.projector import ProjectorServiceSettings
 from little_services.resume_coordinator import CoordinatorSettings
 
@@ -26,6 +26,17 @@ SECTIONS: Sequence[tuple[str, type[BaseSettings], type[BaseSettings] | None, str
         "Where the log, the artifacts and the topics are. Every `little` command, the "
         "projector and the coordinator read these, so one env file points them all at one "
         "world.",
+    ),
+    (
+        "Kafka client security (every Kafka client: the world, the services, the CLI)",
+        KafkaClientSettings,
+        None,
+        "librdkafka's connection settings, for SASL and TLS. `deploy/local-kafka/kafka.sh "
+        "client-env` prints them for a broker it started in its `sasl_ssl` mode "
+        "(deploy/local-kafka/README.md). "
+        "Settings passed in code (`kafka_world(**config)`) win. How long a writer waits out a "
+        "broker outage is librdkafka's `delivery.timeout.ms` (default 30000), set through "
+        "`LITTLE_KAFKA_CLIENT_CONFIG`.",
     ),
     ("The `little` command", CommandSettings, LittleSettings, ""),
     (

@@ -131,15 +131,40 @@ def test_the_compose_schema_finds_what_compose_would_refuse() -> None:
     assert any(e.startswith("services/projector/ports: 8080") for e in errors), errors
 
 
-def test_both_services_see_one_artifact_store() -> None:
+def test_both_services_see_one_artifact_store_and_no_shared_disk() -> None:
     """Reports and replay plans served by the projector read the artifacts the coordinator's
-    runs wrote: one volume, mounted where LITTLE_ARTIFACTS_DIR points, in both, and a
-    directory the image's user owns (a named volume takes the mount point's owner)."""
-    services = compose()["services"]
+    runs wrote: one bucket on the compose file's MinIO, which the setup service creates, and
+    no volume mounted in two services (on several hosts there is no shared disk)."""
+    doc = compose()
+    services = doc["services"]
+    url = doc["x-little-env"]["LITTLE_ARTIFACTS_URL"]
+    assert url.startswith("s3://")
+    bucket = url.removeprefix("s3://").split("/", 1)[0]
+    assert f"little/{bucket}" in " ".join(services["buckets"]["command"])
     for name in ("projector", "resume-coordinator"):
         service = services[name]
-        artifacts_dir = service["environment"]["LITTLE_ARTIFACTS_DIR"]
-        mounts = dict(reversed(v.split(":", 1)) for v in service["volumes"])
-        assert mounts.get(artifacts_dir) == "artifacts", f"{name}: {service['volumes']}"
+        env = service["environment"]
+        assert env["LITTLE_ARTIFACTS_URL"] == url, name
+        assert env["AWS_ENDPOINT_URL"] == "http://minio:9000", name
+        assert env["AWS_ACCESS_KEY_ID"] == services["minio"]["environment"]["MINIO_ROOT_USER"]
+        assert "LITTLE_ARTIFACTS_DIR" not in env, name
+        assert "buckets" in service["depends_on"], name
         dockerfile = (REPO / service["build"]["dockerfile"]).read_text()
-        assert re.search(rf"chown little .*{re.escape(artifacts_dir)}", dockerfile), name
+        assert re.search(r"uv sync .*--extra s3", dockerfile), name
+    mounted: dict[str, str] = {}
+    for name, service in services.items():
+        for volume in service.get("volumes", []):
+            source = volume.split(":", 1)[0]
+            assert source not in mounted, f"{source} is mounted by {mounted.get(source)} and {name}"
+            mounted[source] = name
+
+
+def test_the_projector_writes_the_compose_database() -> None:
+    services = compose()["services"]
+    store = services["projector"]["environment"]["LITTLE_PROJECTION_STORE"]
+    pg = services["postgres"]["environment"]
+    assert store == (
+        f"postgresql://{pg['POSTGRES_USER']}:{pg['POSTGRES_PASSWORD']}@postgres:5432/"
+        f"{pg['POSTGRES_DB']}"
+    )
+    assert services["projector"]["depends_on"]["postgres"]["condition"] == "service_healthy"

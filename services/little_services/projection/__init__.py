@@ -1,7 +1,7 @@
 """The projector's library core: run states folded from the log, offsets as replay cursors.
 
 ``ProjectionCore`` folds records with the one fold of ``little.replay``; ``ProjectionStore``
-keeps a state per run (sqlite by default); drivers run the core on Kafka (per-partition
+keeps a state per run (sqlite by default, or PostgreSQL shared by several instances); drivers run the core on Kafka (per-partition
 transactions with snapshots and dead letters) or on any ``EventLog`` (the embedded world).
 The service in ``little_services.projector`` and ``little projections rebuild`` sit on this.
 ``import little_services.projection`` does not import the Kafka client.
@@ -26,16 +26,19 @@ from little_services.projection._driver import (
     Projector,
     ProjectorFencedError,
     ProjectorListener,
+    ProjectorStalledError,
     ProjectorStatus,
     ProjectorTotals,
 )
 from little_services.projection._ports import PortProjector
+from little_services.projection._postgres import PostgresProjectionStore
 from little_services.projection._replay import replay_from_state
 from little_services.projection._setup import (
     ProjectionSettings,
     RebuildResult,
     create_projector,
     open_store,
+    open_store_at,
     open_world,
     projector_from_settings,
     rebuild,
@@ -73,6 +76,7 @@ __all__ = [
     "PartitionBatch",
     "PartitionCursor",
     "PortProjector",
+    "PostgresProjectionStore",
     "ProjectionConfig",
     "ProjectionCore",
     "ProjectionSettings",
@@ -81,6 +85,7 @@ __all__ = [
     "Projector",
     "ProjectorFencedError",
     "ProjectorListener",
+    "ProjectorStalledError",
     "ProjectorStatus",
     "ProjectorTotals",
     "RebuildResult",
@@ -92,6 +97,7 @@ __all__ = [
     "SqliteProjectionStore",
     "create_projector",
     "open_store",
+    "open_store_at",
     "open_world",
     "projector_from_settings",
     "rebuild",

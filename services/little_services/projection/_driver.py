@@ -15,6 +15,16 @@ from little.errors import LogError
 from little_services.projection._core import PartitionBatch, ProjectionCore
 
 
+class ProjectorStalledError(LogError):
+    """A partition's transaction did not finish within its bound: librdkafka's
+    ``send_offsets_to_transaction`` can block past its timeout once the group coordinator
+    broker was restarted (confluentinc/librdkafka#5456, #5511). Its thread cannot be freed, so
+    the process must end; a restart resumes from the committed offsets (nothing of the stuck
+    transaction is visible). Retryable, by a new process."""
+
+    retryable = True
+
+
 class ProjectorFencedError(LogError):
     """Another projector instance took over this one's partitions (its transactional id was
     initialised again). Terminal for this instance: stop it; the other one carries on."""

@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 import structlog
@@ -34,6 +35,7 @@ from little_services.projection._driver import (
     Projector,
     ProjectorFencedError,
     ProjectorListener,
+    ProjectorStalledError,
     ProjectorStatus,
     ProjectorTotals,
 )
@@ -105,6 +107,9 @@ class KafkaProjector(Projector):
         self._producers: dict[int, Producer] = {}
         self._targets: dict[int, int] = {}
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="projector-txn")
+        self._stalled = False
+        """A transaction's thread is stuck in librdkafka (``ProjectorStalledError``): closing
+        must not wait for it, and the process must end with os._exit (its exit would)."""
         self._caught_up = False
         self._closed = False
         self._stop = threading.Event()
@@ -250,7 +255,21 @@ class KafkaProjector(Projector):
         pending, self._pending = self._pending, []
         if not pending:
             return set()
-        results = [(b, future.result(), began) for b, future, began in pending]
+        # A transaction's calls each wait at most self.timeout (commit: three tries); past
+        # that bound it is stuck in librdkafka (ProjectorStalledError), not slow.
+        bound = 5 * self.timeout
+        results = []
+        for b, future, began in pending:
+            try:
+                results.append((b, future.result(timeout=bound), began))
+            except FutureTimeout:
+                self._stalled = True
+                raise ProjectorStalledError(
+                    f"partition {b.partition}: its transaction did not finish within "
+                    f"{bound:.0f}s (librdkafka's send_offsets_to_transaction can hang after "
+                    "the group coordinator broker restarted: confluentinc/librdkafka#5456); "
+                    "restart the projector, it resumes from the committed offsets"
+                ) from None
         self.core.settle([b for b, ok, _ in results if ok])
         aborted: set[int] = set()
         now = time.perf_counter()
@@ -390,7 +409,7 @@ class KafkaProjector(Projector):
         finally:
             for p in list(self._producers):
                 self._drop_producer(p)
-            self._pool.shutdown(wait=True)
+            self._pool.shutdown(wait=not self._stalled)
             self._status = ProjectorStatus(caught_up=self._caught_up)
 
 

@@ -38,8 +38,11 @@ class ProjectionSettings(LittleSettings):
     projector_group: str = DEFAULT_GROUP
     """The projector's consumer group on the runs topic (its own per deployment when topics
     are prefixed); its committed offsets are the projection's replay cursors."""
-    projection_store: Path | None = None
-    """The sqlite file of run states [default: ``<data_dir>/projection.sqlite3``]."""
+    projection_store: str | None = None
+    """Where run states are kept: an sqlite file [default: ``<data_dir>/projection.sqlite3``],
+    or a PostgreSQL database (``postgresql://user:password@host:5432/db``, needs
+    ``little-services[postgresql]``) that several projector instances share, so any one's API
+    serves every run."""
     snapshot_every: int = ProjectionConfig.snapshot_every
     """Write a run's snapshot every this many of its events (resume and replay start there)."""
     projector_batch: int = ProjectionConfig.batch_size
@@ -51,8 +54,15 @@ class ProjectionSettings(LittleSettings):
     projector_session_timeout_ms: int | None = None
     """The projector group's session timeout [default: librdkafka's]."""
 
-    def store_path(self) -> Path:
-        return self.projection_store or self.data_dir / "projection.sqlite3"
+    def store_location(self) -> str:
+        """The store's file path or database URL."""
+        return self.projection_store or str(self.data_dir / "projection.sqlite3")
+
+    def store_description(self) -> str:
+        """``store_location`` without a password (for logs)."""
+        from little_services.projection._postgres import redact
+
+        return redact(self.store_location())
 
     def projection_config(self) -> ProjectionConfig:
         return ProjectionConfig(
@@ -122,8 +132,30 @@ def projector_from_settings(
     )
 
 
-def open_store(settings: ProjectionSettings, path: Path | None = None) -> SqliteProjectionStore:
-    return SqliteProjectionStore(path or settings.store_path())
+def open_store(settings: ProjectionSettings, path: Path | None = None) -> ProjectionStore:
+    """The store the settings name (``path``, a sqlite file, wins)."""
+    return open_store_at(str(path) if path is not None else settings.store_location())
+
+
+def open_store_at(location: str, *, synchronous: str = "FULL") -> ProjectionStore:
+    """A ``postgresql://`` URL opens ``PostgresProjectionStore``; anything else is the path of
+    an sqlite file (``synchronous`` is its sqlite setting)."""
+    from little_services.projection._postgres import PostgresProjectionStore, is_postgres_url
+
+    if is_postgres_url(location):
+        return PostgresProjectionStore(location)
+    return SqliteProjectionStore(Path(location), synchronous=synchronous)
+
+
+def shared_store_location(store: ProjectionStore) -> tuple[str, str] | None:
+    """Where other processes open ``store`` (location, sqlite synchronous), if they can."""
+    from little_services.projection._postgres import PostgresProjectionStore
+
+    if isinstance(store, SqliteProjectionStore):
+        return str(store.path), store.synchronous
+    if isinstance(store, PostgresProjectionStore):
+        return store.url, "FULL"
+    return None
 
 
 @dataclass(frozen=True)
@@ -158,10 +190,10 @@ def rebuild(
     first; from anywhere else the projector's own reconciliation drops or refolds what the
     reset uncovered (the same path a reset with Kafka's tool takes).
 
-    ``workers=1`` folds in this process. More (Kafka and a ``SqliteProjectionStore`` only)
-    start that many processes, at most one per partition, each a projector in the group that
-    opens its own world from ``settings`` (those ``world`` was opened with) and writes the
-    same store file; ``listener.progress`` then reports from the group's committed offsets.
+    ``workers=1`` folds in this process. More (Kafka and a store other processes can open: an
+    sqlite file or a PostgreSQL database) start that many processes, at most one per
+    partition, each a projector in the group that opens its own world from ``settings`` (those
+    ``world`` was opened with) and writes the same store; ``listener.progress`` then reports from the group's committed offsets.
     The rebuild ends when every partition's committed offset reached the end it had at the
     reset (checked; a last in-process pass covers any partition left behind).
     """
@@ -172,10 +204,10 @@ def rebuild(
             raise ConfigurationError(
                 "rebuild workers need Kafka: the embedded world is one process's"
             )
-        if not isinstance(store, SqliteProjectionStore):
+        if shared_store_location(store) is None:
             raise ConfigurationError(
-                f"rebuild workers need a store in a file (SqliteProjectionStore), not "
-                f"{type(store).__name__}"
+                f"rebuild workers need a store other processes can open (an sqlite file or "
+                f"a PostgreSQL database), not {type(store).__name__}"
             )
         if settings is None:
             raise ConfigurationError("rebuild workers need the settings the world was opened with")
@@ -188,15 +220,14 @@ def rebuild(
         ) from exc
     if to.earliest:
         store.clear()
+    shared = shared_store_location(store)
     if (  # checked above; repeated so the types narrow
-        workers > 1
-        and bootstrap_servers
-        and isinstance(store, SqliteProjectionStore)
-        and settings is not None
+        workers > 1 and bootstrap_servers and shared is not None and settings is not None
     ):
         totals, per_worker = _rebuild_with_workers(
             world,
             store,
+            shared,
             config,
             reset_to,
             workers,
@@ -244,7 +275,8 @@ def _run_until_caught_up(
 
 def _rebuild_with_workers(
     world: World,
-    store: SqliteProjectionStore,
+    store: ProjectionStore,
+    shared: tuple[str, str],
     config: ProjectionConfig,
     reset_to: dict[int, int],
     workers: int,
@@ -266,8 +298,8 @@ def _rebuild_with_workers(
         config=config,
         bootstrap_servers=bootstrap_servers,
         client_config=dict(client_config) if client_config is not None else None,
-        store_path=store.path,
-        store_synchronous=store.synchronous,
+        store_location=shared[0],
+        store_synchronous=shared[1],
     )
     per_worker = run_workers(
         world, spec, used, start=reset_to, ends=ends, listener=listener, stop=stop

@@ -114,6 +114,7 @@ class SqliteProjectionStore(ProjectionStore):
         if synchronous not in ("FULL", "NORMAL"):
             raise ConfigurationError(f"synchronous must be FULL or NORMAL, not {synchronous!r}")
         self.path = Path(path)
+        self.location = str(self.path)
         self.synchronous = synchronous
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._write = self._connect(synchronous)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
 import signal
 import threading
 import time
@@ -29,7 +30,6 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from multiprocessing.synchronize import Event as ProcessEvent
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -37,7 +37,11 @@ import structlog
 from little import World
 from little.errors import LittleError
 from little_services.projection._core import ProjectionConfig
-from little_services.projection._driver import ProjectorListener, ProjectorTotals
+from little_services.projection._driver import (
+    ProjectorListener,
+    ProjectorStalledError,
+    ProjectorTotals,
+)
 
 if TYPE_CHECKING:
     from little_services.projection._setup import ProjectionSettings
@@ -74,7 +78,8 @@ class WorkerSpec:
     config: ProjectionConfig
     bootstrap_servers: str
     client_config: dict[str, Any] | None
-    store_path: Path
+    store_location: str
+    """The store's sqlite file or PostgreSQL URL (``open_store_at``)."""
     store_synchronous: str
 
 
@@ -250,15 +255,14 @@ def worker_main(
     says stop, send the totals. A failure is sent as text (exceptions may not pickle)."""
     from little import tune_gc
     from little_services.projection._kafka import KafkaProjector
-    from little_services.projection._setup import open_world
-    from little_services.projection._sqlite import SqliteProjectionStore
+    from little_services.projection._setup import open_store_at, open_world
 
     try:
         stop = threading.Event()
         threading.Thread(target=_relay, args=(halt, stop), daemon=True).start()
         with (
             open_world(spec.settings, bootstrap_servers=spec.bootstrap_servers) as world,
-            SqliteProjectionStore(spec.store_path, synchronous=spec.store_synchronous) as store,
+            open_store_at(spec.store_location, synchronous=spec.store_synchronous) as store,
             KafkaProjector(
                 world,
                 store,
@@ -278,6 +282,9 @@ def worker_main(
     except BaseException as exc:  # reported to the parent, which fails the rebuild
         with contextlib.suppress(Exception):
             conn.send(("failed", (f"{type(exc).__name__}: {exc}", traceback.format_exc())))
+        if isinstance(exc, ProjectorStalledError):  # a stuck thread: exiting would wait for it
+            conn.close()
+            os._exit(75)
         raise SystemExit(1) from None
     finally:
         conn.close()

@@ -8,7 +8,9 @@ committed offsets.
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 import threading
 import time
 from dataclasses import asdict
@@ -21,6 +23,7 @@ from prometheus_client import CollectorRegistry
 from little.errors import LittleError
 from little_services.projection import (
     ProjectorFencedError,
+    ProjectorStalledError,
     ProjectorTotals,
     open_store,
     open_world,
@@ -30,6 +33,10 @@ from little_services.projection import (
 from little_services.projector._api import create_app
 from little_services.projector._metrics import ProjectorMetrics
 from little_services.projector._settings import ProjectorServiceSettings
+
+EXIT_STALLED = 75
+"""The exit code of a projector whose transaction got stuck in librdkafka
+(``ProjectorStalledError``): restart it (EX_TEMPFAIL)."""
 
 log = structlog.get_logger("little.projector")
 
@@ -100,13 +107,19 @@ def serve(settings: ProjectorServiceSettings) -> int:
         log.info(
             "projector_started",
             world=world.description,
-            store=str(settings.store_path()),
+            store=settings.store_description(),
             group=settings.projector_group,
             topic=settings.runs_topic,
             http=f"http://{settings.http_host}:{settings.http_port}",
         )
         tune_gc()
         totals = projector.run(stop)
+    except ProjectorStalledError as exc:
+        # A librdkafka thread is stuck for good: closing would wait for it forever. The
+        # store and the group's offsets are crash-safe (a kill -9 leaves the same state).
+        log.error("projector_stalled", error=str(exc), exit_code=EXIT_STALLED)
+        sys.stderr.flush()
+        os._exit(EXIT_STALLED)
     except ProjectorFencedError as exc:
         log.error("projector_fenced", error=str(exc))
         code = 1

@@ -8,7 +8,7 @@ broker) or ``kafka_world(bootstrap_servers=...)``.
 from little import events
 from little._gc import tune_gc
 from little._world import RecordDecodeError, World, kafka_world, local_world
-from little.artifacts import ArtifactStore
+from little.artifacts import ArtifactBackend, ArtifactStore, S3ArtifactStore
 from little.errors import (
     AppendOutcomeUnknownError,
     ArtifactError,
@@ -19,6 +19,7 @@ from little.errors import (
     ConfigurationError,
     EventDecodeError,
     EventValidationError,
+    KafkaAuthenticationError,
     LittleError,
     LogError,
     RuntimeIntegrityError,
@@ -33,6 +34,7 @@ __version__ = "0.1.0"
 __all__ = [
     "REPLAY_MODES",
     "AppendOutcomeUnknownError",
+    "ArtifactBackend",
     "ArtifactError",
     "ArtifactIntegrityError",
     "ArtifactNotFoundError",
@@ -46,6 +48,7 @@ __all__ = [
     "EventDecodeError",
     "EventLog",
     "EventValidationError",
+    "KafkaAuthenticationError",
     "LittleError",
     "LogError",
     "LoggedEvent",
@@ -57,6 +60,7 @@ __all__ = [
     "ReplayMode",
     "ReplayResult",
     "RuntimeIntegrityError",
+    "S3ArtifactStore",
     "TopicNames",
     "Usage",
     "World",

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from little.artifacts import ArtifactStore
+from little.artifacts import ArtifactBackend, ArtifactStore, open_artifact_store
 from little.errors import EventDecodeError, LittleError
 from little.events import Event, EventCodec, LoggedEvent, event_headers
 from little.log import (
@@ -26,6 +26,7 @@ from little.log import (
     StoredRecord,
     TopicNames,
 )
+from little.redaction import Redactor
 from little.snapshots import SnapshotStore
 from little.tracing import trace_headers
 
@@ -51,10 +52,13 @@ class World:
 
     log: EventLog
     cursors: CursorStore
-    artifacts: ArtifactStore
+    artifacts: ArtifactBackend
     codec: EventCodec
     snapshots: SnapshotStore
     description: str = field(default="")
+    redact: Redactor | None = field(default=None)
+    """Called on prompts, model responses, tool arguments and results before they are
+    written (``little.redaction``); None records them as they are."""
 
     def submit(
         self, events: Sequence[Event], *, after: PendingAppend | None = None
@@ -131,18 +135,23 @@ def local_world(
     partitions: int = 12,
     synchronous: str = "FULL",
     artifacts_dir: str | Path | None = None,
+    artifacts_url: str | None = None,
+    redact: Redactor | None = None,
 ) -> World:
     """The embedded world: an sqlite log under ``data_dir``, and a directory artifact store
-    (``<data_dir>/artifacts`` unless ``artifacts_dir`` says otherwise)."""
+    (``<data_dir>/artifacts`` unless ``artifacts_dir`` says otherwise), or the store
+    ``artifacts_url`` names (``s3://bucket/prefix``: ``open_artifact_store``)."""
     root = Path(data_dir)
+    artifacts = _artifacts(artifacts_url, artifacts_dir or root / "artifacts")
     log = EmbeddedEventLog(root / "log.sqlite3", partitions=partitions, synchronous=synchronous)
     return World(
         log=log,
         cursors=EmbeddedCursorStore(log),
-        artifacts=ArtifactStore(Path(artifacts_dir) if artifacts_dir else root / "artifacts"),
+        artifacts=artifacts,
         codec=EventCodec(),
         snapshots=EmbeddedSnapshotStore(root / "log.sqlite3"),
         description=f"embedded:{root}",
+        redact=redact,
     )
 
 
@@ -151,10 +160,12 @@ def kafka_world(
     *,
     schema_registry_url: str | None = None,
     artifacts_dir: str | Path = ".little/artifacts",
+    artifacts_url: str | None = None,
     provision: bool = False,
     producer_profile: str = "latency",
     topics: TopicNames | None = None,
     topic_prefix: str = "",
+    redact: Redactor | None = None,
     **librdkafka_config: Any,
 ) -> World:
     """A world on Kafka or Redpanda.
@@ -164,11 +175,16 @@ def kafka_world(
     With ``schema_registry_url`` set, events are written in the Confluent wire format.
     ``provision=True`` creates missing topics from ``deploy/topics.yaml`` first.
     ``topics`` names the topics (default: the names in ``topics.yaml``); ``topic_prefix``
-    prepends to every name (several worlds on one cluster).
+    prepends to every name (several worlds on one cluster). ``artifacts_url``
+    (``s3://bucket/prefix``) wins over ``artifacts_dir``: the store every host can reach.
+    ``redact`` strips secrets before they are written (``little.redaction``). Security
+    settings (SASL, TLS) also come from ``LITTLE_KAFKA_*``
+    (``little.settings.KafkaClientSettings``); keyword arguments win.
     """
     from little.log import load_topic_specs
     from little.log.kafka import KafkaCursorStore, KafkaEventLog, KafkaSnapshotStore
 
+    artifacts = _artifacts(artifacts_url, artifacts_dir)
     config = {key.replace("_", "."): value for key, value in librdkafka_config.items()}
     names = (topics or TopicNames()).prefixed(topic_prefix)
     if provision:
@@ -195,11 +211,16 @@ def kafka_world(
         return World(
             log=log,
             cursors=KafkaCursorStore(bootstrap_servers, topic=runs, config=config),
-            artifacts=ArtifactStore(Path(artifacts_dir)),
+            artifacts=artifacts,
             codec=codec,
             snapshots=KafkaSnapshotStore(bootstrap_servers, topic=names.snapshots, config=config),
             description=f"kafka:{bootstrap_servers} topic {runs}",
+            redact=redact,
         )
     except BaseException:
         log.close()  # its producer and consumers, when a later part cannot be built
         raise
+
+
+def _artifacts(url: str | None, directory: str | Path) -> ArtifactBackend:
+    return open_artifact_store(url) if url else ArtifactStore(Path(directory))

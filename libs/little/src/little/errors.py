@@ -2,6 +2,7 @@
 
     LittleError                                      the root
     ├── ConfigurationError (ValueError)              bad settings, topic config or argument
+    │   ├── KafkaAuthenticationError                 the brokers refused the SASL credentials
     │   ├── UnknownWorkflowError   (little.runtime)  no workflow of that name is registered here
     │   └── SignalRefusedError     (little.runtime)  a signal to an unknown or ended run, not JSON
     ├── EventDecodeError (ValueError)                bytes that are not a little event
@@ -75,6 +76,13 @@ class LittleError(Exception):
 
 class ConfigurationError(LittleError, ValueError):
     """Settings, topic configuration or an argument is wrong. Terminal."""
+
+    retryable = False
+
+
+class KafkaAuthenticationError(ConfigurationError):
+    """The Kafka brokers refused the client's SASL credentials. Terminal: the same
+    credentials are refused again. The message names the user, never the password."""
 
     retryable = False
 
@@ -175,6 +183,7 @@ __all__ = [
     "ConfigurationError",
     "EventDecodeError",
     "EventValidationError",
+    "KafkaAuthenticationError",
     "LittleError",
     "LogError",
     "RuntimeIntegrityError",

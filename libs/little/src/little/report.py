@@ -37,18 +37,73 @@ from little.replay import (
 
 __all__ = [
     "Cause",
+    "Redaction",
     "configuration_data",
     "configuration_line",
     "dollars",
     "explain",
     "interrupted_line",
     "node_name",
+    "redacted_line",
+    "redactions",
     "replay_line",
     "report_data",
     "tokens",
     "usage_dict",
     "waiting_line",
 ]
+
+
+@dataclass(frozen=True)
+class Redaction:
+    """A recorded field a redactor stripped (``little.redaction``): the event's seq and type,
+    and the path of the field in it (``arguments.api_key``)."""
+
+    seq: int
+    event_type: str
+    field: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"seq": self.seq, "event_type": self.event_type, "field": self.field}
+
+
+_RECORDED_JSON: dict[type[Event], tuple[tuple[str, str], ...]] = {
+    SessionStarted: (("system_json", "system"),),
+    ModelCalled: (("appended_messages_json", "messages"),),
+    ModelResponded: (("response_json", "response"),),
+    ToolCallStarted: (("arguments_json", "arguments"),),
+    ToolCallSucceeded: (("result_json", "result"),),
+}
+
+
+def redactions(events: Sequence[LoggedEvent]) -> list[Redaction]:
+    """Every field of the run's recorded prompts, responses, tool arguments and results that
+    holds the redaction marker, in log order (inline JSON only; a value big enough to be an
+    artifact is not opened)."""
+    from little.redaction import redacted_paths
+
+    found: list[Redaction] = []
+    for logged in events:
+        e = logged.event
+        for attr, name in _RECORDED_JSON.get(type(e), ()):
+            text = getattr(e, attr)
+            if not text or "[redacted]" not in text:
+                continue
+            try:
+                value = json.loads(text)
+            except ValueError:
+                continue
+            found.extend(Redaction(e.seq, e.event_type, p) for p in redacted_paths(value, name))
+    return found
+
+
+def redacted_line(found: Sequence[Redaction]) -> str | None:
+    """One line saying which recorded fields were redacted, or None."""
+    if not found:
+        return None
+    shown = "; ".join(f"seq {r.seq} {r.event_type} {r.field}" for r in found[:5])
+    more = f"; and {len(found) - 5} more" if len(found) > 5 else ""
+    return f"redacted: {len(found)} recorded field(s) hold [redacted]: {shown}{more}"
 
 
 def usage_dict(u: UsageTotals) -> dict[str, Any]:

@@ -8,11 +8,12 @@ renames a topic or moves the artifacts renames it for all of them.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from pydantic import AliasChoices, model_validator
+from pydantic import AliasChoices, SecretStr, field_validator, model_validator
 from pydantic_core import PydanticUndefined
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -25,7 +26,7 @@ from little.log import (
     TopicNames,
 )
 
-__all__ = ["LittleSettings", "SettingDoc", "describe_settings"]
+__all__ = ["KafkaClientSettings", "LittleSettings", "SettingDoc", "describe_settings"]
 
 if TYPE_CHECKING:
     from little._world import World
@@ -66,7 +67,17 @@ class LittleSettings(BaseSettings):
     its own topics (``staging.`` gives ``staging.little.runs.v1``...)."""
     artifacts_dir: Path | None = None
     """The artifact directory, shared by every process of a world [default:
-    ``<data_dir>/artifacts``]."""
+    ``<data_dir>/artifacts``]; unused when ``LITTLE_ARTIFACTS_URL`` is set."""
+    artifacts_url: str | None = None
+    """The artifact store as a URL: ``s3://bucket/prefix`` keeps artifacts in S3-compatible
+    object storage, reachable from every host (endpoint and credentials from the standard
+    ``AWS_*`` variables: ``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
+    ``AWS_REGION``; needs ``little-workflow[s3]``). Wins over ``LITTLE_ARTIFACTS_DIR``."""
+
+    redactor: str | None = None
+    """``module:attr`` of a redactor (``little.redaction``) every run of this process records
+    through: it strips secrets from prompts, model responses, tool arguments and results
+    before they are written."""
 
     @model_validator(mode="after")
     def _apply_topic_prefix(self) -> LittleSettings:
@@ -109,18 +120,95 @@ class LittleSettings(BaseSettings):
         from little._world import kafka_world, local_world
 
         bootstrap = bootstrap_servers or self.kafka_bootstrap
+        redact = self.load_redactor()
         if not bootstrap:
             return local_world(
-                self.data_dir, partitions=self.partitions, artifacts_dir=self.artifacts()
+                self.data_dir,
+                partitions=self.partitions,
+                artifacts_dir=self.artifacts(),
+                artifacts_url=self.artifacts_url,
+                redact=redact,
             )
         return kafka_world(
             bootstrap,
             schema_registry_url=self.schema_registry_url,
             artifacts_dir=self.artifacts(),
+            artifacts_url=self.artifacts_url,
             provision=provision,
             producer_profile=self.producer_profile,
             topics=self.topics(),
+            redact=redact,
         )
+
+    def load_redactor(self) -> Any:
+        """The callable ``LITTLE_REDACTOR`` names (None when unset)."""
+        if not self.redactor:
+            return None
+        import importlib
+
+        from little.errors import ConfigurationError
+
+        module, _, attr = self.redactor.partition(":")
+        try:
+            found = getattr(importlib.import_module(module), attr or "redact")
+        except (ImportError, AttributeError) as exc:
+            raise ConfigurationError(
+                f"LITTLE_REDACTOR={self.redactor!r}: cannot load it ({exc})"
+            ) from None
+        if not callable(found):
+            raise ConfigurationError(f"LITTLE_REDACTOR={self.redactor!r} is not callable")
+        return found
+
+
+class KafkaClientSettings(BaseSettings):
+    """How every Kafka client little makes connects (the world's log, cursors and snapshots,
+    the projector, the coordinator, ``little`` commands): librdkafka's security settings,
+    from ``LITTLE_KAFKA_*``. Settings a caller passes in code (``kafka_world(**config)``)
+    win over these."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="LITTLE_KAFKA_", extra="ignore", use_attribute_docstrings=True
+    )
+
+    security_protocol: str | None = None
+    """librdkafka ``security.protocol``: ``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT`` or
+    ``SASL_SSL`` [default: librdkafka's, ``PLAINTEXT``]."""
+    sasl_mechanism: str | None = None
+    """``sasl.mechanism``, e.g. ``SCRAM-SHA-512``."""
+    sasl_username: str | None = None
+    """``sasl.username``."""
+    sasl_password: SecretStr | None = None
+    """``sasl.password`` (never logged, never in an error message)."""
+    ssl_ca_location: str | None = None
+    """``ssl.ca.location``: the PEM file of the CA that signed the brokers' certificates."""
+    client_config: dict[str, str] = {}
+    """Any other librdkafka settings, as a JSON object (``{"ssl.endpoint.identification.algorithm": "none"}``)."""
+
+    @field_validator("client_config", mode="before")
+    @classmethod
+    def _json_object(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = json.loads(value) if value.strip() else {}
+        if not isinstance(value, dict):
+            raise ValueError("LITTLE_KAFKA_CLIENT_CONFIG must be a JSON object")
+        return {str(k): str(v) for k, v in value.items()}
+
+    def librdkafka(self) -> dict[str, str]:
+        """The librdkafka settings these name (only the ones set)."""
+        found = dict(self.client_config)
+        for key, value in (
+            ("security.protocol", self.security_protocol),
+            ("sasl.mechanism", self.sasl_mechanism),
+            ("sasl.username", self.sasl_username),
+            (
+                "sasl.password",
+                self.sasl_password.get_secret_value() if self.sasl_password else None,
+            ),
+            ("ssl.ca.location", self.ssl_ca_location),
+        ):
+            if value:
+                found[key] = value
+        return found
 
 
 @dataclass(frozen=True)

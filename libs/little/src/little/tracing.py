@@ -118,11 +118,8 @@ def span(
         try:
             yield current
         except BaseException as exc:
-            if not isinstance(exc, ok) and current.is_recording():
-                current.record_exception(exc)
-                current.set_status(
-                    _trace.Status(_trace.StatusCode.ERROR, f"{type(exc).__name__}: {exc}")
-                )
+            if not isinstance(exc, ok):
+                set_error(current, type(exc).__name__)
             raise
 
 
@@ -169,11 +166,15 @@ def set_attributes(target: Span | None, **attributes: Any) -> None:
             )
 
 
-def set_error(target: Span | None, message: str) -> None:
-    """Mark the span failed with ``message`` (a run that ended failed, a call that raised)."""
-    if target is None or _trace is None:
+def set_error(target: Span | None, error_type: str) -> None:
+    """Mark the span failed (a run that ended failed, a call that raised) with the error's
+    type only, as ``error.type`` and the status description: an error's message may quote
+    what the world's redactor keeps out of the log (a provider's error quoting a key), and a
+    span leaves the deployment for a tracing backend. The message is in the run's log."""
+    if target is None or _trace is None or not target.is_recording():
         return
-    target.set_status(_trace.Status(_trace.StatusCode.ERROR, message))
+    target.set_attribute("error.type", error_type)
+    target.set_status(_trace.Status(_trace.StatusCode.ERROR, error_type))
 
 
 def trace_headers() -> tuple[tuple[str, bytes], ...]:

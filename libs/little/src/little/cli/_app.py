@@ -66,10 +66,13 @@ def _root(
 def open_world(data_dir: Path | None, bootstrap: str | None) -> World:
     """The world the environment names (``LittleSettings``), as the services see it;
     ``--data-dir`` and ``--bootstrap-servers`` win over their variables. ``--data-dir`` names
-    a whole world: its artifacts are the ones under it, whatever LITTLE_ARTIFACTS_DIR says."""
+    a whole world: its artifacts are the ones under it, whatever LITTLE_ARTIFACTS_DIR or
+    LITTLE_ARTIFACTS_URL say."""
     settings = LittleSettings()
     if data_dir is not None:
-        settings = settings.model_copy(update={"data_dir": data_dir, "artifacts_dir": None})
+        settings = settings.model_copy(
+            update={"data_dir": data_dir, "artifacts_dir": None, "artifacts_url": None}
+        )
     return settings.world(bootstrap_servers=bootstrap)
 
 
@@ -134,16 +137,22 @@ def report(
 ) -> None:
     """Replay a run from its log and print steps, visits, tokens and dollars."""
     from little.replay import replay_run
-    from little.report import report_data
+    from little.report import redacted_line, redactions, report_data
 
     with open_world(data_dir, bootstrap_servers) as world:
         result = replay_run(world, run_id, use_snapshot=not no_snapshot)
         if not result.found:
             raise LittleError(f"run {run_id} has no events in {world.description}")
+        redacted = redactions(list(world.read_run(run_id)))
     if as_json:
-        print(__import__("json").dumps(report_data(result), indent=2))
+        data = report_data(result)
+        data["redacted"] = [r.to_json() for r in redacted]
+        print(__import__("json").dumps(data, indent=2))
         return
     print_report(result)
+    line = redacted_line(redacted)
+    if line is not None:  # field names are not rich markup
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command()

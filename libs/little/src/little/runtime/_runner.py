@@ -569,7 +569,7 @@ async def execute(
             little_replayed=None if result.replay is None else result.replay.replayed,
         )
         if result.status == "failed":
-            tracing.set_error(span, result.error or "failed")
+            tracing.set_error(span, (result.error or "failed").split(":", 1)[0])
     if result is _AGAIN:  # a signal it waits for landed while it suspended: go on at once
         return await execute(
             world,

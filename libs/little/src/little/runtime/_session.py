@@ -106,7 +106,11 @@ class AgentSession:
         self.name = name
         self.model = model
         self.tools = {t.name: t for t in tools}
-        self.system = system
+        self._redact = execution.world.redact
+        self.system = self._redacted("system", system) if system is not None else None
+        self._live_calls: dict[str, ToolCallRequest] = {}
+        """The tool calls of the last model response as the model asked them (a redactor
+        may have stripped secrets from the recorded ones): a live tool call gets these."""
         self._model_id = f"{model.provider}:{model.name}"
         self._specs = tuple(t.spec for t in tools)  # Tool.spec builds a new ToolSpec per access
         tools_json = [s.as_json() for s in self._specs]
@@ -204,7 +208,7 @@ class AgentSession:
                 },
             )
             if exc is not None and not isinstance(exc, NOT_FAILURES):
-                tracing.set_error(span, f"{type(exc).__name__}: {exc}")
+                tracing.set_error(span, type(exc).__name__)
             span.end()
         if exc_type is not None:
             return  # not completed: a resume runs the session on from its log
@@ -350,7 +354,7 @@ class AgentSession:
         start = len(messages)
         if call.served is not None:
             return await self._serve(call)
-        messages.append({"role": "user", "content": prompt})
+        messages.append({"role": "user", "content": self._redacted("prompt", prompt)})
         self._exchange_tokens = [0, 0, 0, 0]
         self._exchange_calls = 0
         answer: str | None = None
@@ -603,6 +607,10 @@ class AgentSession:
                         )
             self._messages.append(message)
 
+    def _redacted(self, where: str, value: Any) -> Any:
+        """What is recorded of ``value`` (``World.redact``; the value itself without one)."""
+        return value if self._redact is None else self._redact(where, value)
+
     def _json_of(self, start: int) -> str:
         """``canonical_json(self._messages[start:])``, serialising each message once: the
         canonical JSON of a list is its items' joined by commas, so the text (and every hash of
@@ -723,12 +731,19 @@ class AgentSession:
                 model=self.model.name,
                 request_hash=request_hash,
                 error_type=type(exc).__name__,
-                message=str(exc),
+                message=self._redacted("model_error", str(exc)),
                 retryable=True,
             )
             raise
         FAULTS.call_returned()
-        response_json, response_ref = await self._x.store_text(response.to_json())  # canonical
+        text = response.to_json()  # canonical
+        if self._redact is not None:
+            # the conversation goes on with what is recorded, so a resume rebuilds the same
+            # requests; a live tool call still gets the arguments the model asked for
+            self._live_calls = {c.id: c for c in response.tool_calls}
+            text = canonical_json(self._redacted("model_response", json.loads(text)))
+            response = ModelResponse.from_json(text, response.usage)
+        response_json, response_ref = await self._x.store_text(text)
         self._defer(
             ModelResponded,
             turn=turn,
@@ -802,7 +817,8 @@ class AgentSession:
     async def _tool_call_in(
         self, turn: int, call: ToolCallRequest, call_id: str, recorded: Any, span: Any
     ) -> Message:
-        arguments_json = canonical_json(call.arguments)
+        # as recorded (redacted): the form a full replay finds its source's receipts by
+        arguments_json = canonical_json(self._redacted("tool_arguments", call.arguments))
         receipt, from_receipts = self._x.receipt(call.name, arguments_json)
         if recorded is not None and recorded.status == "succeeded":
             text = await self._x.load_text(recorded.result_json, recorded.result_ref)
@@ -810,6 +826,7 @@ class AgentSession:
         if recorded is not None and recorded.status == "failed":
             return _tool_message(call.id, canonical_json({"error": recorded.error}))
         key = f"{self._x.run_id}/{self._step.step_path}/{call_id}"
+        live = self._live_calls.pop(call.id, call)
         tool = self.tools.get(call.name)
         attempt = 2 if recorded is not None else 1
         self._step._check_group()
@@ -820,7 +837,7 @@ class AgentSession:
                 little_replay_source_run_id=self._x.agent_calls.source_run_id,
             )
             return await self._served_tool_call(turn, call_id, call, arguments_json, key, receipt)
-        if tool is not None and self._needs_approval(tool, call.arguments):
+        if tool is not None and self._needs_approval(tool, live.arguments):
             rejected = await self._approval_of(call_id, call)
             if rejected is not None:
                 return _tool_message(call.id, canonical_json({"error": rejected}))
@@ -837,24 +854,26 @@ class AgentSession:
             if tool is None:
                 raise ToolError(f"the model called unknown tool {call.name!r}")
             ctx = ToolContext(self._x.run_id, self._step.step_path, call_id, key, attempt)
-            result = await tool.invoke(call.arguments, ctx)
+            result = await tool.invoke(live.arguments, ctx)
         except Exception as exc:
             FAULTS.call_returned()
             if self._x.is_fatal(exc):
                 raise
-            error = f"{type(exc).__name__}: {exc}"
-            tracing.set_error(span, error)
+            error = f"{type(exc).__name__}: {self._redacted('tool_error', str(exc))}"
+            tracing.set_error(span, type(exc).__name__)
             self._defer(
                 ToolCallFailed,
                 call_id=call_id,
                 tool=call.name,
                 error_type=type(exc).__name__,
-                message=str(exc),
+                message=self._redacted("tool_error", str(exc)),
                 retryable=False,
             )
             return _tool_message(call.id, canonical_json({"error": error}))
         FAULTS.call_returned()
         result_text = canonical_json(result)
+        if self._redact is not None:
+            result_text = canonical_json(self._redact("tool_result", json.loads(result_text)))
         result_json, result_ref = await self._x.store_text(result_text)
         self._defer(
             ToolCallSucceeded,

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, overload
 
 from little._world import World, local_world
-from little.artifacts import ArtifactStore
+from little.artifacts import ArtifactBackend, ArtifactStore
 from little.errors import ConfigurationError
 from little.events import (
     AgentCallAdmitted,
@@ -258,7 +258,7 @@ def _nested(entries: list[Entry], prefix: str, label: str) -> tuple[Entry, ...]:
 class _Overlay(ArtifactStore):
     """Writes go to a throwaway directory; reads fall back to the golden world's store."""
 
-    def __init__(self, root: Path, under: ArtifactStore) -> None:
+    def __init__(self, root: Path, under: ArtifactBackend) -> None:
         super().__init__(root)
         self._under = under
 
@@ -351,7 +351,7 @@ async def simulate(
     ``Path``, since a string is a run id; ``world`` is then not read) or a ``GoldenRun``
     already read. ``input`` defaults to the golden run's own. A golden file that cannot be
     read raises ``GoldenFileError``."""
-    under: ArtifactStore | None = None  # the golden world's store, read through an overlay
+    under: ArtifactBackend | None = None  # the golden world's store, read through an overlay
     where: str
     if isinstance(golden, GoldenRun):
         source = golden

@@ -2,8 +2,8 @@
 ``assert_replays``, a golden run (a golden file, or a run of a world) as a regression test of a
 workflow.
 
-Every backend of the ``EventLog`` port (with the ``CursorStore`` of its topic) and of the
-``SnapshotStore`` port must behave alike; these suites say how, and little's own backends
+Every backend of the ``EventLog`` port (with the ``CursorStore`` of its topic), of the
+``SnapshotStore`` port and of the artifact store (``ArtifactBackend``) must behave alike; these suites say how, and little's own backends
 (embedded sqlite and Kafka, in little's ``tests/conformance``) run them unchanged. A suite never
 asks which backend it runs on: a subclass supplies hooks and the inherited tests do the rest.
 
@@ -30,9 +30,10 @@ test module must be importable by its module name (pytest's default import mode)
 
 An ``EventLogConformance`` subclass does the same with ``open_log`` and ``open_cursors``, and
 its spec's log has ``partitions`` (class attribute, 3) partitions. Class attributes tune a
-suite to what a backend documents (``large_payload_bytes``); a store with a size limit
-subclasses ``LimitedSnapshotStoreConformance`` and names a size over it
-(``refused_payload_bytes``).
+suite to what a backend documents (``large_payload_bytes``); an
+``ArtifactStoreConformance`` subclass supplies ``open_store`` and ``tamper`` (overwrite a blob
+behind the store's back); a snapshot store with a size limit subclasses
+``LimitedSnapshotStoreConformance`` and names a size over it (``refused_payload_bytes``).
 
 This package imports pytest, a test-time dependency only: little-workflow does not depend on
 it, and ``import little`` never imports ``little.testing``. For pytest's assertion messages,
@@ -40,6 +41,7 @@ call ``pytest.register_assert_rewrite("little.testing")`` in a ``conftest.py`` b
 imports it.
 """
 
+from little.testing._artifact_store import ArtifactStoreConformance
 from little.testing._child import BackendSpec
 from little.testing._event_log import EventLogConformance
 from little.testing._replays import assert_replays
@@ -49,6 +51,7 @@ from little.testing._snapshot_store import (
 )
 
 __all__ = [
+    "ArtifactStoreConformance",
     "BackendSpec",
     "EventLogConformance",
     "LimitedSnapshotStoreConformance",

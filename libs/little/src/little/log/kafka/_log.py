@@ -33,6 +33,7 @@ from little.log._topics import RUN_INDEX_TOPIC, RUNS_TOPIC
 from little.log.kafka._index import RunIndex
 from little.log.kafka.client import (
     SPEC,
+    BrokerWatch,
     Readers,
     client_config,
     connect_admin,
@@ -83,8 +84,12 @@ class KafkaEventLog(EventLog):
                 f"producer_profile must be one of {sorted(PRODUCER_PROFILES)}, not {producer_profile!r}"
             )
         self.topic = topic
-        self.timeout = timeout
         self._config = client_config(bootstrap_servers, config)
+        if "delivery.timeout.ms" in self._config:  # how long an append waits out an outage
+            timeout = int(self._config["delivery.timeout.ms"]) / 1000
+        self.timeout = timeout
+        watch = self._config["error_cb"]  # a caller's own error_cb replaces ours
+        self._watch = watch if isinstance(watch, BrokerWatch) else BrokerWatch.of(bootstrap_servers)
         admin = connect_admin(bootstrap_servers, config)
         self.partitions = topic_partitions(admin, topic)
         self._admin = admin
@@ -467,6 +472,8 @@ class KafkaEventLog(EventLog):
                         del self._waiting[run_id]
                         self._send(run_id, list(waiting.appends))
             if not isinstance(outcome, BaseException) and outcome:
+                if self._watch.down_since is not None:
+                    self._watch.up()
                 last = outcome[-1].offset + 1
                 if last > bounds[append.partition]:
                     bounds[append.partition] = last

@@ -13,7 +13,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
@@ -22,14 +22,18 @@ from little.errors import (
     AppendOutcomeUnknownError,
     BrokerUnavailableError,
     ConfigurationError,
+    KafkaAuthenticationError,
     LogError,
 )
 from little.log._port import Position, StoredRecord
+from little.logs import get_logger
 
 __all__ = [
+    "BROKERS_DOWN_LOG_EVERY",
     "LIBRDKAFKA_LOG",
     "SPEC",
     "UNKNOWN_OUTCOME",
+    "BrokerWatch",
     "Readers",
     "client_config",
     "connect_admin",
@@ -64,24 +68,144 @@ LIBRDKAFKA_LOG.addHandler(logging.NullHandler())
 LIBRDKAFKA_LOG.propagate = False
 
 
+_logger = get_logger("little.log.kafka")
+
+BROKERS_DOWN_LOG_EVERY = 60.0
+"""Seconds between two ``kafka_brokers_down`` lines of one process for one bootstrap (one
+line per outage; a long outage repeats it this often)."""
+
+
+class BrokerWatch:
+    """librdkafka's error callback for the clients of one bootstrap in this process.
+
+    librdkafka retries by itself while brokers are down (producers until
+    ``delivery.timeout.ms``); this turns its error stream into one ``kafka_brokers_down``
+    warning per outage (``kafka_brokers_back`` when a write is acked again) and remembers a
+    failed SASL authentication, which ``connect_admin`` reports at once instead of waiting
+    for its timeout. Messages come from librdkafka and hold no credentials.
+
+    A client reports its errors when it is next polled, so an idle one (a reader) may report
+    an outage that is already over: for ``BROKERS_DOWN_LOG_EVERY`` after the brokers are back,
+    a "down" report is taken for such a late one and not logged.
+    """
+
+    _all: ClassVar[dict[str, BrokerWatch]] = {}
+    _lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, bootstrap_servers: str) -> None:
+        self.bootstrap = bootstrap_servers
+        self.down_since: float | None = None
+        self._logged_at = -BROKERS_DOWN_LOG_EVERY
+        self._back_at = -BROKERS_DOWN_LOG_EVERY
+        self.auth_error: str | None = None
+
+    @classmethod
+    def of(cls, bootstrap_servers: str) -> BrokerWatch:
+        with cls._lock:
+            watch = cls._all.get(bootstrap_servers)
+            if watch is None:
+                watch = cls._all[bootstrap_servers] = cls(bootstrap_servers)
+            return watch
+
+    def __call__(self, err: KafkaError) -> None:
+        code = err.code()
+        if code == KafkaError._AUTHENTICATION:
+            first = self.auth_error is None
+            self.auth_error = err.str()
+            if first:
+                _logger.error(
+                    "kafka_authentication_failed", bootstrap=self.bootstrap, error=err.str()
+                )
+        elif code == KafkaError._ALL_BROKERS_DOWN and self.auth_error is None:
+            if err.str().startswith("0/"):
+                return  # "0/2 brokers are down": the bootstrap entry retired, nothing is down
+            now = time.monotonic()
+            if self.down_since is None and now - self._back_at < BROKERS_DOWN_LOG_EVERY:
+                return  # a late report of the outage that just ended
+            if self.down_since is None:
+                self.down_since = now
+            if now - self._logged_at >= BROKERS_DOWN_LOG_EVERY:
+                self._logged_at = now
+                _logger.warning(
+                    "kafka_brokers_down",
+                    bootstrap=self.bootstrap,
+                    error=err.str(),
+                    effect="writers wait for their acks (librdkafka retries until "
+                    "delivery.timeout.ms); no model or tool call starts meanwhile",
+                )
+
+    def up(self) -> None:
+        """A write was acked: the outage, if one was logged, is over."""
+        if self.down_since is not None:
+            now = time.monotonic()
+            down = now - self.down_since
+            self.down_since = None
+            self._logged_at = -BROKERS_DOWN_LOG_EVERY
+            self._back_at = now
+            _logger.info(
+                "kafka_brokers_back", bootstrap=self.bootstrap, down_seconds=round(down, 1)
+            )
+
+
 def client_config(bootstrap_servers: str, extra: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Connection settings shared by every client; SASL/SSL keys pass through unchanged."""
-    return {"bootstrap.servers": bootstrap_servers, "logger": LIBRDKAFKA_LOG, **(extra or {})}
+    """Connection settings shared by every client: the security settings of
+    ``KafkaClientSettings`` (``LITTLE_KAFKA_*``), then ``extra`` (SASL/SSL keys pass through
+    unchanged), and the process's ``BrokerWatch`` for the bootstrap as the error callback."""
+    from pydantic import ValidationError
+    from pydantic_settings import SettingsError
+
+    from little.settings import KafkaClientSettings
+
+    try:
+        security = KafkaClientSettings().librdkafka()
+    except ValidationError as exc:  # said without the values, which may hold a password
+        wrong = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise ConfigurationError(f"LITTLE_KAFKA_* client settings: {wrong}") from None
+    except SettingsError as exc:
+        raise ConfigurationError(f"LITTLE_KAFKA_* client settings: {exc}") from None
+    return {
+        "bootstrap.servers": bootstrap_servers,
+        "logger": LIBRDKAFKA_LOG,
+        "error_cb": BrokerWatch.of(bootstrap_servers),
+        **security,
+        **(extra or {}),
+    }
+
+
+_CONNECT_SLICE = 0.5
 
 
 def connect_admin(
     bootstrap_servers: str, config: Mapping[str, Any] | None = None, *, timeout: float = 10.0
 ) -> AdminClient:
-    """An AdminClient that has answered a metadata request, or ``BrokerUnavailableError``."""
-    admin = AdminClient(client_config(bootstrap_servers, config))
-    try:
-        admin.list_topics(timeout=timeout)
-    except KafkaException as exc:
-        raise BrokerUnavailableError(
-            f"no Kafka broker answered at {bootstrap_servers} within {timeout:.0f}s ({exc}). "
-            "Start one with `deploy/local-kafka/kafka.sh start` or `docker compose up redpanda`."
-        ) from exc
-    return admin
+    """An AdminClient that has answered a metadata request, or ``BrokerUnavailableError``
+    after ``timeout``, or ``KafkaAuthenticationError`` as soon as the brokers refuse the
+    credentials."""
+    settings = client_config(bootstrap_servers, config)
+    admin = AdminClient(settings)
+    watch = settings["error_cb"]
+    if isinstance(watch, BrokerWatch):
+        watch.auth_error = None  # this attempt's credentials may be new
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            admin.list_topics(timeout=min(_CONNECT_SLICE, max(0.01, deadline - time.monotonic())))
+            return admin
+        except KafkaException as exc:
+            admin.poll(0)  # serves the error callback: an authentication failure shows there
+            refused = getattr(watch, "auth_error", None)
+            if refused is not None:
+                raise KafkaAuthenticationError(
+                    f"the Kafka brokers at {bootstrap_servers} refused the SASL credentials of "
+                    f"user {settings.get('sasl.username')!r} (authentication failed: {refused}). "
+                    "Check LITTLE_KAFKA_SASL_USERNAME / LITTLE_KAFKA_SASL_PASSWORD."
+                ) from None
+            if time.monotonic() >= deadline:
+                raise BrokerUnavailableError(
+                    f"no Kafka broker answered at {bootstrap_servers} within {timeout:.0f}s "
+                    f"({exc}). Start one with `deploy/local-kafka/kafka.sh start` or "
+                    "`docker compose up redpanda`."
+                ) from exc
 
 
 def topic_partitions(admin: AdminClient, topic: str, *, timeout: float = 10.0) -> int:

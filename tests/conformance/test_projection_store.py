@@ -1,10 +1,12 @@
-"""ProjectionStore conformance: every store (memory, sqlite) behaves the same.
+"""ProjectionStore conformance: every store (memory, sqlite, PostgreSQL) behaves the same.
 
-The suite lives here once; each store only supplies a factory.
+The suite lives here once; each store only supplies a factory. PostgreSQL is a real server
+(``tests/postgres_server.py``: initdb + pg_ctl on 127.0.0.1), a fresh database per test.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -25,26 +27,42 @@ from little_services.projection import (
     IntegrityMark,
     MemoryProjectionStore,
     PartitionCursor,
+    PostgresProjectionStore,
+    ProjectionSettings,
     ProjectionStore,
     ProjectionWrite,
     RunQuery,
     RunRecord,
     SqliteProjectionStore,
+    open_store,
+    open_store_at,
 )
+from tests.postgres_server import PostgresServer
 from tests.projection_runs import run_events
 
 T0 = datetime(2025, 6, 1, tzinfo=UTC)
 TOPIC = "little.runs.v1"
 
-STORES: dict[str, Callable[[Path], ProjectionStore]] = {
-    "memory": lambda _: MemoryProjectionStore(),
-    "sqlite": lambda d: SqliteProjectionStore(d / "projection.sqlite3"),
-}
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def durable(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], ProjectionStore]:
+    """Opens a durable store on one location each call (a file, a database)."""
+    if request.param == "sqlite":
+        path = tmp_path / "projection.sqlite3"
+        return lambda: SqliteProjectionStore(path)
+    server: PostgresServer = request.getfixturevalue("postgres")
+    url = server.new_database()
+    return lambda: PostgresProjectionStore(url)
 
 
-@pytest.fixture(params=sorted(STORES))
+@pytest.fixture(params=["memory", "sqlite", "postgresql"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ProjectionStore]:
-    s = STORES[request.param](tmp_path)
+    if request.param == "memory":
+        s: ProjectionStore = MemoryProjectionStore()
+    elif request.param == "sqlite":
+        s = SqliteProjectionStore(tmp_path / "projection.sqlite3")
+    else:
+        s = PostgresProjectionStore(request.getfixturevalue("postgres").new_database())
     yield s
     s.close()
 
@@ -222,13 +240,82 @@ def test_clear_forgets_everything(store: ProjectionStore) -> None:
     assert store.count_by_status() == {}
 
 
-def test_sqlite_store_is_durable_across_reopen(tmp_path: Path) -> None:
-    path = tmp_path / "p.sqlite3"
-    with SqliteProjectionStore(path) as s:
+def test_a_durable_store_keeps_its_runs_across_reopen(
+    durable: Callable[[], ProjectionStore],
+) -> None:
+    with durable() as s:
         s.put(ProjectionWrite(TOPIC, [record("a")], {0: PartitionCursor(10, 0)}))
-    with SqliteProjectionStore(path) as s:
+    with durable() as s:
         assert s.get("a") == record("a")
         assert s.cursors(TOPIC) == {0: PartitionCursor(10, 0)}
+
+
+def test_two_instances_on_one_store_serve_each_others_runs(
+    durable: Callable[[], ProjectionStore],
+) -> None:
+    """Two projector instances of one group own disjoint partitions and write one store: the
+    API of either lists every run, and a late write of the one that lost a partition (a
+    zombie) never moves a run back."""
+    with durable() as one, durable() as two:
+
+        def write(store: ProjectionStore, partition: int) -> None:
+            for batch in range(10):
+                runs = [
+                    record(f"p{partition}-{i}", partition=partition, first=0, last=batch)
+                    for i in range(20)
+                ]
+                store.put(
+                    ProjectionWrite(TOPIC, runs, {partition: PartitionCursor(batch + 1, batch)})
+                )
+
+        threads = [
+            threading.Thread(target=write, args=(s, p)) for s, p in ((one, 0), (two, 1), (one, 2))
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for s in (one, two):
+            assert len(s.list_runs(RunQuery(limit=1000)).runs) == 60
+            assert s.cursors(TOPIC) == {p: PartitionCursor(10, 9) for p in range(3)}
+        two.put(ProjectionWrite(TOPIC, [record("p0-0", partition=0, last=3)]))  # zombie
+        assert one.get("p0-0").last_offset == 9  # type: ignore[union-attr]
+
+
+def test_postgres_store_of_another_schema_version_is_refused(postgres: PostgresServer) -> None:
+    import psycopg
+
+    url = postgres.new_database()
+    PostgresProjectionStore(url).close()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("UPDATE projection_meta SET value = '99' WHERE key = 'schema'")
+    with pytest.raises(ConfigurationError, match="rebuild it"):
+        PostgresProjectionStore(url)
+
+
+def test_an_unreachable_database_is_named_without_its_password(postgres: PostgresServer) -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # nothing listens here once closed
+    url = f"postgresql://little:s3cret@127.0.0.1:{port}/little"
+    with pytest.raises(ConfigurationError) as info:
+        PostgresProjectionStore(url, connect_timeout=5)
+    assert f"127.0.0.1:{port}" in str(info.value)
+    assert "s3cret" not in str(info.value)
+
+
+def test_the_setting_picks_the_store(postgres: PostgresServer, tmp_path: Path) -> None:
+    url = postgres.new_database()
+    with open_store(ProjectionSettings(projection_store=url)) as s:
+        assert isinstance(s, PostgresProjectionStore)
+    assert ProjectionSettings(projection_store=url).store_description().count("***") == 1
+    with open_store(ProjectionSettings(data_dir=tmp_path)) as s:
+        assert isinstance(s, SqliteProjectionStore)
+        assert s.path == tmp_path / "projection.sqlite3"
+    with open_store_at(str(tmp_path / "x.sqlite3")) as s:
+        assert isinstance(s, SqliteProjectionStore)
 
 
 def test_sqlite_store_of_another_schema_version_is_refused(tmp_path: Path) -> None:
