@@ -1,7 +1,7 @@
 """A child process of the tracing tests: start or resume a run of ``traced`` on an embedded
 world, with the SDK set up from the OTEL_* environment as the CLI does.
 
-``python -m tests.tracing.child DATA_DIR RUN_ID run|resume|replay``; prints ``RESULT <json>``
+``python -m tests.tracing.child DATA_DIR RUN_ID run|resume|replay|failing``; prints ``RESULT <json>``
 (``replay``: run RUN_ID, then ``RUN_ID-replay`` with ``replay_from=RUN_ID``)."""
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ def main(argv: list[str]) -> int:
     with little.local_world(data_dir) as world:
         if mode == "run":
             result = asyncio.run(run(world, lookup("traced"), None, run_id=run_id))
+        elif mode == "failing":
+            result = asyncio.run(run(world, lookup("traced_failing"), None, run_id=run_id))
         elif mode == "replay":
             asyncio.run(run(world, lookup("traced"), None, run_id=run_id))
             result = asyncio.run(

@@ -8,7 +8,14 @@ import os
 from typing import Any
 
 from little.events import Usage
-from little.harness import ModelRequest, ModelResponse, ToolCallRequest, ToolContext, tool
+from little.harness import (
+    ModelRequest,
+    ModelResponse,
+    ToolCallRequest,
+    ToolContext,
+    ToolError,
+    tool,
+)
 from little.runtime import StepContext, WorkflowContext, workflow
 
 GATE = "TRACING_TEST_GATE"
@@ -69,3 +76,42 @@ async def traced(ctx: WorkflowContext, input: Any) -> dict[str, Any]:
     answer = await ctx.step("ask", _ask)
     doubled = await ctx.start_workflow("traced_child", {"n": 21})
     return {"prepared": prepared, "answer": answer, "doubled": doubled}
+
+
+SECRET = "sk-test-0123456789"
+"""What a failing tool and step quote in their errors: no span may carry it."""
+
+
+class FailingToolModel:
+    """Turn 1 calls ``leaky``; turn 2 answers."""
+
+    provider = "openai"
+    name = "gpt-4o-mini"
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        turn = 1 + sum(1 for m in request.messages if m.get("role") == "assistant")
+        usage = Usage(input_tokens=10, output_tokens=1)
+        if turn == 1:
+            call = ToolCallRequest("c1", "leaky", {})
+            return ModelResponse(tool_calls=(call,), usage=usage, finish_reason="tool_calls")
+        return ModelResponse(content="sorry", usage=usage, finish_reason="stop")
+
+
+@tool(description="Fails quoting a key.", parameters={"type": "object"})
+def leaky(args: dict[str, Any], ctx: ToolContext) -> str:
+    raise ToolError(f"the provider refused key {SECRET}")
+
+
+async def _ask_leaky(step: StepContext) -> str | None:
+    async with step.session("agent", model=FailingToolModel(), tools=[leaky]) as agent:
+        return await agent.run("Try.", max_turns=3)
+
+
+def _fail(step: StepContext) -> None:
+    raise RuntimeError(f"bad key {SECRET}")
+
+
+@workflow("traced_failing", version="1")
+async def traced_failing(ctx: WorkflowContext, input: Any) -> None:
+    await ctx.step("ask", _ask_leaky)
+    await ctx.step("fail", _fail)

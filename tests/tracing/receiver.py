@@ -32,6 +32,7 @@ class ReceivedSpan:
     attributes: dict[str, Any]
     resource: dict[str, Any]
     status_code: int
+    status_message: str
     links: tuple[tuple[str, str], ...] = field(default=())
 
     def __getitem__(self, key: str) -> Any:
@@ -85,6 +86,7 @@ class Receiver:
                             {a.key: _value(a.value) for a in s.attributes},
                             resource,
                             s.status.code,
+                            s.status.message,
                             tuple((link.trace_id.hex(), link.span_id.hex()) for link in s.links),
                         )
                     )

@@ -16,6 +16,7 @@ import pytest
 
 import little
 from little.replay import fold_run
+from tests.tracing.flows import SECRET
 from tests.tracing.receiver import ReceivedSpan, Receiver
 
 REPO = Path(__file__).resolve().parents[2]
@@ -195,6 +196,28 @@ def test_a_replay_marks_the_calls_it_serves_from_the_recorded_run(tmp_path: Path
     assert not [
         s for s in spans if s.trace_id == replay.trace_id and s.name.startswith("execute_tool")
     ]
+
+
+def test_a_failed_span_carries_the_error_type_never_its_message(tmp_path: Path) -> None:
+    with Receiver() as receiver:
+        child = _child(tmp_path / "world", "run-failing", "failing", _env(receiver))
+        out, err = child.communicate(timeout=TIMEOUT)
+        assert child.returncode == 0, err
+        spans = receiver.received()
+    assert json.loads(out.strip().splitlines()[-1].removeprefix("RESULT "))["status"] == "failed"
+    error = 2  # STATUS_CODE_ERROR
+    tool = _one(spans, "execute_tool leaky")
+    assert (tool.status_code, tool.status_message, tool["error.type"]) == (
+        error,
+        "ToolError",
+        "ToolError",
+    )
+    step = _one(spans, "little.step fail")
+    assert (step.status_code, step["error.type"]) == (error, "RuntimeError")
+    run_span = _one(spans, "little.run traced_failing")
+    assert (run_span.status_code, run_span["error.type"]) == (error, "RuntimeError")
+    assert _one(spans, "little.step ask").status_code != error  # the model got the error
+    assert SECRET not in repr(spans)
 
 
 _BLOCKER = textwrap.dedent(

@@ -118,7 +118,9 @@ def span(
         try:
             yield current
         except BaseException as exc:
-            if not isinstance(exc, ok):
+            status = getattr(current, "status", None)  # the SDK's span has one
+            already = status is not None and status.status_code == _trace.StatusCode.ERROR
+            if not isinstance(exc, ok) and not already:  # (a cause set inside wins)
                 set_error(current, type(exc).__name__)
             raise
 

@@ -408,6 +408,7 @@ class WorkflowContext(_ValuesMixin, _WaitsMixin):
                     will_retry=retrying,
                 )
                 if not retrying:
+                    tracing.set_error(span, type(exc).__name__)  # the cause, not the wrapper
                     raise StepFailedError(full, exc) from exc
                 await asyncio.sleep(policy.backoff * 2 ** (attempt - 1))
                 continue
