@@ -120,3 +120,60 @@ async def research(ctx: WorkflowContext, topic: str) -> str | None:
 @workflow("tests.full_replay.other")
 async def other(ctx: WorkflowContext, topic: str) -> str:
     return topic
+
+
+NUMBERED: list[str] = []
+"""Every real invocation of the numbered tool: its n-th result says n."""
+
+
+@make_tool(description="Say how many times it ran.")
+def numbered(args: dict[str, Any], ctx: ToolContext) -> str:
+    NUMBERED.append(str(args["q"]))
+    return f"result {len(NUMBERED)}"
+
+
+def _numbered_turn() -> ModelResponse:
+    return ModelResponse(
+        tool_calls=(ToolCallRequest("n", "numbered", {"q": "same"}),),
+        usage=USAGE,
+        finish_reason="tool_calls",
+    )
+
+
+class _EchoesTool(ScriptedModel):
+    """Calls ``numbered`` once, then answers with what it said; stops the run (``STOP``) at
+    the first turn of the session asked about step two."""
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        REQUESTS.append(request)
+        turn = sum(1 for m in request.messages if m.get("role") == "assistant")
+        if turn == 0 and "stop" in STOP and "two" in str(request.messages[0].get("content")):
+            STOP.pop("stop").stop("the test stops the run in step two")
+        if turn == 0:
+            return _numbered_turn()
+        return _answer(str(request.messages[-1]["content"]))
+
+
+def echoes_tool() -> _EchoesTool:
+    return _EchoesTool((), provider="anthropic", name="claude-haiku-4-5")
+
+
+@workflow("tests.full_replay.twice")
+async def twice(ctx: WorkflowContext, _: Any) -> list[str | None]:
+    async def ask(step: StepContext, which: str) -> str | None:
+        model = ScriptedModel((_numbered_turn(), _answer("done")), provider="openai", name="o")
+        async with step.session("asker", model=model, tools=[numbered]) as agent:
+            await agent.run(f"step {which}")
+            return None
+
+    await ctx.step("one", ask, "one")
+    await ctx.step("two", ask, "two")
+    return [None]
+
+
+@workflow("tests.full_replay.parent")
+async def parent(ctx: WorkflowContext, topic: str) -> Any:
+    async def delegate(step: StepContext) -> Any:
+        return await step.start_workflow(NAME, topic, call_id="delegate")
+
+    return await ctx.step("delegate", delegate)

@@ -133,7 +133,7 @@ def test_a_resume_reuses_the_recorded_compaction_and_calls_no_model_again(
     session = state.session("chat#chat")
     assert session is not None
     assert [c.exchange for c in session.history] == [3]
-    # a snapshot keeps it (STATE_VERSION 13)
+    # a snapshot keeps it (STATE_VERSION 15)
     assert decode_snapshot(encode_snapshot(Snapshot.of(state))).state == state
     asyncio.run(send_signal(world, first.run_id, "go"))
     resumed = asyncio.run(resume(world, first.run_id, cw.conversation))

@@ -162,3 +162,89 @@ def test_little_replay_full_from_the_command_line(world: little.World, tmp_path:
     assert refused.returncode == 1
     assert "needs --model" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
+
+
+def broken() -> None:
+    raise RuntimeError("no model today")
+
+
+def test_a_model_name_that_builds_nothing_is_one_clear_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from little.harness import model_from_spec
+
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    with pytest.raises(ConfigurationError, match="needs ANTHROPIC_API_KEY in the environment"):
+        model_from_spec("anthropic:claude-haiku-4-5")
+    with pytest.raises(ConfigurationError, match=r"broken\(\) raised RuntimeError: no model"):
+        model_from_spec("tests.runtime.test_full_replay:broken")
+    with pytest.raises(ConfigurationError, match="has no 'nope'"):
+        model_from_spec("tests.runtime.full_replay_workflows:nope")
+
+
+def test_the_full_replay_does_the_recorded_task_under_its_budgets(world: little.World) -> None:
+    source = asyncio.run(run(world, fw.research, "kafka", max_agent_calls=7)).run_id
+    result = asyncio.run(little.run_replay(world, source, mode="full", model=SAME))
+    assert fw.REQUESTS[0].messages[0]["content"] == "research kafka"  # the source's input
+    started = next(e for e in events(world, result.run_id) if isinstance(e, RunStarted))
+    assert started.max_agent_calls == 7
+
+
+def test_a_resumed_full_replay_takes_each_sessions_own_receipts(world: little.World) -> None:
+    fw.NUMBERED.clear()
+    source = asyncio.run(run(world, fw.twice, None)).run_id
+    assert fw.NUMBERED == ["same", "same"]  # step one's call said 1, step two's said 2
+    fw.NUMBERED.clear()
+    control = RunControl()
+    fw.STOP["stop"] = control
+    echo = "tests.runtime.full_replay_workflows:echoes_tool"
+    with pytest.raises(ExecutionStopped):
+        asyncio.run(
+            execute(
+                world,
+                "full-twice",
+                fw.twice,
+                replay_from=source,
+                full_replay=FullReplay(echo),
+                control=control,
+            )
+        )
+    assert asyncio.run(resume(world, "full-twice")).status == "completed"
+    assert fw.NUMBERED == []
+    served = [e for e in events(world, "full-twice") if isinstance(e, ToolCallSucceeded)]
+    assert [(e.step_path, e.result_json) for e in served] == [
+        ("one", '"result 1"'),
+        ("two", '"result 2"'),  # step two's own receipt, though step one ran before the stop
+    ]
+
+
+def test_a_sub_run_of_a_full_replay_is_a_full_replay_of_the_recorded_sub_run(
+    world: little.World,
+) -> None:
+    source = asyncio.run(run(world, fw.parent, "kafka"))
+    assert source.status == "completed"
+    assert fw.LOOKUPS == ["kafka"]
+    fw.LOOKUPS.clear()
+    result = asyncio.run(little.run_replay(world, source.run_id, mode="full", model=SAME))
+    assert result.status == "completed"
+    assert fw.LOOKUPS == []  # the sub-run's tool was served too
+    (source_child,) = little.replay_run(world, source.run_id).state.sub_runs
+    (child,) = little.replay_run(world, result.run_id).state.sub_runs
+    started = next(e for e in events(world, child.sub_run_id) if isinstance(e, RunStarted))
+    assert (started.replay_mode, started.replay_source_run_id) == (
+        "full",
+        source_child.sub_run_id,
+    )
+    sessions = [e for e in events(world, child.sub_run_id) if isinstance(e, SessionStarted)]
+    assert [e.model for e in sessions] == ["anthropic:claude-haiku-4-5"]
+
+
+def test_an_existing_run_is_never_taken_for_a_full_replay(world: little.World) -> None:
+    source = recorded(world)
+    with pytest.raises(ConfigurationError, match="is not this full replay"):
+        asyncio.run(little.run_replay(world, source, mode="full", model=SAME, new_run_id=source))
+    first = asyncio.run(little.run_replay(world, source, mode="full", model=SAME))
+    with pytest.raises(ConfigurationError, match="replay_model"):
+        asyncio.run(
+            little.run_replay(world, source, mode="full", model=NEW, new_run_id=first.run_id)
+        )

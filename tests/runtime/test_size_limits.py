@@ -76,3 +76,39 @@ def test_a_field_without_a_ref_over_the_limit_fails_the_run_saying_which(tmp_pat
         assert not [e for e in events if isinstance(e, ToolCallStarted)]
         state = replay_run(world, "big-arguments").state
         assert state.status == "failed"  # and the log is whole: it folds
+
+
+def test_the_limit_is_in_bytes_as_avro_writes_strings(tmp_path: Path) -> None:
+    """400,000 CJK characters are 1.2 MB of UTF-8: under a character count, over the record."""
+    call = ToolCallRequest("c1", "echo", {"text": "字" * 400_000})
+    wf = workflow("size-arguments-utf8", version="1")(
+        _flow((ModelResponse(tool_calls=(call,), usage=USAGE, finish_reason="tool_calls"),))
+    )
+    with little.local_world(tmp_path) as world:
+        result = asyncio.run(execute(world, "big-utf8", wf, None))
+        assert result.status == "failed"
+        assert result.error is not None
+        assert "arguments_json" in result.error
+        assert _largest_record(world, "big-utf8") < LIMIT
+
+
+class Huge(Exception):
+    pass
+
+
+def test_an_error_message_over_the_limit_is_cut_so_the_failure_is_recorded(
+    tmp_path: Path,
+) -> None:
+    async def fail(ctx: WorkflowContext, input: None) -> None:
+        raise Huge("e" * 2_000_000)
+
+    wf = workflow("size-error", version="1")(fail)
+    with little.local_world(tmp_path) as world:
+        result = asyncio.run(execute(world, "big-error", wf, None))
+        assert result.status == "failed"
+        assert _largest_record(world, "big-error") < LIMIT
+        state = replay_run(world, "big-error").state
+        assert state.status == "failed"  # the failure is in the log: a resume need not meet it
+        assert state.error is not None
+        assert state.error.endswith("[cut: 2,000,000 bytes in all]")
+        assert asyncio.run(execute(world, "big-error", wf, None)).status == "failed"

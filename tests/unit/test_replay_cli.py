@@ -105,6 +105,10 @@ def test_inference_skipping_rebuilds_the_run_from_its_log(recorded: tuple[Path, 
         (["--mode", "partial", "--from-snapshot"], "has no usable snapshot"),
         (["--model", "openai:gpt-4o"], "--model, --live-tools and --run-id are for --mode full"),
         (["--all"], "--all replaces the run id (projection-only)"),
+        (
+            ["--mode", "projection-only", "--rebuild"],
+            "--rebuild is for --mode projection-only --all",
+        ),
     ],
 )
 def test_bad_ranges_are_one_line(
@@ -221,8 +225,12 @@ def test_projection_only_folds_one_run_or_every_run_and_executes_nothing(
     assert code == 0, err
     rows = {r["run_id"]: r for r in map(json.loads, out.splitlines())}
     assert {r: rows[r]["status"] for r in rows} == {run_id: "completed", second.run_id: "completed"}
+    code, out, err = replay(data_dir, "--mode", "projection-only", "--all")  # read-only
+    assert code == 0, err
+    assert f"projections folded from embedded:{data_dir}" in out
+    assert not (data_dir / "projection.sqlite3").exists()  # no store was written
     # the projector's rebuild, through the same command (little-services is installed here)
-    code, out, err = replay(data_dir, "--mode", "projection-only", "--all")
+    code, out, err = replay(data_dir, "--mode", "projection-only", "--all", "--rebuild")
     assert code == 0, err
     assert "projection rebuilt from the earliest offsets" in out
     assert "2 completed" in out

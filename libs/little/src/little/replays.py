@@ -11,9 +11,10 @@ partial                the fold from a cursor (a seq, a partition offset, or the
 projection-only        the run's projection folded from its log, or every run's
                        (``ProjectionReplay``); the projector's own rebuild is
                        ``little projections rebuild`` (little-services)
-full                   a NEW run of the workflow against the recorded one: every model call
-                       live from the model named, every tool call answered from the recorded
-                       run's receipts unless ``live_tools`` (``RunResult``)
+full                   a NEW run of the workflow against the recorded one, with its input and
+                       budgets: every model call live from the model named, every tool call
+                       answered from the recorded run's receipts unless ``live_tools``
+                       (``RunResult``)
 simulate               the workflow re-executed with every call served from a golden run (a
                        run id or a golden file), compared with it (``Simulation``)
 =====================  =====================================================================
@@ -92,7 +93,7 @@ async def run_replay(
     run_id: str,
     *,
     mode: Literal["inference-skipping"] = ...,
-    use_snapshot: bool = ...,
+    use_snapshot: bool | None = ...,
 ) -> ReplayResult: ...
 
 
@@ -115,7 +116,7 @@ async def run_replay(
     run_id: str | None,
     *,
     mode: Literal["projection-only"],
-    use_snapshot: bool = ...,
+    use_snapshot: bool | None = ...,
 ) -> ProjectionReplay: ...
 
 
@@ -147,7 +148,7 @@ async def run_replay(
     run_id: str | Path | GoldenRun | None,
     *,
     mode: ReplayMode = "inference-skipping",
-    use_snapshot: bool = True,
+    use_snapshot: bool | None = None,
     from_seq: int = 0,
     from_offset: int | None = None,
     from_snapshot: bool = False,
@@ -162,6 +163,9 @@ async def run_replay(
     (``ConfigurationError``), never ignored."""
     if mode not in REPLAY_MODES:
         raise ConfigurationError(f"replay mode {mode!r} is not one of {', '.join(REPLAY_MODES)}")
+    if use_snapshot is not None and mode not in ("inference-skipping", "projection-only"):
+        raise ConfigurationError("use_snapshot is for modes inference-skipping and projection-only")
+    snapshot = True if use_snapshot is None else use_snapshot
     _only(
         mode,
         partial=bool(from_seq) or from_offset is not None or from_snapshot or to_seq is not None,
@@ -172,7 +176,7 @@ async def run_replay(
         from little.runtime import simulate
 
         if workflow is None:
-            workflow = _workflow_of(world, run_id)
+            workflow = await asyncio.to_thread(_workflow_of, world, run_id)
         if world is None and isinstance(run_id, str) and not _is_file(run_id):
             raise ConfigurationError(f"simulate {run_id!r}: a run id needs a world to read it from")
         return await simulate(world, workflow, run_id)  # type: ignore[arg-type]
@@ -181,11 +185,11 @@ async def run_replay(
     if mode == "projection-only":
         if run_id is not None and not isinstance(run_id, str):
             raise ConfigurationError("projection-only replays a run id, or every run (None)")
-        return await asyncio.to_thread(_projections, world, run_id, use_snapshot)
+        return await asyncio.to_thread(_projections, world, run_id, snapshot)
     if not isinstance(run_id, str):
         raise ConfigurationError(f"replay mode {mode} replays a run id, not {run_id!r}")
     if mode == "inference-skipping":
-        result = await asyncio.to_thread(replay_run, world, run_id, use_snapshot=use_snapshot)
+        result = await asyncio.to_thread(replay_run, world, run_id, use_snapshot=snapshot)
         if not result.found:
             raise LittleError(f"run {run_id} has no events in {world.description}")
         return result
@@ -202,7 +206,7 @@ async def run_replay(
     from little.runtime import FullReplay, run
 
     if workflow is None:
-        workflow = _workflow_of(world, run_id)
+        workflow = await asyncio.to_thread(_workflow_of, world, run_id)
     return await run(
         world,
         workflow,

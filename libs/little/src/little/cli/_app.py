@@ -310,9 +310,8 @@ def replay(
             help="inference-skipping: the run's state and sessions rebuilt from its recorded "
             "responses (no model, tool, network or key); partial: fold from a cursor "
             "(--from-seq, --from-offset or --from-snapshot) to --to-seq and say what changed; "
-            "projection-only: the run's projection (or with --all every run's, through the "
-            "projector's rebuild where little-services is installed) folded from the log, "
-            "nothing executed; full: a NEW run of the workflow with every model call live "
+            "projection-only: the run's projection (or with --all every run's) folded from the "
+            "log, nothing executed (--rebuild: the projector's rebuild of its store); full: a NEW run of the workflow with every model call live "
             "from --model and every tool result served from the run's receipts (unless "
             "--live-tools); simulate: re-execute --workflow against the run with every call "
             "served from its record, and compare (exit 1 on a divergence).",
@@ -346,6 +345,15 @@ def replay(
     all_runs: Annotated[
         bool, typer.Option("--all", help="projection-only: every run of the world.")
     ] = False,
+    rebuild: Annotated[
+        bool,
+        typer.Option(
+            "--rebuild",
+            help="projection-only --all: the projector's own rebuild (little-services): reset "
+            "its group's offsets and refold its store, as `little projections rebuild "
+            "--to-earliest` (the group must be stopped)",
+        ),
+    ] = False,
     model: Annotated[
         str | None,
         typer.Option(
@@ -377,8 +385,9 @@ def replay(
     bootstrap_servers: Bootstrap = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Replay a run from its log in one of the modes of seed 004; only --mode full writes
-    (its new run): the others never invoke a model or a tool, nor write to the log."""
+    """Replay a run from its log in one of the modes of seed 004; only --mode full writes to
+    the log (its new run), and --rebuild to the projector's store: the others never invoke a
+    model or a tool, nor write anything."""
     partial_options = (
         bool(from_seq) or from_offset is not None or from_snapshot or to_seq is not None
     )
@@ -403,6 +412,8 @@ def replay(
         )
     if all_runs and mode is not ReplayModeName.projection_only:
         raise ConfigurationError("--all is for --mode projection-only")
+    if rebuild and not all_runs:
+        raise ConfigurationError("--rebuild is for --mode projection-only --all")
     if to_seq is not None and to_seq < from_seq:
         raise ConfigurationError(f"--to-seq {to_seq} is before --from-seq {from_seq}")
     if sum((bool(from_seq), from_offset is not None, from_snapshot)) > 1:
@@ -414,7 +425,7 @@ def replay(
     if run_id is not None and _is_golden_file(run_id):
         raise ConfigurationError(f"{run_id} is a golden file: it is for --mode simulate")
     if mode is ReplayModeName.projection_only:
-        _projection_only(run_id, data_dir, bootstrap_servers, as_json)
+        _projection_only(run_id, rebuild, data_dir, bootstrap_servers, as_json)
         return
     assert run_id is not None
     if mode is ReplayModeName.full:
@@ -541,24 +552,34 @@ def _partial(
 
 
 def _projection_only(
-    run_id: str | None, data_dir: Path | None, bootstrap_servers: str | None, as_json: bool
+    run_id: str | None,
+    rebuild: bool,
+    data_dir: Path | None,
+    bootstrap_servers: str | None,
+    as_json: bool,
 ) -> None:
-    """One run: its projection folded from the log and printed (read-only). Every run: the
-    projector's rebuild (``little projections rebuild --to-earliest``) where little-services
-    is installed; else each run's projection folded from the log, as a table."""
+    """One run, or every run: its projection folded from the log and printed (read-only).
+    ``--rebuild``: the projector's own rebuild (``little projections rebuild --to-earliest``),
+    where little-services is installed."""
     import asyncio
     import json
 
     from little.replays import run_replay
 
-    if run_id is None and not as_json:
-        rebuild = _plugin_command("projections")
-        if rebuild is not None:  # the projector's own rebuild, as `little projections rebuild`
-            args = ["rebuild", "--to-earliest"]
-            args += ["--data-dir", str(data_dir)] if data_dir is not None else []
-            args += ["--bootstrap-servers", bootstrap_servers] if bootstrap_servers else []
-            rebuild.main(args, prog_name="little projections", standalone_mode=False)
-            return
+    if rebuild:
+        command = _plugin_command("projections")
+        if command is None:
+            raise ConfigurationError(
+                "--rebuild is the projector's rebuild, which comes with the little-services "
+                "package: pip install little-services"
+            )
+        if as_json:
+            raise ConfigurationError("--rebuild prints its own table: no --json")
+        args = ["rebuild", "--to-earliest"]
+        args += ["--data-dir", str(data_dir)] if data_dir is not None else []
+        args += ["--bootstrap-servers", bootstrap_servers] if bootstrap_servers else []
+        command.main(args, prog_name="little projections", standalone_mode=False)
+        return
     with open_world(data_dir, bootstrap_servers) as world:
         projected = asyncio.run(run_replay(world, run_id, mode="projection-only"))
         where = world.description

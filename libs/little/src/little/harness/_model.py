@@ -181,6 +181,11 @@ def model_from_spec(spec: str) -> Model:
         raise ConfigurationError(
             f"model {spec!r}: name one as openai:<model>, anthropic:<model> or module:factory"
         )
+    if target in PROVIDERS:
+        key = f"{target.upper()}_API_KEY"
+        if not os.environ.get(key):
+            # refused before any run is started, not at its first model call
+            raise ConfigurationError(f"model {spec!r} needs {key} in the environment")
     if target == "openai":
         from little.harness.adapters.openai import OpenAIModel
 
@@ -201,7 +206,12 @@ def model_from_spec(spec: str) -> Model:
     found = getattr(module, name, None)
     if found is None:
         raise ConfigurationError(f"model {spec!r}: module {target} has no {name!r}")
-    model = found if isinstance(found, Model) else found() if callable(found) else found
+    try:
+        model = found if isinstance(found, Model) else found() if callable(found) else found
+    except Exception as exc:
+        raise ConfigurationError(
+            f"model {spec!r}: {target}.{name}() raised {type(exc).__name__}: {exc}"
+        ) from exc
     if not isinstance(model, Model):
         raise ConfigurationError(
             f"model {spec!r}: {target}.{name} gave a {type(model).__name__}, not a Model "

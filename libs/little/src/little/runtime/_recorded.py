@@ -30,6 +30,7 @@ from little.events import (
     ModelCalled,
     SessionStarted,
     SubRunReserved,
+    ToolCallFailed,
     ToolCallStarted,
     ToolCallSucceeded,
 )
@@ -110,33 +111,42 @@ class FullReplay:
     """A full replay of a recorded run: a new run of the same workflow, its input and values
     taken from the source run, every model call made live with ``model`` (``provider:model``
     or ``module:factory``, as ``little.harness.model_from_spec`` reads it), and every tool
-    call answered from the source run's receipts (the same tool with the same arguments, in
-    the order they were recorded) unless ``live_tools``: a tool call the source never made
-    then fails as the tool's error, which the model sees; with ``live_tools`` tools run."""
+    call answered from the source run's receipts unless ``live_tools``: the n-th call of a
+    tool with the same arguments in a session gets the outcome of the n-th such call of the
+    source's session of the same id (its result, or its error), never invoking the tool; a
+    call the source's session never made fails as the tool's error, which the model sees.
+    With ``live_tools`` tools run. Sub-runs are full replays of the source's sub-runs."""
 
     model: str
     live_tools: bool = False
 
 
-Receipt = tuple[str | None, ArtifactRef | None, str]
-"""A recorded tool result: its JSON (or artifact ref) and the call id it was recorded under."""
+Receipt = tuple[str | None, ArtifactRef | None, str | None]
+"""A recorded tool call's outcome: its result JSON (or artifact ref), or its error."""
+
+ReceiptKey = tuple[str | None, str, str]
+"""``(session id, tool, arguments JSON)``: whose receipts a full replay's tool call takes."""
 
 
-def tool_receipts(events: Iterable[LoggedEvent]) -> dict[tuple[str, str], list[Receipt]]:
-    """The succeeded tool calls of a run's accepted events, by ``(tool, arguments JSON)``, in
-    log order: what a full replay serves tool calls from."""
+def tool_receipts(events: Iterable[LoggedEvent]) -> dict[ReceiptKey, list[Receipt]]:
+    """The finished tool calls of a run's accepted events, by session, tool and arguments
+    JSON (as recorded), in log order: what a full replay serves tool calls from."""
     started: dict[tuple[str | None, str], tuple[str, str]] = {}
-    receipts: dict[tuple[str, str], list[Receipt]] = {}
+    receipts: dict[ReceiptKey, list[Receipt]] = {}
     for item in accepted_events(events):
         e = item.event
         if isinstance(e, ToolCallStarted):
             started[(e.session_id, e.call_id)] = (e.tool, e.arguments_json)
-        elif isinstance(e, ToolCallSucceeded):
-            key = started.pop((e.session_id, e.call_id), None)
-            if key is not None:
-                receipts.setdefault(key, []).append(
-                    (e.result_json, e.result_ref, f"{e.session_id}/{e.call_id}")
-                )
+        elif isinstance(e, ToolCallSucceeded | ToolCallFailed):
+            found = started.pop((e.session_id, e.call_id), None)
+            if found is None:
+                continue
+            outcome: Receipt = (
+                (e.result_json, e.result_ref, None)
+                if isinstance(e, ToolCallSucceeded)
+                else (None, None, f"{e.error_type}: {e.message}")
+            )
+            receipts.setdefault((e.session_id, *found), []).append(outcome)
     return receipts
 
 
@@ -230,7 +240,7 @@ class RecordedCalls:
     (``ctx.patched``)."""
     full: bool = False
     """A full replay: no agent call is served (``full-replay``); values and tool receipts are."""
-    receipts: Mapping[tuple[str, str], list[Receipt]] = field(default_factory=dict)
+    receipts: Mapping[ReceiptKey, list[Receipt]] = field(default_factory=dict)
     """A full replay's tool receipts (``tool_receipts``)."""
     _by_place: dict[Place, AgentCall] = field(default_factory=dict)
     _values: dict[ValuePlace, RecordedValue] = field(default_factory=dict)

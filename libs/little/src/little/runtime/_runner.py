@@ -9,7 +9,6 @@ recorded outputs, and agent sessions fast-forward through their recorded calls.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import json
 import os
@@ -205,20 +204,22 @@ class Execution:
             else None
         )
         """A full replay's tool receipts, when it serves tools from them."""
-        self.receipts_used: dict[tuple[str, str], int] = {}
-        """How many calls of each ``(tool, arguments)`` this execution has made so far."""
 
-    def receipt(self, tool: str, arguments_json: str) -> tuple[Receipt | None, bool]:
-        """For a full replay's tool call: the next recorded result of the same tool with the
-        same arguments (None if the source made no more such calls), and whether tools are
-        served from receipts at all. Every tool call counts, served from this run's own log
-        too, so a resume takes the receipts in the order the first execution did."""
+    def receipt(
+        self, session_id: str, tool: str, arguments_json: str, used: dict[tuple[str, str], int]
+    ) -> tuple[Receipt | None, bool]:
+        """For a full replay's tool call: the outcome of the source's next call of the same
+        tool with the same arguments in the session of the same id (None if it made no more
+        such calls), and whether tools are served from receipts at all. ``used`` is the
+        session's count so far: every tool call of it counts, those served from this run's
+        own log too, so a resume (which walks the session's recorded turns again) takes the
+        receipts in the order the first execution did."""
         if self.receipts is None:
             return None, False
         key = (tool, arguments_json)
-        n = self.receipts_used.get(key, 0)
-        self.receipts_used[key] = n + 1
-        found = self.receipts.get(key, [])
+        n = used.get(key, 0)
+        used[key] = n + 1
+        found = self.receipts.get((session_id, tool, arguments_json), [])
         return (found[n] if n < len(found) else None), True
 
     def replay(self) -> ReplayEnvelope:
@@ -322,6 +323,9 @@ class Execution:
         simulating, golden = SIMULATING.get(), None
         if simulating is not None and self.agent_calls.source_run_id is not None:
             golden = simulating.sub_runs.get((self.agent_calls.source_run_id, call_id))
+        full = self._full_sub_run(workflow, call_id)
+        if full is not None:
+            golden = (full[0], "")
         result = await execute(
             self.world,
             sub_run_id,
@@ -333,6 +337,7 @@ class Execution:
             control=self.writer.control,  # stopping or cancelling a run stops its sub-runs too
             hold=self.waits.hold,
             replay_from=None if golden is None else golden[0],
+            full_replay=None if full is None else full[1],
         )
         if result.status == "waiting":  # the sub-run let go of itself: so does its parent
             raise ExecutionSuspended(self.run_id, result.wake_at, result.waiting_for)
@@ -341,6 +346,29 @@ class Execution:
                 self.run_id, sub_run_id, workflow.name, result.status, result.error
             )
         return result.output
+
+    def _full_sub_run(self, workflow: AnyWorkflow, call_id: str) -> tuple[str, FullReplay] | None:
+        """In a full replay, a sub-run is a full replay too: of the sub-run the source run
+        started at the same call with the same workflow, with the same model. One the source
+        did not start there has nothing to serve its tools from: refused (its call fails)."""
+        if self.model is None or self.replayed.replay_model is None:
+            return None
+        source = self.agent_calls.source
+        state = None if source is None else source.state
+        found = None
+        if state is not None:
+            found = next(
+                (s for s in state.sub_runs if s.call_id == call_id and s.workflow == workflow.name),
+                None,
+            )
+        if found is None:
+            raise ConfigurationError(
+                f"run {self.run_id} is a full replay of {self.agent_calls.source_run_id}, which "
+                f"started no sub-run of {workflow.name} at call {call_id}: a full replay runs no "
+                "workflow the recorded run did not (its tools would run live)"
+            )
+        live = bool(self.replayed.replay_live_tools)
+        return found.sub_run_id, FullReplay(self.replayed.replay_model, live_tools=live)
 
 
 _AGAIN = RunResult("", "again")
@@ -476,17 +504,21 @@ async def execute(
             f"replay_mode={replay_mode!r} (run {run_id}) is not a replay mode: use one of "
             f"{', '.join(repr(m) for m in REPLAY_MODES)}"
         )
+    model: Model | None = None
     if full_replay is not None:
         if replay_from is None:
             raise ConfigurationError(
                 f"run {run_id}: a full replay needs replay_from, the recorded run it replays"
             )
-        model_from_spec(full_replay.model)  # a name that builds no model is refused up front
+        # a name that builds no model is refused up front (an import, a factory: off the loop)
+        model = await asyncio.to_thread(model_from_spec, full_replay.model)
     owner = owner or default_owner()
     if fresh:
         state = materialize_run_state_from_events([], run_id=run_id)
     else:
         state = await fold_run_off_loop(world, run_id)
+    if full_replay is not None and state.last_position is not None:
+        _check_full_replay_of(state, replay_from, full_replay)
     if state.terminal:
         return await _result(state, world)  # nothing to claim: read the outcome from the log
     if state.workflow is not None:
@@ -557,6 +589,7 @@ async def execute(
                 replay_mode=replay_mode,
                 full_replay=full_replay,
                 prepared=prepared,
+                model=model,
                 hold=hold,
             )
         finally:
@@ -604,6 +637,7 @@ async def _execute_claimed(
     full_replay: FullReplay | None,
     hold: float,
     prepared: RecordedCalls | None = None,
+    model: Model | None = None,
 ) -> RunResult:
     await writer.checkpoint()  # stopped or cancelled while claiming
     if state.steps:
@@ -617,7 +651,17 @@ async def _execute_claimed(
                 f"run {run_id} was claimed at epoch {writer.epoch} but has no RunStarted, and "
                 "no workflow was given to start it with",
             )
-        input_json, input_ref = await store_json(world, run_id, input)
+        if full_replay is not None and parent_run_id is None and input is None and prepared:
+            # a full replay does the recorded run's task again: its input, and (unless told
+            # otherwise) its budgets, so another model never runs unbounded
+            assert prepared.state is not None
+            input_json, input_ref = prepared.state.input_json, prepared.state.input_ref
+            if max_agent_calls is None:
+                max_agent_calls = prepared.state.max_agent_calls
+            if max_tokens is None:
+                max_tokens = prepared.state.max_tokens
+        else:
+            input_json, input_ref = await store_json(world, run_id, input)
         budgets = (max_agent_calls, max_tokens)
         identity, refused, source, changes = await asyncio.to_thread(
             _start_facts_of,
@@ -675,9 +719,8 @@ async def _execute_claimed(
             )
         workflow = resolve_workflow(state, workflow)  # (started by another writer meanwhile)
     recorded = await asyncio.to_thread(_recorded_calls, world, state, source)
-    model = None
-    if state.replay_mode == MODE_FULL and state.replay_model is not None:
-        model = model_from_spec(state.replay_model)
+    if model is None and state.replay_mode == MODE_FULL and state.replay_model is not None:
+        model = await asyncio.to_thread(model_from_spec, state.replay_model)
     execution = Execution(world, run_id, state, writer, owner, recorded, hold, model)
     input = await execution.load_json(state.input_json, state.input_ref)
     log.info("run_executing", run_id=run_id, epoch=writer.epoch, resumed_from_seq=state.last_seq)
@@ -815,6 +858,14 @@ def fold_source(world: World, run_id: str) -> tuple[MaterializedRunState, str | 
     """A replay's source run folded from its log, as far as the log is proven: the fold stops
     before a record that does not decode or breaks the stream, and says where (a worker
     thread). The whole log is read: a snapshot cannot vouch for the records it stands for."""
+    state, damage, _ = _proven_source(world, run_id)
+    return state, damage
+
+
+def _proven_source(
+    world: World, run_id: str
+) -> tuple[MaterializedRunState, str | None, list[LoggedEvent]]:
+    """``fold_source``, with the events of the proven prefix it folded."""
     events: list[LoggedEvent] = []
     damage: str | None = None
     try:
@@ -823,11 +874,11 @@ def fold_source(world: World, run_id: str) -> tuple[MaterializedRunState, str | 
     except RecordDecodeError as exc:
         damage = str(exc)
     try:
-        return materialize_run_state_from_events(events, run_id=run_id), damage
+        return materialize_run_state_from_events(events, run_id=run_id), damage, events
     except StreamIntegrityError as exc:
         cut = next(i for i, item in enumerate(events) if item.event is exc.event)
         state = materialize_run_state_from_events(events[:cut], run_id=run_id)
-        return state, str(exc)
+        return state, str(exc), events[:cut]
 
 
 def _start_facts(
@@ -978,10 +1029,37 @@ def _replay_refusal(
     return None, RecordedCalls.of(source, damage), changes
 
 
+def _check_full_replay_of(
+    state: MaterializedRunState, replay_from: str | None, full_replay: FullReplay
+) -> None:
+    """A full replay asked for under the id of a run that exists continues it only if it is
+    that very full replay; anything else is refused, naming what differs, never ignored."""
+    asked = {
+        "replay_mode": MODE_FULL,
+        "replay_source_run_id": replay_from,
+        "replay_model": full_replay.model,
+        "replay_live_tools": full_replay.live_tools,
+    }
+    recorded = {
+        "replay_mode": state.replay_mode,
+        "replay_source_run_id": state.replay_source_run_id,
+        "replay_model": state.replay_model,
+        "replay_live_tools": bool(state.replay_live_tools),
+    }
+    if state.workflow is None:  # only a claim: nothing recorded to differ from
+        return
+    differs = [f"{k}: {recorded[k]!r} -> {asked[k]!r}" for k in asked if asked[k] != recorded[k]]
+    if differs:
+        raise ConfigurationError(
+            f"run {state.run_id} exists ({state.status}) and is not this full replay "
+            f"({'; '.join(differs)}): give the full replay a new run id"
+        )
+
+
 def _full_record(world: World, workflow: str, source_run_id: str) -> RecordedCalls:
     """A full replay's record of its source: its values (served by place) and its tool
     receipts; no agent call of it is served (a worker thread)."""
-    source, damage = fold_source(world, source_run_id)
+    source, damage, events = _proven_source(world, source_run_id)
     if source.workflow is None or not (source.terminal or damage is not None):
         raise ConfigurationError(
             f"full replay of run {source_run_id}: it is not a finished run "
@@ -992,10 +1070,6 @@ def _full_record(world: World, workflow: str, source_run_id: str) -> RecordedCal
             f"full replay of run {source_run_id}: it is a run of {source.workflow!r}, not of "
             f"{workflow!r} ({REFUSED_TARGET_CHANGED})"
         )
-    events: list[LoggedEvent] = []
-    with contextlib.suppress(RecordDecodeError):  # the receipts before the damage, as the fold
-        for item in world.read_run(source_run_id):
-            events.append(item)
     record = RecordedCalls.of(source, damage)
     record.full = True
     record.receipts = tool_receipts(events)

@@ -154,6 +154,7 @@ class AgentSession:
         self._exchange_tokens = [0, 0, 0, 0]  # this exchange's usage, served turns included
         self._exchange_calls = 0  # this exchange's model calls, served turns included
         self._reserved = False  # a panel leg holding a budget reservation for its first call
+        self._receipts_used: dict[tuple[str, str], int] = {}  # a full replay's, per call
         self._span: Any = None  # the session's span (tracing on): its calls' spans' parent
 
     async def __aenter__(self) -> AgentSession:
@@ -329,7 +330,8 @@ class AgentSession:
                 f"{session_id!r}; {self.name!r}'s compaction summary needs that name"
             )
         self._step._sessions.add(session_id)
-        model = policy.summary_model or self.model
+        # a full replay asks its own model for every call, summaries included
+        model = self._x.model or policy.summary_model or self.model
         summarizer = AgentSession(
             self._x, self._step, session_id, name, model, [], policy.summary_prompt, None
         )
@@ -819,7 +821,9 @@ class AgentSession:
     ) -> Message:
         # as recorded (redacted): the form a full replay finds its source's receipts by
         arguments_json = canonical_json(self._redacted("tool_arguments", call.arguments))
-        receipt, from_receipts = self._x.receipt(call.name, arguments_json)
+        receipt, from_receipts = self._x.receipt(
+            self.session_id, call.name, arguments_json, self._receipts_used
+        )
         if recorded is not None and recorded.status == "succeeded":
             text = await self._x.load_text(recorded.result_json, recorded.result_ref)
             return _tool_message(call.id, text)
@@ -894,8 +898,9 @@ class AgentSession:
         receipt: Receipt | None,
     ) -> Message:
         """A full replay's tool call: answered from the source run's receipt of the same tool
-        and arguments, never invoked; without one it fails as the tool's error (the model sees
-        it, the log records it), since a full replay runs no tool unless ``live_tools``."""
+        and arguments (its result, or its error), never invoked; without one it fails as the
+        tool's error (the model sees it, the log records it), since a full replay runs no tool
+        unless ``live_tools``."""
         source = self._x.agent_calls.source_run_id
         await self._emit(
             ToolCallStarted,
@@ -905,10 +910,22 @@ class AgentSession:
             arguments_json=arguments_json,
             idempotency_key=key,
         )
+        if receipt is not None and receipt[2] is not None:  # it failed when recorded
+            error_type, _, message = receipt[2].partition(": ")
+            self._defer(
+                ToolCallFailed,
+                call_id=call_id,
+                tool=call.name,
+                error_type=error_type,
+                message=message,
+                retryable=False,
+            )
+            return _tool_message(call.id, canonical_json({"error": receipt[2]}))
         if receipt is None:
             message = (
-                f"{call.name}({arguments_json}) is not among the tool calls of recorded run "
-                f"{source}, and a full replay runs no tool unless live_tools is set"
+                f"{call.name}({arguments_json}) is not among the tool calls of session "
+                f"{self.session_id} in recorded run {source} (or it was called more often "
+                "here), and a full replay runs no tool unless live_tools is set"
             )
             self._defer(
                 ToolCallFailed,

@@ -71,22 +71,30 @@ FAULTS = FaultInjection()
 
 
 MAX_EVENT_TEXT = 900_000
-"""The most characters an event's text fields may hold together. The broker's
-``message.max.bytes`` (and librdkafka's, 1,000,000 by default) bounds a record: a payload
-that can be large has an ``*_ref`` field and goes to the artifact store past 64 KiB
+"""The most bytes (UTF-8, as Avro writes strings) an event's text fields may hold together.
+The broker's ``message.max.bytes`` (and librdkafka's, 1,000,000 by default) bounds a record: a
+payload that can be large has an ``*_ref`` field and goes to the artifact store past 64 KiB
 (``store_json``), so an event this large has a field without one (tool arguments, an error
 message, a recorded value). It is refused here, before it takes a seq, as an
 ``EventValidationError`` (terminal: the step fails saying so) instead of being sent and
-refused by the broker as a ``LogError``, which a resume would meet again and again."""
+refused by the broker as a ``LogError``, which a resume would meet again and again. An error
+``message`` is cut to fit instead (marked), so the failure itself can always be recorded."""
 
 
 def _check_size(run_id: str, cls: type[Event], fields: dict[str, Any]) -> None:
-    sizes = {k: len(v) for k, v in fields.items() if isinstance(v, str)}
-    if sum(sizes.values()) <= MAX_EVENT_TEXT:
+    sizes = {k: len(v.encode("utf-8")) for k, v in fields.items() if isinstance(v, str)}
+    total = sum(sizes.values())
+    if total <= MAX_EVENT_TEXT:
+        return
+    message = fields.get("message")
+    if isinstance(message, str) and total - sizes["message"] < MAX_EVENT_TEXT - 100:
+        keep = MAX_EVENT_TEXT - 100 - (total - sizes["message"])
+        cut = message.encode("utf-8")[:keep].decode("utf-8", "ignore")
+        fields["message"] = f"{cut} [cut: {sizes['message']:,} bytes in all]"
         return
     field, size = max(sizes.items(), key=lambda kv: kv[1])
     raise EventValidationError(
-        f"run {run_id}: a {cls.event_type} event of over {MAX_EVENT_TEXT:,} characters is not "
+        f"run {run_id}: a {cls.event_type} event of over {MAX_EVENT_TEXT:,} bytes is not "
         f"written (its {field} holds {size:,}; the broker takes records of about 1 MB, and "
         f"{field} has no artifact ref): make it smaller"
     )
