@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import structlog
 
@@ -139,14 +139,38 @@ def is_postgres_url(location: str) -> bool:
 
 
 def redact(url: str) -> str:
-    """``url`` with its password replaced by ``***`` (for logs and messages)."""
-    parts = urlsplit(url)
-    if parts.password is None:
+    """``url`` with its passwords replaced by ``***`` (for logs and messages).
+
+    Works on the raw text, parsing no port: a libpq URL may name several hosts
+    (``h1:5432,h2:5432``) or an IPv6 address, and a malformed one must still be printable.
+    Masks the password of the user part (after the first ``:`` before the last ``@``) and
+    every ``password=`` query parameter.
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep:
         return url
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host += f":{parts.port}"
-    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+    cut = len(rest)
+    for mark in "/?#":
+        at = rest.find(mark)
+        if at != -1:
+            cut = min(cut, at)
+    netloc, tail = rest[:cut], rest[cut:]
+    if "@" in netloc:
+        user, _, hosts = netloc.rpartition("@")
+        if ":" in user:
+            user = user.split(":", 1)[0] + ":***"
+        netloc = f"{user}@{hosts}"
+    path, qmark, query = tail.partition("?")
+    if qmark:
+        query, hash_, fragment = query.partition("#")
+        query = "&".join(_mask_password(part) for part in query.split("&"))
+        tail = f"{path}?{query}{hash_}{fragment}"
+    return f"{scheme}://{netloc}{tail}"
+
+
+def _mask_password(param: str) -> str:
+    key = param.split("=", 1)[0]
+    return f"{key}=***" if key.strip().lower() == "password" else param
 
 
 class PostgresProjectionStore(ProjectionStore):
