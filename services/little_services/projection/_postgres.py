@@ -123,12 +123,15 @@ _UPSERT_RUN = (
     + " WHERE projection_runs.stale OR EXCLUDED.log_partition <> projection_runs.log_partition"
     " OR EXCLUDED.last_offset >= projection_runs.last_offset"
 )
-_UPSERT_CURSOR = (
+_SET_CURSOR = (
     "INSERT INTO projection_cursors (topic, log_partition, covered, previous, gap_before) "
     "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (topic, log_partition) DO UPDATE SET "
     "covered = EXCLUDED.covered, previous = EXCLUDED.previous, "
     "gap_before = EXCLUDED.gap_before"
 )
+# ``put`` only moves a cursor forward (a fenced zombie's late write must not move it back);
+# ``reset_partition`` sets it wherever it is told.
+_ADVANCE_CURSOR = _SET_CURSOR + " WHERE EXCLUDED.covered >= projection_cursors.covered"
 _SUMMARY_COLUMNS = ", ".join(c for c in _RUN_COLUMNS if c != "state")
 
 T = TypeVar("T")
@@ -322,7 +325,7 @@ class PostgresProjectionStore(ProjectionStore):
                 if rows:
                     cur.executemany(_UPSERT_RUN, rows)
                 if cursors:
-                    cur.executemany(_UPSERT_CURSOR, cursors)
+                    cur.executemany(_ADVANCE_CURSOR, cursors)
 
         self._retrying("put", body)
 
@@ -358,7 +361,7 @@ class PostgresProjectionStore(ProjectionStore):
                     (partition, stale_from),
                 ).rowcount
             conn.execute(
-                _UPSERT_CURSOR,
+                _SET_CURSOR,
                 (topic, partition, cursor.covered, cursor.previous, cursor.gap_before),
             )
             return deleted, staled
