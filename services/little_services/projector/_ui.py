@@ -39,6 +39,8 @@ MAX_EVENTS = 10_000
 """Events read for one run page (a longer run's page says it stops there)."""
 EVENTS_PAGE = 500
 """Events listed per page of a run's events table (the timeline has all of them)."""
+MAX_LOGIN_FORM = 16_384
+"""Bytes a login form may have (a token and a path, not a document)."""
 STATUSES = (
     "pending",
     "running",
@@ -190,8 +192,8 @@ def add_inspector(
         """Check the token once; a right one comes back as the ``little_token`` cookie."""
         if api_token is None:
             return RedirectResponse(PREFIX, status_code=303)
-        body = await request.body()
-        if len(body) > 16_384:  # a token and a path, not a document
+        body = await _small_body(request)
+        if body is None:
             return Response("login form too large", status_code=413)
         form = parse_qs(body.decode("utf-8", "replace"))
         given = (form.get("token") or [""])[0]
@@ -275,6 +277,20 @@ def add_inspector(
             "sub_runs": s.sub_runs,
         }
         return page(request, "run.html", context)
+
+
+async def _small_body(request: Request) -> bytes | None:
+    """The request's body, or None past MAX_LOGIN_FORM bytes (read no further: the login form
+    answers anyone, before any token is checked)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isascii() and declared.isdigit() and int(declared) > MAX_LOGIN_FORM:
+        return None
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_LOGIN_FORM:
+            return None
+    return bytes(body)
 
 
 def _safe_next(target: str) -> str:
