@@ -141,6 +141,14 @@ def test_pages_say_what_is_wrong_and_forbid_scripts(populated: Populated) -> Non
     assert "limit=&#39;lots&#39; is not a number" in bad.text
     cursor = client.get("/ui", params={"cursor": "nonsense"})
     assert cursor.status_code == 400
+    superscript = client.get("/ui", params={"limit": "\u00b2"})  # isdigit() says yes
+    assert superscript.status_code == 400
+    assert "is not a number" in superscript.text
+    for number in ("abc", "-1", "1e3", "\u00b2"):
+        events = client.get("/ui/runs/run-4", params={"events_page": number})
+        assert events.status_code == 400, number
+        assert events.headers["content-type"].startswith("text/html")
+        assert "is not a page number" in events.text
     page = client.get("/ui/runs/sub~step/call")
     assert page.status_code == 200
     csp = page.headers["content-security-policy"]

@@ -12,6 +12,7 @@ projection store, the timeline and events from the log (``world.read_run``), as
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -126,7 +127,7 @@ def add_inspector(
             "limit": limit or "50",
         }
         try:
-            if not filters["limit"].isdigit():
+            if not re.fullmatch(r"[0-9]+", filters["limit"]):
                 raise ConfigurationError(f"limit={filters['limit']!r} is not a number")
             query = RunQuery(
                 status=status or None,
@@ -219,7 +220,15 @@ def add_inspector(
         return response
 
     @app.get(f"{PREFIX}/runs/{{run_id:path}}", response_class=HTMLResponse, include_in_schema=False)
-    def run_page(request: Request, run_id: str, events_page: int = 1) -> HTMLResponse:
+    def run_page(request: Request, run_id: str, events_page: str = "1") -> HTMLResponse:
+        if not re.fullmatch(r"[0-9]{1,9}", events_page):
+            message = f"events_page={events_page!r} is not a page number"
+            return page(
+                request,
+                "missing.html",
+                {"run_id": run_id, "message": message, "title": "Bad request"},
+                status_code=400,
+            )
         record = store.get(run_id)
         if record is None:
             return page(
@@ -236,8 +245,8 @@ def add_inspector(
             [*events, *undecodable],
             key=lambda x: int(x["offset"]) if isinstance(x, dict) else x.offset,
         )
-        events_page = max(events_page, 1)
-        first = (events_page - 1) * EVENTS_PAGE
+        number = max(int(events_page), 1)
+        first = (number - 1) * EVENTS_PAGE
         shown = rows[first : first + EVENTS_PAGE]
         ended = s.ended_at or (record.updated_at if s.terminal else None)
         envelope = replay_envelope(s)
@@ -269,9 +278,9 @@ def add_inspector(
             "events": [_event_row(x, id(x) in accepted) for x in shown],
             "events_total": len(rows),
             "events_first": first + 1,
-            "events_prev": _events_url(run_id, events_page - 1) if events_page > 1 else None,
+            "events_prev": _events_url(run_id, number - 1) if number > 1 else None,
             "events_next": (
-                _events_url(run_id, events_page + 1) if first + EVENTS_PAGE < len(rows) else None
+                _events_url(run_id, number + 1) if first + EVENTS_PAGE < len(rows) else None
             ),
             "truncated": truncated,
             "sub_runs": s.sub_runs,
