@@ -116,7 +116,28 @@ def test_a_big_login_form_is_refused_before_it_is_read(guarded: TestClient) -> N
     assert declared.status_code == 413
 
 
-@pytest.mark.parametrize("target", ["https://evil.example/", "//evil.example/ui", "/runs", "ui"])
+@pytest.mark.parametrize(
+    "target", ["/ui?status=failed", "/ui/runs/run-4?events_page=2", "/ui/runs/a%2Fb?x=1&y=2"]
+)
+def test_a_login_keeps_the_query_of_its_target(guarded: TestClient, target: str) -> None:
+    r = guarded.post("/ui/login", data={"token": TOKEN, "next": target}, follow_redirects=False)
+    assert r.headers["location"] == target
+    form = guarded.get("/ui/login", params={"next": target})
+    assert f'value="{html.escape(target)}"' in form.text
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "https://evil.example/",
+        "//evil.example/ui",
+        "/runs",
+        "ui",
+        "/runs?x=/ui",
+        "/\\evil.example/ui",
+        "https://evil.example/ui?x=1",
+    ],
+)
 def test_a_login_sends_the_browser_nowhere_but_the_inspector(
     guarded: TestClient, target: str
 ) -> None:

@@ -16,7 +16,7 @@ import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, quote, urlencode
+from urllib.parse import parse_qs, quote, urlencode, urlsplit, urlunsplit
 
 import jinja2
 from fastapi import FastAPI, Request
@@ -303,9 +303,19 @@ async def _small_body(request: Request) -> bytes | None:
 
 
 def _safe_next(target: str) -> str:
-    """Where a login may send the browser: a page of the inspector, nowhere else."""
-    if target.startswith("/") and not target.startswith("//") and under(target, PREFIX):
-        return target
+    """Where a login may send the browser: a page of the inspector (its query kept), nowhere
+    else."""
+    parts = urlsplit(target)
+    path = parts.path
+    if (
+        not parts.scheme
+        and not parts.netloc
+        and path.startswith("/")
+        and not path.startswith("//")
+        and "\\" not in path
+        and under(path, PREFIX)
+    ):
+        return urlunsplit(("", "", path, parts.query, ""))
     return PREFIX
 
 
