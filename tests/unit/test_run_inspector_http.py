@@ -117,6 +117,28 @@ def test_a_big_login_form_is_refused_before_it_is_read(guarded: TestClient) -> N
 
 
 @pytest.mark.parametrize(
+    ("base_url", "setting", "secure"),
+    [
+        ("http://projector.example.com", None, True),  # behind a TLS-terminating proxy
+        ("http://10.0.0.7:8080", None, True),
+        ("https://127.0.0.1", None, True),
+        ("http://127.0.0.1:8080", None, False),
+        ("http://localhost:8080", None, False),
+        ("http://[::1]:8080", None, False),
+        ("http://10.0.0.7:8080", False, False),  # plain HTTP on another machine, said so
+        ("http://127.0.0.1:8080", True, True),
+    ],
+)
+def test_the_login_cookie_is_secure_unless_asked_for_on_loopback(
+    populated: Populated, base_url: str, setting: bool | None, secure: bool
+) -> None:
+    client = populated.client(token=TOKEN, secure_cookie=setting, base_url=base_url)
+    r = client.post("/ui/login", data={"token": TOKEN, "next": "/ui"}, follow_redirects=False)
+    assert r.status_code == 303
+    assert ("Secure" in r.headers["set-cookie"]) is secure, r.headers["set-cookie"]
+
+
+@pytest.mark.parametrize(
     "target", ["/ui?status=failed", "/ui/runs/run-4?events_page=2", "/ui/runs/a%2Fb?x=1&y=2"]
 )
 def test_a_login_keeps_the_query_of_its_target(guarded: TestClient, target: str) -> None:

@@ -79,6 +79,7 @@ def serve(settings: ProjectorServiceSettings) -> int:
         registry=registry,
         api_token=settings.api_token,
         metrics_open=settings.metrics_open,
+        secure_cookie=settings.ui_secure_cookie,
     )
     server = uvicorn.Server(
         uvicorn.Config(

@@ -11,6 +11,7 @@ projection store, the timeline and events from the log (``world.read_run``), as
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 from datetime import UTC, datetime
@@ -95,9 +96,17 @@ def _when(value: str | None, name: str) -> datetime | None:
 
 
 def add_inspector(
-    app: FastAPI, *, store: ProjectionStore, world: World | None, api_token: str | None
+    app: FastAPI,
+    *,
+    store: ProjectionStore,
+    world: World | None,
+    api_token: str | None,
+    secure_cookie: bool | None = None,
 ) -> None:
-    """Serve the run inspector's pages and style sheet under ``/ui`` of ``app``."""
+    """Serve the run inspector's pages and style sheet under ``/ui`` of ``app``.
+
+    ``secure_cookie`` marks the login cookie ``Secure``; None: unless the request's host is a
+    loopback address (a TLS-terminating proxy in front is not loopback)."""
     templates = _templates()
     app.mount(STATIC, StaticFiles(directory=_HERE / "static"), name="inspector-static")
 
@@ -209,7 +218,7 @@ def add_inspector(
             path=PREFIX,
             httponly=True,
             samesite="strict",
-            secure=request.url.scheme == "https",
+            secure=_secure(request, secure_cookie),
         )
         return response
 
@@ -286,6 +295,20 @@ def add_inspector(
             "sub_runs": s.sub_runs,
         }
         return page(request, "run.html", context)
+
+
+def _secure(request: Request, setting: bool | None) -> bool:
+    if setting is not None:
+        return setting
+    if request.url.scheme == "https":
+        return True
+    host = (request.url.hostname or "").strip("[]").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return False
+    try:
+        return not ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return True
 
 
 async def _small_body(request: Request) -> bytes | None:
