@@ -241,3 +241,33 @@ def test_a_long_run_lists_its_events_a_page_at_a_time(tmp_path: Path) -> None:
     finally:
         store.close()
         world.close()
+
+
+def test_a_stale_run_says_so_on_its_page_and_in_the_list(tmp_path: Path) -> None:
+    world = little.local_world(tmp_path / "w", partitions=1, synchronous="NORMAL")
+    store = SqliteProjectionStore(tmp_path / "p.sqlite3", synchronous="NORMAL")
+    try:
+        world.append(run_events("fresh-run", 5))
+        with create_projector(world, store, ProjectionConfig()) as projector:
+            projector.run(until_caught_up=True)
+        app = create_app(
+            store=store,
+            world=world,
+            status=lambda: ProjectorStatus(caught_up=True, consuming=True),
+            registry=CollectorRegistry(),
+        )
+        client = TestClient(app)
+        assert "status-stale" not in client.get("/ui/runs/fresh-run").text
+        assert "status-stale" not in client.get("/ui").text
+        topic = ProjectionConfig().topic
+        cursor = store.cursors(topic)[0]
+        assert store.reset_partition(topic, 0, cursor, stale_from=0) == (0, 1)
+        page = client.get("/ui/runs/fresh-run")
+        assert '<span class="status status-stale"' in page.text
+        listing = client.get("/ui")
+        row = re.search(r'<tr data-run="fresh-run">.*?</tr>', listing.text, re.S)
+        assert row is not None
+        assert "status-stale" in row.group(0)
+    finally:
+        store.close()
+        world.close()

@@ -182,6 +182,7 @@ def add_inspector(
                     "source_run_id": s.replay.source_run_id,
                     "parent_run_id": state.parent_run_id if state else None,
                     "detail": s.detail,
+                    "stale": s.stale,
                 }
             )
         next_url = None
@@ -262,6 +263,7 @@ def add_inspector(
         context = {
             "run_id": run_id,
             "status": record.status,
+            "stale": record.stale,
             "state": s,
             "started": _time(s.started_at),
             "ended": _time(s.ended_at),
