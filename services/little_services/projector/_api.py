@@ -186,9 +186,7 @@ def create_app(
             pages=UI_PREFIX,
             open_pages=(UI_LOGIN, UI_STATIC),
         )
-    add_inspector(
-        app, store=store, world=world, api_token=api_token, secure_cookie=secure_cookie
-    )
+    add_inspector(app, store=store, world=world, api_token=api_token, secure_cookie=secure_cookie)
 
     @app.get("/healthz", tags=["ops"])
     def healthz() -> dict[str, str]:
