@@ -135,6 +135,19 @@ def test_a_run_never_moves_back_unless_it_is_stale(store: ProjectionStore) -> No
     assert not refolded.stale
 
 
+def test_a_cursor_only_moves_forward_unless_reset(store: ProjectionStore) -> None:
+    store.put(ProjectionWrite(TOPIC, [], {0: PartitionCursor(50, 40), 1: PartitionCursor(7, 0)}))
+    # a fenced zombie's late write of an older cursor changes nothing
+    store.put(ProjectionWrite(TOPIC, [], {0: PartitionCursor(30, 20), 1: PartitionCursor(9, 7)}))
+    assert store.cursors(TOPIC) == {0: PartitionCursor(50, 40), 1: PartitionCursor(9, 7)}
+    store.put(ProjectionWrite(TOPIC, [], {0: PartitionCursor(50, 45, 2)}))  # same offset
+    assert store.cursors(TOPIC)[0] == PartitionCursor(50, 45, 2)
+    store.reset_partition(TOPIC, 0, PartitionCursor(10, 10, 10))  # a truncated log
+    assert store.cursors(TOPIC)[0] == PartitionCursor(10, 10, 10)
+    store.put(ProjectionWrite(TOPIC, [], {0: PartitionCursor(12, 10, 10)}))
+    assert store.cursors(TOPIC)[0] == PartitionCursor(12, 10, 10)
+
+
 def test_offsets_of_two_partitions_never_compare(store: ProjectionStore) -> None:
     # A row held in another partition than its run's (left by a projector that folded a
     # misrouted record) is replaced by the run's own partition's, whatever its offset.

@@ -229,8 +229,8 @@ def test_a_paused_coordinator_wakes_up_fenced(
         wait_until(lambda: len(b.partitions()) == partitions, 60, "B to own every partition")
         watcher.wait(b_took_over, 60, "B to claim every run A left unfinished")
     finally:
+        continued_at = time.time()  # before A runs again: its records are all later
         a.signal(signal.SIGCONT)
-    continued_at = time.time()
     wait_until(
         lambda: any(e.get("lost") for e in a.log_events("partitions_released")),
         60,

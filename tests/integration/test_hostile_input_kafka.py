@@ -65,8 +65,10 @@ def produce(
     key: str | bytes,
     value: bytes,
     headers: list[tuple[str, bytes]] | None = None,
+    partition: int | None = None,
 ) -> Message:
-    """One record as an operator's tool produces it: keyed, murmur2 partitioning."""
+    """One record as an operator's tool produces it: keyed, murmur2 partitioning (or into
+    ``partition``, as a tool with another partitioner would)."""
     delivered: list[tuple[KafkaError | None, Message]] = []
     producer = Producer(
         {"bootstrap.servers": bootstrap, "partitioner": "murmur2_random", **BIG_PRODUCER}
@@ -76,6 +78,7 @@ def produce(
         key=key if isinstance(key, bytes) else key.encode(),
         value=value,
         headers=headers or [],
+        **({} if partition is None else {"partition": partition}),
         on_delivery=lambda err, msg: delivered.append((err, msg)),
     )
     assert producer.flush(30) == 0
@@ -305,8 +308,10 @@ def test_hostile_records_on_the_commands_topic_are_dead_lettered_and_the_coordin
     event = RunCancelled(run_id=run, seq=4, epoch=9, reason="forged")  # seq and epoch: no command
     injected: dict[str, tuple[str, Message]] = {}  # case -> (reason, record)
 
-    def inject(case: str, reason: str, value: bytes, key: str = run) -> None:
-        injected[case] = (reason, produce(bootstrap, topic, key, value))
+    def inject(
+        case: str, reason: str, value: bytes, key: str = run, partition: int | None = None
+    ) -> None:
+        injected[case] = (reason, produce(bootstrap, topic, key, value, partition=partition))
 
     inject("bytes", "not-avro-framing", bytes([0x17]) + rng.randbytes(200))
     inject("truncated", "truncated-body", valid[: len(valid) // 2])
@@ -318,6 +323,8 @@ def test_hostile_records_on_the_commands_topic_are_dead_lettered_and_the_coordin
         if partition_for(f"{run}-w{i}", PARTITIONS) == partition_for(run, PARTITIONS)
     )
     inject("wrong-key", "key-mismatch", valid, key=wrong)
+    elsewhere = (partition_for(run, PARTITIONS) + 1) % PARTITIONS  # another partitioner's pick
+    inject("misrouted", "misrouted", valid, partition=elsewhere)
     inject("one-mb", "malformed-body", header + bytes([0x48]) + rng.randbytes(ONE_MB))
     # A run that does not exist: refused (logged), nothing written for it.
     ghost = f"ghost-{unique}"
@@ -347,12 +354,15 @@ def test_hostile_records_on_the_commands_topic_are_dead_lettered_and_the_coordin
     assert proc.proc.poll() is None, proc.logs()[-3000:]
 
     letters = {
-        int(dict(m.headers())[DLQ_OFFSET]): m  # type: ignore[attr-defined]
+        (
+            int(dict(m.headers())[DLQ_PARTITION]),  # type: ignore[attr-defined]
+            int(dict(m.headers())[DLQ_OFFSET]),  # type: ignore[attr-defined]
+        ): m
         for m in read_committed(bootstrap, topics["dlq"])
     }
     assert len(letters) == len(injected)
     for case, (reason, msg) in injected.items():
-        letter: Any = letters[msg.offset()]  # type: ignore[index]
+        letter: Any = letters[(msg.partition(), msg.offset())]  # type: ignore[index]
         headers = dict(letter.headers())
         assert headers[DLQ_REASON] == reason.encode(), case
         assert headers[DLQ_TOPIC_HEADER] == topic.encode()

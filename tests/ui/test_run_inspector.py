@@ -15,7 +15,7 @@ import os
 import urllib.error
 import urllib.request
 from pathlib import Path
-from urllib.parse import urlencode
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 from playwright.sync_api import BrowserContext, Dialog, Page
@@ -90,25 +90,41 @@ def test_the_runs_list_shows_status_money_and_replays_and_filters(
 
     page.select_option("select[name=status]", "running")
     page.click("text=Filter")
+    submitted(page, status="running")
     assert listed(page) == [LEFT]  # the run killed and never resumed
     assert "status=running" in page.url
     page.select_option("select[name=status]", "")
     page.fill("input[name=workflow]", "summarise")
     page.click("text=Filter")
+    submitted(page, status="", workflow="summarise")
     subs = listed(page)
     assert sorted(subs) == sorted(r for r in every if runs.fold(r).workflow == "summarise")
     assert subs  # the summarise sub-run of each research run that got that far
     page.fill("input[name=workflow]", "")
     page.fill("input[name=limit]", "2")
     page.click("text=Filter")
+    submitted(page, workflow="", limit="2")
     seen = listed(page)
     while page.locator("a[rel=next]").count():
+        href = page.get_attribute("a[rel=next]", "href")
         page.click("a[rel=next]")
+        page.wait_for_url(f"{projector.url}{href}")
         seen += listed(page)
     assert sorted(seen) == sorted(every)  # every run once, two a page
     page.fill("input[name=updated_since]", "yesterday")
     page.click("text=Filter")
+    submitted(page, updated_since="yesterday")
     assert "updated_since='yesterday' is not a date and time" in page.inner_text("[role=alert]")
+
+
+def submitted(page: Page, **expected: str) -> None:
+    """Wait for the page of the filter form's submission with these values."""
+
+    def arrived(url: str) -> bool:
+        query = parse_qs(urlsplit(url).query, keep_blank_values=True)
+        return all(query.get(k, [""]) == [v] for k, v in expected.items())
+
+    page.wait_for_url(arrived)
 
 
 def test_the_crashed_and_resumed_run_shows_what_was_served_and_what_ran_again(
@@ -157,9 +173,13 @@ def test_a_replayed_run_shows_its_calls_answered_from_the_recorded_run(
 def test_hostile_strings_are_shown_as_text_and_never_run(
     page: Page, projector: Projector, runs: Runs
 ) -> None:
+    """The escaping is tested by the text coming back as typed and by no element coming out
+    of the run's data (the counts of ``script`` and ``img``): the pages' CSP would stop an
+    injected script from running anyway, so no dialog and no ``window.pwned`` only show that
+    nothing got past both."""
     dialogs: list[str] = []
 
-    def on_dialog(dialog: Dialog) -> None:  # an alert() a script would raise
+    def on_dialog(dialog: Dialog) -> None:  # an alert() a script that ran would raise
         dialogs.append(dialog.message)
         dialog.dismiss()
 

@@ -54,6 +54,8 @@ class Populated:
         token: str | None = None,
         status: ProjectorStatus | None = None,
         metrics_open: bool = False,
+        secure_cookie: bool | None = None,
+        base_url: str = "http://testserver",
     ) -> TestClient:
         app = create_app(
             store=self.store,
@@ -62,8 +64,9 @@ class Populated:
             registry=self.registry,
             api_token=token,
             metrics_open=metrics_open,
+            secure_cookie=secure_cookie,
         )
-        return TestClient(app)
+        return TestClient(app, base_url=base_url)
 
     def close(self) -> None:
         self.store.close()

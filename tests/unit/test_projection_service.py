@@ -183,3 +183,27 @@ def test_importing_the_projection_does_not_import_the_kafka_client() -> None:
     code = "import sys, little_services.projection; print('confluent_kafka' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_an_unreachable_projection_database_is_one_line_without_its_password(
+    tmp_path: Path,
+) -> None:
+    """Nothing listens on the database's port: the projector says so in one line, naming the
+    database but not its password, and exits non-zero (no traceback)."""
+    url = f"postgresql://little:s3cret-pw@127.0.0.1:{free_port()}/little"
+    out = subprocess.run(
+        [sys.executable, "-m", "little_services.projector"],
+        env=env_for(
+            tmp_path / "data", LITTLE_HTTP_PORT=str(free_port()), LITTLE_PROJECTION_STORE=url
+        ),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode != 0
+    assert "s3cret-pw" not in out.stderr + out.stdout
+    assert "Traceback" not in out.stderr
+    lines = [json.loads(line) for line in out.stderr.splitlines() if line.startswith("{")]
+    failed = [e for e in lines if e["event"] == "projector_failed_to_start"]
+    assert len(failed) == 1, out.stderr
+    assert "127.0.0.1" in failed[0]["error"]

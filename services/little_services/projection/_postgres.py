@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import structlog
 
@@ -123,12 +123,15 @@ _UPSERT_RUN = (
     + " WHERE projection_runs.stale OR EXCLUDED.log_partition <> projection_runs.log_partition"
     " OR EXCLUDED.last_offset >= projection_runs.last_offset"
 )
-_UPSERT_CURSOR = (
+_SET_CURSOR = (
     "INSERT INTO projection_cursors (topic, log_partition, covered, previous, gap_before) "
     "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (topic, log_partition) DO UPDATE SET "
     "covered = EXCLUDED.covered, previous = EXCLUDED.previous, "
     "gap_before = EXCLUDED.gap_before"
 )
+# ``put`` only moves a cursor forward (a fenced zombie's late write must not move it back);
+# ``reset_partition`` sets it wherever it is told.
+_ADVANCE_CURSOR = _SET_CURSOR + " WHERE EXCLUDED.covered >= projection_cursors.covered"
 _SUMMARY_COLUMNS = ", ".join(c for c in _RUN_COLUMNS if c != "state")
 
 T = TypeVar("T")
@@ -139,14 +142,38 @@ def is_postgres_url(location: str) -> bool:
 
 
 def redact(url: str) -> str:
-    """``url`` with its password replaced by ``***`` (for logs and messages)."""
-    parts = urlsplit(url)
-    if parts.password is None:
+    """``url`` with its passwords replaced by ``***`` (for logs and messages).
+
+    Works on the raw text, parsing no port: a libpq URL may name several hosts
+    (``h1:5432,h2:5432``) or an IPv6 address, and a malformed one must still be printable.
+    Masks the password of the user part (after the first ``:`` before the last ``@``) and
+    every ``password=`` query parameter.
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep:
         return url
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host += f":{parts.port}"
-    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+    cut = len(rest)
+    for mark in "/?#":
+        at = rest.find(mark)
+        if at != -1:
+            cut = min(cut, at)
+    netloc, tail = rest[:cut], rest[cut:]
+    if "@" in netloc:
+        user, _, hosts = netloc.rpartition("@")
+        if ":" in user:
+            user = user.split(":", 1)[0] + ":***"
+        netloc = f"{user}@{hosts}"
+    path, qmark, query = tail.partition("?")
+    if qmark:
+        query, hash_, fragment = query.partition("#")
+        query = "&".join(_mask_password(part) for part in query.split("&"))
+        tail = f"{path}?{query}{hash_}{fragment}"
+    return f"{scheme}://{netloc}{tail}"
+
+
+def _mask_password(param: str) -> str:
+    key = param.split("=", 1)[0]
+    return f"{key}=***" if key.strip().lower() == "password" else param
 
 
 class PostgresProjectionStore(ProjectionStore):
@@ -298,7 +325,7 @@ class PostgresProjectionStore(ProjectionStore):
                 if rows:
                     cur.executemany(_UPSERT_RUN, rows)
                 if cursors:
-                    cur.executemany(_UPSERT_CURSOR, cursors)
+                    cur.executemany(_ADVANCE_CURSOR, cursors)
 
         self._retrying("put", body)
 
@@ -334,7 +361,7 @@ class PostgresProjectionStore(ProjectionStore):
                     (partition, stale_from),
                 ).rowcount
             conn.execute(
-                _UPSERT_CURSOR,
+                _SET_CURSOR,
                 (topic, partition, cursor.covered, cursor.previous, cursor.gap_before),
             )
             return deleted, staled

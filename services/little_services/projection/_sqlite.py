@@ -101,7 +101,14 @@ _UPSERT_RUN = (
     " OR excluded.last_offset >= runs.last_offset"
 )
 
-_UPSERT_CURSOR = "INSERT OR REPLACE INTO cursors VALUES (?, ?, ?, ?, ?)"
+_SET_CURSOR = "INSERT OR REPLACE INTO cursors VALUES (?, ?, ?, ?, ?)"
+# ``put`` only moves a cursor forward (a fenced zombie's late write must not move it back);
+# ``reset_partition`` sets it wherever it is told.
+_ADVANCE_CURSOR = (
+    "INSERT INTO cursors VALUES (?, ?, ?, ?, ?) ON CONFLICT (topic, partition) DO UPDATE SET "
+    "covered = excluded.covered, previous = excluded.previous, "
+    "gap_before = excluded.gap_before WHERE excluded.covered >= cursors.covered"
+)
 
 # Every column but the state: what a page of summaries reads (the replay envelope included).
 _SUMMARY_COLUMNS = ", ".join(c for c in _RUN_COLUMNS if c != "state")
@@ -256,7 +263,7 @@ class SqliteProjectionStore(ProjectionStore):
         with self._transaction() as conn:
             conn.executemany(_UPSERT_RUN, rows)
             conn.executemany(
-                _UPSERT_CURSOR,
+                _ADVANCE_CURSOR,
                 [
                     (write.topic, p, c.covered, c.previous, c.gap_before)
                     for p, c in write.cursors.items()
@@ -294,7 +301,7 @@ class SqliteProjectionStore(ProjectionStore):
                     (partition, stale_from),
                 ).rowcount
             conn.execute(
-                _UPSERT_CURSOR,
+                _SET_CURSOR,
                 (topic, partition, cursor.covered, cursor.previous, cursor.gap_before),
             )
         return deleted, staled

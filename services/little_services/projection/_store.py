@@ -202,6 +202,9 @@ class ProjectionStore(ABC):
         only: a stored record of another partition is replaced (the core writes a run only
         from the run's own partition, so such a row was written before misrouted records
         were refused).
+
+        A partition's cursor only moves forward here (a zombie's late write of an older
+        cursor is ignored); ``reset_partition`` is what moves one back.
         """
 
     @abstractmethod
@@ -296,7 +299,9 @@ class MemoryProjectionStore(ProjectionStore):
                 ):
                     self._runs[record.run_id] = record
             for p, c in write.cursors.items():
-                self._cursors[(write.topic, p)] = c
+                held_cursor = self._cursors.get((write.topic, p))
+                if held_cursor is None or c.covered >= held_cursor.covered:
+                    self._cursors[(write.topic, p)] = c
 
     def cursors(self, topic: str) -> dict[int, PartitionCursor]:
         with self._lock:

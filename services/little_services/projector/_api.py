@@ -167,6 +167,7 @@ def create_app(
     registry: CollectorRegistry,
     api_token: str | None = None,
     metrics_open: bool = False,
+    secure_cookie: bool | None = None,
 ) -> FastAPI:
     """The API over a projection store (and the world, for ``/events`` and ``source=log``)."""
     app = FastAPI(
@@ -185,7 +186,7 @@ def create_app(
             pages=UI_PREFIX,
             open_pages=(UI_LOGIN, UI_STATIC),
         )
-    add_inspector(app, store=store, world=world, api_token=api_token)
+    add_inspector(app, store=store, world=world, api_token=api_token, secure_cookie=secure_cookie)
 
     @app.get("/healthz", tags=["ops"])
     def healthz() -> dict[str, str]:

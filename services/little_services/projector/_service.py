@@ -57,7 +57,12 @@ def serve(settings: ProjectorServiceSettings) -> int:
     except LittleError as exc:  # no broker, missing topics, bad settings: one line, exit 1
         log.error("projector_failed_to_start", error=str(exc))
         return 1
-    store = open_store(settings)
+    try:
+        store = open_store(settings)
+    except LittleError as exc:  # an unreachable or foreign projection database
+        log.error("projector_failed_to_start", error=str(exc))
+        world.close()
+        return 1
     registry = CollectorRegistry()
     metrics = ProjectorMetrics(registry, store)
     try:
@@ -74,6 +79,7 @@ def serve(settings: ProjectorServiceSettings) -> int:
         registry=registry,
         api_token=settings.api_token,
         metrics_open=settings.metrics_open,
+        secure_cookie=settings.ui_secure_cookie,
     )
     server = uvicorn.Server(
         uvicorn.Config(

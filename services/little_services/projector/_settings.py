@@ -25,3 +25,8 @@ class ProjectorServiceSettings(ProjectionSettings):
     (/ui) also take it from the cookie their login form sets."""
     metrics_open: bool = False
     """Serve /metrics without the API token (for a scraper inside the cluster)."""
+    ui_secure_cookie: bool | None = None
+    """Mark the run inspector's login cookie ``Secure`` (sent over HTTPS only): ``1`` always,
+    ``0`` never (plain HTTP on another machine) [default: always, unless the page was asked
+    for by a loopback address such as ``localhost``]. Behind a TLS-terminating proxy the
+    default is right: the projector sees plain HTTP, the browser HTTPS."""

@@ -11,11 +11,13 @@ projection store, the timeline and events from the log (``world.read_run``), as
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, quote, urlencode
+from urllib.parse import parse_qs, quote, urlencode, urlsplit, urlunsplit
 
 import jinja2
 from fastapi import FastAPI, Request
@@ -39,6 +41,8 @@ MAX_EVENTS = 10_000
 """Events read for one run page (a longer run's page says it stops there)."""
 EVENTS_PAGE = 500
 """Events listed per page of a run's events table (the timeline has all of them)."""
+MAX_LOGIN_FORM = 16_384
+"""Bytes a login form may have (a token and a path, not a document)."""
 STATUSES = (
     "pending",
     "running",
@@ -92,9 +96,17 @@ def _when(value: str | None, name: str) -> datetime | None:
 
 
 def add_inspector(
-    app: FastAPI, *, store: ProjectionStore, world: World | None, api_token: str | None
+    app: FastAPI,
+    *,
+    store: ProjectionStore,
+    world: World | None,
+    api_token: str | None,
+    secure_cookie: bool | None = None,
 ) -> None:
-    """Serve the run inspector's pages and style sheet under ``/ui`` of ``app``."""
+    """Serve the run inspector's pages and style sheet under ``/ui`` of ``app``.
+
+    ``secure_cookie`` marks the login cookie ``Secure``; None: unless the request's host is a
+    loopback address (a TLS-terminating proxy in front is not loopback)."""
     templates = _templates()
     app.mount(STATIC, StaticFiles(directory=_HERE / "static"), name="inspector-static")
 
@@ -124,7 +136,7 @@ def add_inspector(
             "limit": limit or "50",
         }
         try:
-            if not filters["limit"].isdigit():
+            if not re.fullmatch(r"[0-9]+", filters["limit"]):
                 raise ConfigurationError(f"limit={filters['limit']!r} is not a number")
             query = RunQuery(
                 status=status or None,
@@ -170,6 +182,7 @@ def add_inspector(
                     "source_run_id": s.replay.source_run_id,
                     "parent_run_id": state.parent_run_id if state else None,
                     "detail": s.detail,
+                    "stale": s.stale,
                 }
             )
         next_url = None
@@ -190,8 +203,8 @@ def add_inspector(
         """Check the token once; a right one comes back as the ``little_token`` cookie."""
         if api_token is None:
             return RedirectResponse(PREFIX, status_code=303)
-        body = await request.body()
-        if len(body) > 16_384:  # a token and a path, not a document
+        body = await _small_body(request)
+        if body is None:
             return Response("login form too large", status_code=413)
         form = parse_qs(body.decode("utf-8", "replace"))
         given = (form.get("token") or [""])[0]
@@ -206,7 +219,7 @@ def add_inspector(
             path=PREFIX,
             httponly=True,
             samesite="strict",
-            secure=request.url.scheme == "https",
+            secure=_secure(request, secure_cookie),
         )
         return response
 
@@ -217,7 +230,15 @@ def add_inspector(
         return response
 
     @app.get(f"{PREFIX}/runs/{{run_id:path}}", response_class=HTMLResponse, include_in_schema=False)
-    def run_page(request: Request, run_id: str, events_page: int = 1) -> HTMLResponse:
+    def run_page(request: Request, run_id: str, events_page: str = "1") -> HTMLResponse:
+        if not re.fullmatch(r"[0-9]{1,9}", events_page):
+            message = f"events_page={events_page!r} is not a page number"
+            return page(
+                request,
+                "missing.html",
+                {"run_id": run_id, "message": message, "title": "Bad request"},
+                status_code=400,
+            )
         record = store.get(run_id)
         if record is None:
             return page(
@@ -234,14 +255,15 @@ def add_inspector(
             [*events, *undecodable],
             key=lambda x: int(x["offset"]) if isinstance(x, dict) else x.offset,
         )
-        events_page = max(events_page, 1)
-        first = (events_page - 1) * EVENTS_PAGE
+        number = max(int(events_page), 1)
+        first = (number - 1) * EVENTS_PAGE
         shown = rows[first : first + EVENTS_PAGE]
         ended = s.ended_at or (record.updated_at if s.terminal else None)
         envelope = replay_envelope(s)
         context = {
             "run_id": run_id,
             "status": record.status,
+            "stale": record.stale,
             "state": s,
             "started": _time(s.started_at),
             "ended": _time(s.ended_at),
@@ -267,9 +289,9 @@ def add_inspector(
             "events": [_event_row(x, id(x) in accepted) for x in shown],
             "events_total": len(rows),
             "events_first": first + 1,
-            "events_prev": _events_url(run_id, events_page - 1) if events_page > 1 else None,
+            "events_prev": _events_url(run_id, number - 1) if number > 1 else None,
             "events_next": (
-                _events_url(run_id, events_page + 1) if first + EVENTS_PAGE < len(rows) else None
+                _events_url(run_id, number + 1) if first + EVENTS_PAGE < len(rows) else None
             ),
             "truncated": truncated,
             "sub_runs": s.sub_runs,
@@ -277,10 +299,48 @@ def add_inspector(
         return page(request, "run.html", context)
 
 
+def _secure(request: Request, setting: bool | None) -> bool:
+    if setting is not None:
+        return setting
+    if request.url.scheme == "https":
+        return True
+    host = (request.url.hostname or "").strip("[]").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return False
+    try:
+        return not ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return True
+
+
+async def _small_body(request: Request) -> bytes | None:
+    """The request's body, or None past MAX_LOGIN_FORM bytes (read no further: the login form
+    answers anyone, before any token is checked)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isascii() and declared.isdigit() and int(declared) > MAX_LOGIN_FORM:
+        return None
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_LOGIN_FORM:
+            return None
+    return bytes(body)
+
+
 def _safe_next(target: str) -> str:
-    """Where a login may send the browser: a page of the inspector, nowhere else."""
-    if target.startswith("/") and not target.startswith("//") and under(target, PREFIX):
-        return target
+    """Where a login may send the browser: a page of the inspector (its query kept), nowhere
+    else."""
+    parts = urlsplit(target)
+    path = parts.path
+    if (
+        not parts.scheme
+        and not parts.netloc
+        and path.startswith("/")
+        and not path.startswith("//")
+        and "\\" not in path
+        and under(path, PREFIX)
+    ):
+        return urlunsplit(("", "", path, parts.query, ""))
     return PREFIX
 
 

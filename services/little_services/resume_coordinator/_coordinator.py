@@ -187,9 +187,9 @@ class Coordinator:
         self._stalled = False
         self._signals = asyncio.Lock()
         self._publisher: Any = None
+        """A CommandPublisher, made on first use (a signal to a sub-run owned elsewhere)."""
         self._dead_letters: DeadLetterProducer | None = None
         """Commands records not acted on go to ``LITTLE_DLQ_TOPIC`` (``_deadletters``)."""
-        """A CommandPublisher, made on first use (a signal to a sub-run owned elsewhere)."""
         # read at scrape time, so /metrics and /readyz never disagree
         metrics.appends_in_flight.set_function(lambda: self.world.log.in_flight()[0])
         metrics.oldest_append.set_function(lambda: self.world.log.in_flight()[1])

@@ -371,6 +371,9 @@ class Execution:
         return found.sub_run_id, FullReplay(self.replayed.replay_model, live_tools=live)
 
 
+LOGGED_ERROR = 4_000
+"""The most characters of an error a log line carries (with its traceback only below it)."""
+
 _AGAIN = RunResult("", "again")
 """``_execute_claimed``'s answer when the run suspended and can go on at once."""
 
@@ -752,13 +755,15 @@ async def _execute_claimed(
         if execution.waits.raised is not None:
             return await _swallowed(execution, workflow.name, execution.waits.raised)
         cause = exc.error if isinstance(exc, StepFailedError) else exc
+        error = str(exc)
         log.warning(
             "run_failed",
             run_id=run_id,
             workflow=workflow.name,
             error_type=type(cause).__name__,
-            error=str(exc),
-            exc_info=cause,
+            # a log line is no place for a megabyte: the record keeps what fits (RunFailed)
+            error=error if len(error) <= LOGGED_ERROR else f"{error[:LOGGED_ERROR]}... [cut]",
+            exc_info=cause if len(error) <= LOGGED_ERROR else None,
         )
         await writer.emit(
             RunFailed,
