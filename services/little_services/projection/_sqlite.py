@@ -19,19 +19,19 @@ from pathlib import Path
 from typing import Any
 
 from little.errors import ConfigurationError
-from little.replay import MaterializedRunState, ReplayEnvelope, replay_envelope
+from little.replay import MaterializedRunState, replay_envelope
 from little_services.projection._store import (
-    IntegrityMark,
     PartitionCursor,
     ProjectionStore,
     ProjectionWrite,
     RunPage,
     RunQuery,
     RunRecord,
-    RunSummary,
     decode_page_cursor,
     encode_page_cursor,
     from_ms,
+    integrity_mark_of,
+    summary_of_row,
     to_ms,
 )
 
@@ -233,7 +233,7 @@ class SqliteProjectionStore(ProjectionStore):
                         first_offset=first,
                         last_offset=last,
                         updated_at=from_ms(ms),
-                        integrity=_mark(integrity),
+                        integrity=integrity_mark_of(integrity),
                         stale=bool(stale),
                     )
         return out
@@ -339,7 +339,7 @@ class SqliteProjectionStore(ProjectionStore):
         args.append(query.limit + 1)
         with self._read_lock:
             rows = self._read.execute(sql, args).fetchall()
-        summaries = [_summary(row) for row in rows[: query.limit]]
+        summaries = [summary_of_row(row) for row in rows[: query.limit]]
         next_cursor = None
         if len(rows) > query.limit and summaries:
             last = summaries[-1]
@@ -363,44 +363,3 @@ class SqliteProjectionStore(ProjectionStore):
 
 def _replay_json(state: MaterializedRunState) -> str:
     return replay_envelope(state).model_dump_json()
-
-
-def _mark(text: str | None) -> IntegrityMark | None:
-    return None if text is None else IntegrityMark(**json.loads(text))
-
-
-def _summary(row: tuple[Any, ...]) -> RunSummary:
-    (
-        run_id,
-        status,
-        workflow,
-        version,
-        ms,
-        part,
-        first,
-        last,
-        seq,
-        applied,
-        epoch,
-        stale,
-        mark,
-        detail,
-        replay,
-    ) = row
-    return RunSummary(
-        run_id=run_id,
-        status=status,
-        workflow=workflow,
-        workflow_version=version,
-        updated_at=from_ms(ms),
-        partition=part,
-        first_offset=first,
-        last_offset=last,
-        last_seq=seq,
-        events_applied=applied,
-        epoch=epoch,
-        stale=bool(stale),
-        integrity=_mark(mark),
-        detail=detail,
-        replay=ReplayEnvelope.model_validate_json(replay),
-    )

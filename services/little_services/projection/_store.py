@@ -15,6 +15,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from typing import Any
 
 from little.errors import ConfigurationError
 from little.replay import MaterializedRunState, ReplayEnvelope, replay_envelope
@@ -368,3 +369,45 @@ def _matches(s: RunSummary, q: RunQuery) -> bool:
     if q.updated_since is not None and ms < to_ms(q.updated_since):
         return False
     return not (q.updated_before is not None and ms >= to_ms(q.updated_before))
+
+
+def integrity_mark_of(text: str | None) -> IntegrityMark | None:
+    return None if text is None else IntegrityMark(**json.loads(text))
+
+
+def summary_of_row(row: tuple[Any, ...]) -> RunSummary:
+    """A run's summary from a row of the SQL stores' summary columns, in their order."""
+    (
+        run_id,
+        status,
+        workflow,
+        version,
+        ms,
+        part,
+        first,
+        last,
+        seq,
+        applied,
+        epoch,
+        stale,
+        mark,
+        detail,
+        replay,
+    ) = row
+    return RunSummary(
+        run_id=run_id,
+        status=status,
+        workflow=workflow,
+        workflow_version=version,
+        updated_at=from_ms(ms),
+        partition=part,
+        first_offset=first,
+        last_offset=last,
+        last_seq=seq,
+        events_applied=applied,
+        epoch=epoch,
+        stale=bool(stale),
+        integrity=integrity_mark_of(mark),
+        detail=detail,
+        replay=ReplayEnvelope.model_validate_json(replay),
+    )

@@ -910,32 +910,29 @@ class AgentSession:
             arguments_json=arguments_json,
             idempotency_key=key,
         )
+        failure: tuple[str, str] | None = None
         if receipt is not None and receipt[2] is not None:  # it failed when recorded
             error_type, _, message = receipt[2].partition(": ")
-            self._defer(
-                ToolCallFailed,
-                call_id=call_id,
-                tool=call.name,
-                error_type=error_type,
-                message=message,
-                retryable=False,
-            )
-            return _tool_message(call.id, canonical_json({"error": receipt[2]}))
-        if receipt is None:
-            message = (
+            failure = (error_type, message)
+        elif receipt is None:
+            failure = (
+                "ToolNotRecorded",
                 f"{call.name}({arguments_json}) is not among the tool calls of session "
                 f"{self.session_id} in recorded run {source} (or it was called more often "
-                "here), and a full replay runs no tool unless live_tools is set"
+                "here), and a full replay runs no tool unless live_tools is set",
             )
+        if failure is not None:
             self._defer(
                 ToolCallFailed,
                 call_id=call_id,
                 tool=call.name,
-                error_type="ToolNotRecorded",
-                message=message,
+                error_type=failure[0],
+                message=failure[1],
                 retryable=False,
             )
-            return _tool_message(call.id, canonical_json({"error": f"ToolNotRecorded: {message}"}))
+            error = f"{failure[0]}: {failure[1]}"
+            return _tool_message(call.id, canonical_json({"error": error}))
+        assert receipt is not None
         result_json, result_ref, _ = receipt
         text = await self._x.load_text(result_json, result_ref)
         self._defer(
