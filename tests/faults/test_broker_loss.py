@@ -201,6 +201,7 @@ def test_the_projector_catches_up_after_the_broker_dies_mid_rebuild(
         LITTLE_PROJECTOR_BATCH="200",
         LITTLE_PROJECTOR_INSTANCE_ID=f"loss-{unique}",
         LITTLE_PROJECTOR_SESSION_TIMEOUT_MS="10000",
+        LITTLE_PROJECTOR_STALL_SECONDS="30",  # the default 150 s would only slow the test
     )
     codec = EventCodec()
     with world_of(settings) as world:

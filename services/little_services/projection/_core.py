@@ -82,10 +82,15 @@ class ProjectionConfig:
     """Records consumed per batch (one store write and one offset commit per partition)."""
     cache_runs: int = 2000
     """Non-terminal run states kept in memory between batches (LRU)."""
+    stall_seconds: float = 150.0
+    """A Kafka transaction still unfinished after this long is stuck in librdkafka, not slow:
+    the projector stops (``ProjectorStalledError``, exit 75) to be restarted."""
 
     def __post_init__(self) -> None:
         if self.snapshot_every < 1 or self.batch_size < 1 or self.cache_runs < 0:
             raise ValueError("snapshot_every and batch_size must be >= 1, cache_runs >= 0")
+        if self.stall_seconds <= 0:
+            raise ValueError("stall_seconds must be > 0")
 
 
 @dataclass(frozen=True, slots=True)

@@ -256,8 +256,9 @@ class KafkaProjector(Projector):
         if not pending:
             return set()
         # A transaction's calls each wait at most self.timeout (commit: three tries); past
-        # that bound it is stuck in librdkafka (ProjectorStalledError), not slow.
-        bound = 5 * self.timeout
+        # the stall bound (150 s by default: five of those) it is stuck in librdkafka
+        # (ProjectorStalledError), not slow.
+        bound = self.config.stall_seconds
         results = []
         for b, future, began in pending:
             try:

@@ -53,6 +53,9 @@ class ProjectionSettings(LittleSettings):
     """``group.instance.id`` (static membership): restarts take partitions back at once."""
     projector_session_timeout_ms: int | None = None
     """The projector group's session timeout [default: librdkafka's]."""
+    projector_stall_seconds: float = ProjectionConfig.stall_seconds
+    """A Kafka transaction unfinished after this long is stuck (a librdkafka defect after a
+    broker restart): the projector exits 75, to be restarted, and resumes from its offsets."""
 
     def store_location(self) -> str:
         """The store's file path or database URL."""
@@ -73,6 +76,7 @@ class ProjectionSettings(LittleSettings):
             snapshot_every=self.snapshot_every,
             batch_size=self.projector_batch,
             cache_runs=self.projector_cache_runs,
+            stall_seconds=self.projector_stall_seconds,
         )
 
 
