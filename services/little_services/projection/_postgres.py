@@ -38,10 +38,10 @@ from little_services.projection._store import (
     RunPage,
     RunQuery,
     RunRecord,
-    decode_page_cursor,
     encode_page_cursor,
     from_ms,
     integrity_mark_of,
+    run_query_sql,
     summary_of_row,
     to_ms,
 )
@@ -378,29 +378,7 @@ class PostgresProjectionStore(ProjectionStore):
     # -- the API's side ----------------------------------------------------------------------
 
     def list_runs(self, query: RunQuery) -> RunPage:
-        where: list[str] = []
-        args: list[Any] = []
-        if query.status is not None:
-            where.append("status = %s")
-            args.append(query.status)
-        if query.workflow is not None:
-            where.append("workflow = %s")
-            args.append(query.workflow)
-        if query.updated_since is not None:
-            where.append("updated_at_ms >= %s")
-            args.append(to_ms(query.updated_since))
-        if query.updated_before is not None:
-            where.append("updated_at_ms < %s")
-            args.append(to_ms(query.updated_before))
-        if query.cursor is not None:
-            ms, run_id = decode_page_cursor(query.cursor)
-            where.append("(updated_at_ms < %s OR (updated_at_ms = %s AND run_id > %s))")
-            args += [ms, ms, run_id]
-        sql = f"SELECT {_SUMMARY_COLUMNS} FROM projection_runs"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY updated_at_ms DESC, run_id LIMIT %s"
-        args.append(query.limit + 1)
+        sql, args = run_query_sql(query, f"SELECT {_SUMMARY_COLUMNS} FROM projection_runs", "%s")
         with self._conn() as conn:
             rows = conn.execute(sql, args).fetchall()
         summaries = [summary_of_row(row) for row in rows[: query.limit]]

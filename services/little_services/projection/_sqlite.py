@@ -16,7 +16,6 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 from little.errors import ConfigurationError
 from little.replay import MaterializedRunState, replay_envelope
@@ -27,10 +26,10 @@ from little_services.projection._store import (
     RunPage,
     RunQuery,
     RunRecord,
-    decode_page_cursor,
     encode_page_cursor,
     from_ms,
     integrity_mark_of,
+    run_query_sql,
     summary_of_row,
     to_ms,
 )
@@ -314,29 +313,7 @@ class SqliteProjectionStore(ProjectionStore):
     # -- the API's side ----------------------------------------------------------------------
 
     def list_runs(self, query: RunQuery) -> RunPage:
-        where: list[str] = []
-        args: list[Any] = []
-        if query.status is not None:
-            where.append("status = ?")
-            args.append(query.status)
-        if query.workflow is not None:
-            where.append("workflow = ?")
-            args.append(query.workflow)
-        if query.updated_since is not None:
-            where.append("updated_at_ms >= ?")
-            args.append(to_ms(query.updated_since))
-        if query.updated_before is not None:
-            where.append("updated_at_ms < ?")
-            args.append(to_ms(query.updated_before))
-        if query.cursor is not None:
-            ms, run_id = decode_page_cursor(query.cursor)
-            where.append("(updated_at_ms < ? OR (updated_at_ms = ? AND run_id > ?))")
-            args += [ms, ms, run_id]
-        sql = f"SELECT {_SUMMARY_COLUMNS} FROM runs"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY updated_at_ms DESC, run_id LIMIT ?"
-        args.append(query.limit + 1)
+        sql, args = run_query_sql(query, f"SELECT {_SUMMARY_COLUMNS} FROM runs", "?")
         with self._read_lock:
             rows = self._read.execute(sql, args).fetchall()
         summaries = [summary_of_row(row) for row in rows[: query.limit]]

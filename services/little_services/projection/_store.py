@@ -411,3 +411,31 @@ def summary_of_row(row: tuple[Any, ...]) -> RunSummary:
         detail=detail,
         replay=ReplayEnvelope.model_validate_json(replay),
     )
+
+
+def run_query_sql(query: RunQuery, select: str, mark: str) -> tuple[str, list[Any]]:
+    """``GET /runs`` as SQL for the SQL stores: ``select`` (``SELECT ... FROM <table>``) with
+    the query's filters and keyset page, newest first, one row past the limit (is there a
+    next page?); ``mark`` is the driver's placeholder (``?`` or ``%s``)."""
+    where: list[str] = []
+    args: list[Any] = []
+    if query.status is not None:
+        where.append(f"status = {mark}")
+        args.append(query.status)
+    if query.workflow is not None:
+        where.append(f"workflow = {mark}")
+        args.append(query.workflow)
+    if query.updated_since is not None:
+        where.append(f"updated_at_ms >= {mark}")
+        args.append(to_ms(query.updated_since))
+    if query.updated_before is not None:
+        where.append(f"updated_at_ms < {mark}")
+        args.append(to_ms(query.updated_before))
+    if query.cursor is not None:
+        ms, run_id = decode_page_cursor(query.cursor)
+        where.append(f"(updated_at_ms < {mark} OR (updated_at_ms = {mark} AND run_id > {mark}))")
+        args += [ms, ms, run_id]
+    sql = select + (" WHERE " + " AND ".join(where) if where else "")
+    sql += f" ORDER BY updated_at_ms DESC, run_id LIMIT {mark}"
+    args.append(query.limit + 1)
+    return sql, args
