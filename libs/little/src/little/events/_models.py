@@ -131,10 +131,20 @@ class _Error(Event):
 # -- run lifecycle ---------------------------------------------------------------------------
 
 
-class RunStarted(Event):
-    event_type: ClassVar[str] = "RunStarted"
-    workflow: str
-    workflow_version: str
+class RunStartFacts(_Frozen):
+    """What a run started with: the facts its ``RunStarted`` records and its folded state
+    (``little.replay.MaterializedRunState``) keeps, declared once for both (the fold copies
+    them with ``start_facts()``; the runtime builds one to write ``RunStarted``).
+
+    A new fact is a field here (with a default, so older records still decode), the same field
+    in the next ``schemas/RunStarted/v<n>.avsc``, its value where the run starts
+    (``little.runtime``) and a ``STATE_VERSION`` bump (older snapshots lack it). A field only
+    the event carries (``config_json``) goes on ``RunStarted`` alone.
+    """
+
+    workflow: str | None = None
+    """Required on ``RunStarted``; None only in a state whose run has not started."""
+    workflow_version: str | None = None
     input_json: str | None = None
     input_ref: ArtifactRef | None = None
     parent_run_id: str | None = None
@@ -142,19 +152,38 @@ class RunStarted(Event):
     max_agent_calls: int | None = None
     max_tokens: int | None = None
     replay_source_run_id: str | None = None
+    """Recorded-call replay: the recorded run whose agent calls this run may reuse (v2)."""
     replay_refused_reason: str | None = None
+    """Why reuse of the source run's calls was refused before the run began (it ran fresh)."""
     source_sha256: str | None = None
+    """The identity of the workflow's source when the run started (v3)."""
     source_coverage: str | None = None
+    """What ``source_sha256`` covers: ``self-contained`` or ``entry-only``."""
     replay_mode: str | None = None
+    """A replay's mode: ``repairable`` (the default), ``strict`` or ``full``."""
     replay_model: str | None = None
+    """A full replay's model (``provider:model`` or ``module:factory``): every session uses it."""
     replay_live_tools: bool | None = None
+    """A full replay that executes its tools instead of serving the source run's receipts."""
     config_sha256: str | None = None
-    """sha256 of ``config_json`` (v4; None: logged before, its configuration is derived)."""
-    config_json: str | None = None
-    """The run-level configuration as canonical JSON (``little.runtime._config``)."""
+    """sha256 of ``RunStarted.config_json`` (v4; None: logged before, its configuration is
+    derived from the fields above by ``little.replay.state_configuration``)."""
     config_changes: tuple[str, ...] = ()
     """A replay only: how this configuration differs from the source run's
     (``"budgets.max_agent_calls: 10 -> 5"``), proceeded with (repairable) or refused (strict)."""
+
+    def start_facts(self) -> dict[str, Any]:
+        """These facts by name, without the other fields of the event or state that has them."""
+        return {name: getattr(self, name) for name in RunStartFacts.model_fields}
+
+
+class RunStarted(RunStartFacts, Event):
+    # (RunStartFacts first among the bases: the envelope's fields still come first)
+    event_type: ClassVar[str] = "RunStarted"
+    workflow: str
+    workflow_version: str
+    config_json: str | None = None
+    """The run-level configuration as canonical JSON (``little.runtime._config``)."""
 
 
 class RunClaimed(Event):

@@ -271,27 +271,7 @@ class _Fold:
     # -- run ---------------------------------------------------------------------------------
 
     def run_started(self, e: RunStarted) -> None:
-        self.run.update(
-            status="running",
-            workflow=e.workflow,
-            workflow_version=e.workflow_version,
-            input_json=e.input_json,
-            input_ref=e.input_ref,
-            parent_run_id=e.parent_run_id,
-            parent_call_id=e.parent_call_id,
-            max_agent_calls=e.max_agent_calls,
-            max_tokens=e.max_tokens,
-            replay_source_run_id=e.replay_source_run_id,
-            replay_refused_reason=e.replay_refused_reason,
-            source_sha256=e.source_sha256,
-            source_coverage=e.source_coverage,
-            replay_mode=e.replay_mode,
-            replay_model=e.replay_model,
-            replay_live_tools=e.replay_live_tools,
-            started_at=e.occurred_at,
-            config_sha256=e.config_sha256,
-            config_changes=tuple(e.config_changes),
-        )
+        self.run.update(e.start_facts(), status="running", started_at=e.occurred_at)
 
     def run_completed(self, e: RunCompleted) -> None:
         self.run.update(

@@ -13,7 +13,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, computed_field, model_validator
 
-from little.events import ArtifactRef, Usage
+from little.events import ArtifactRef, RunStartFacts, Usage
 
 RunStatus = Literal["pending", "running", "waiting", "completed", "failed", "cancelled"]
 StepStatus = Literal["pending", "running", "completed", "failed"]
@@ -436,40 +436,20 @@ class AgentCall(_Frozen):
     model_calls: int | None = None
 
 
-class MaterializedRunState(_Frozen):
-    """The state of one run as of the last event folded into it."""
+class _RunHead(_Frozen):
+    """The state's first fields, in a base of their own so they stay first in its JSON
+    (pydantic puts the fields of a model's last base first)."""
 
     run_id: str
     state_version: int = STATE_VERSION
     status: RunStatus = "pending"
-    workflow: str | None = None
-    workflow_version: str | None = None
-    input_json: str | None = None
-    input_ref: ArtifactRef | None = None
-    parent_run_id: str | None = None
-    parent_call_id: str | None = None
-    max_agent_calls: int | None = None
-    max_tokens: int | None = None
-    replay_source_run_id: str | None = None
-    """Recorded-call replay: the recorded run whose agent calls this run may reuse."""
-    replay_refused_reason: str | None = None
-    """Why reuse of the source run's calls was refused before the run began (it ran fresh)."""
-    source_sha256: str | None = None
-    """The identity of the workflow's source when the run started (``RunStarted`` v3)."""
-    source_coverage: str | None = None
-    """What ``source_sha256`` covers: ``self-contained`` or ``entry-only``."""
-    replay_mode: str | None = None
-    """A replay's mode: ``repairable`` (the default), ``strict`` or ``full``."""
-    replay_model: str | None = None
-    """A full replay's model (``provider:model`` or ``module:factory``): every session uses it."""
-    replay_live_tools: bool | None = None
-    """A full replay that executes its tools instead of serving the source run's receipts."""
-    config_sha256: str | None = None
-    """The run's configuration hash (``RunStarted`` v4; None: logged before, derived from the
-    fields above by ``little.replay.state_configuration``)."""
-    config_changes: tuple[str, ...] = ()
-    """A replay: how its configuration differs from the source run's (repairable: it
-    proceeded; strict: refused as ``configuration-changed``)."""
+
+
+# What the run started with (``workflow`` to ``config_changes``, None before ``RunStarted``)
+# is ``RunStartFacts``, declared once for this state and the event.
+class MaterializedRunState(RunStartFacts, _RunHead):
+    """The state of one run as of the last event folded into it."""
+
     output_json: str | None = None
     output_ref: ArtifactRef | None = None
     error: str | None = None

@@ -30,6 +30,7 @@ from little.events import (
     RunCompleted,
     RunFailed,
     RunStarted,
+    RunStartFacts,
     ValueRecorded,
 )
 from little.harness import Model, model_from_spec
@@ -682,8 +683,7 @@ async def _execute_claimed(
             raise SimulationDivergedError(
                 f"replay refused: {refused}", ordinal=None, miss_reason=refused
             )
-        started, at = await writer.emit(
-            RunStarted,
+        start = RunStartFacts(
             workflow=workflow.name,
             workflow_version=workflow.version,
             input_json=input_json,
@@ -706,9 +706,9 @@ async def _execute_claimed(
             replay_model=None if full_replay is None else full_replay.model,
             replay_live_tools=None if full_replay is None else full_replay.live_tools,
             config_sha256=config_sha256,
-            config_json=config_json,
             config_changes=changes,
         )
+        started, at = await writer.emit(RunStarted, **start.start_facts(), config_json=config_json)
         state = materialize_run_state_from_events(
             [LoggedEvent(started, at.partition, at.offset)], start=state
         )
