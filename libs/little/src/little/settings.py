@@ -24,7 +24,7 @@ from little.log import (
     SNAPSHOTS_TOPIC,
     TopicNames,
 )
-from little.log._kafka_settings import KafkaClientSettings
+from little.log.kafka_settings import KafkaClientSettings
 
 __all__ = ["KafkaClientSettings", "LittleSettings", "SettingDoc", "describe_settings"]
 

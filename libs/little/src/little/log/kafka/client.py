@@ -154,7 +154,7 @@ def client_config(bootstrap_servers: str, extra: Mapping[str, Any] | None) -> di
     from pydantic import ValidationError
     from pydantic_settings import SettingsError
 
-    from little.log._kafka_settings import KafkaClientSettings
+    from little.log.kafka_settings import KafkaClientSettings
 
     try:
         security = KafkaClientSettings().librdkafka()
