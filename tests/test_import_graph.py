@@ -8,7 +8,7 @@ module's package, and ``from pkg import name`` names the submodule ``pkg.name`` 
 exists, else ``pkg`` itself. Imports made by ``importlib.import_module`` are not followed.
 
 Packages (decision): importing ``a.b.c`` runs ``a/__init__.py`` and ``a/b/__init__.py``
-first, so an import of ``a.b.c`` is an edge to ``a.b.c`` and to each of those packages...
+first, so an import of ``a.b.c`` is an edge to ``a.b.c`` and to each of those packages,
 except the packages the importer itself lives in. Python has started those before the importer
 ran, and they do not have to finish for it to import a sibling, so ``a/b/__init__.py``
 re-exporting ``a.b._x`` while ``a.b._x`` imports ``a.b._y`` is no circle. A module that takes a
