@@ -296,7 +296,7 @@ def test_the_envelope_after_a_writers_agent_events_is_the_envelope_of_the_fold(
 
 
 def test_the_text_report_prints_the_replay_line(capsys: pytest.CaptureFixture[str]) -> None:
-    from little.cli._app import print_report
+    from little.cli._shell import print_report
 
     print_report(ReplayResult.of(diverged_replay().fold()))
     out = capsys.readouterr().out

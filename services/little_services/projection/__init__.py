@@ -30,19 +30,18 @@ from little_services.projection._driver import (
     ProjectorStatus,
     ProjectorTotals,
 )
-from little_services.projection._ports import PortProjector
-from little_services.projection._postgres import PostgresProjectionStore
-from little_services.projection._replay import replay_from_state
-from little_services.projection._setup import (
+from little_services.projection._open import (
     ProjectionSettings,
-    RebuildResult,
     create_projector,
     open_store,
     open_store_at,
     open_world,
     projector_from_settings,
-    rebuild,
 )
+from little_services.projection._ports import PortProjector
+from little_services.projection._postgres import PostgresProjectionStore
+from little_services.projection._replay import replay_from_state
+from little_services.projection._setup import RebuildResult, rebuild
 from little_services.projection._sqlite import SqliteProjectionStore
 from little_services.projection._store import (
     INTEGRITY_ERROR,

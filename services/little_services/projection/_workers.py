@@ -44,7 +44,7 @@ from little_services.projection._driver import (
 )
 
 if TYPE_CHECKING:
-    from little_services.projection._setup import ProjectionSettings
+    from little_services.projection._open import ProjectionSettings
 
 log = structlog.get_logger("little_services.projection.workers")
 
@@ -255,7 +255,7 @@ def worker_main(
     says stop, send the totals. A failure is sent as text (exceptions may not pickle)."""
     from little import tune_gc
     from little_services.projection._kafka import KafkaProjector
-    from little_services.projection._setup import open_store_at, open_world
+    from little_services.projection._open import open_store_at, open_world
 
     try:
         stop = threading.Event()

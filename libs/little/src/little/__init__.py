@@ -7,6 +7,7 @@ broker) or ``kafka_world(bootstrap_servers=...)``.
 
 from little import events
 from little._gc import tune_gc
+from little._version import __version__
 from little._world import RecordDecodeError, World, kafka_world, local_world
 from little.artifacts import ArtifactBackend, ArtifactStore, S3ArtifactStore
 from little.errors import (
@@ -28,8 +29,6 @@ from little.events import ArtifactRef, Event, EventCodec, LoggedEvent, Usage
 from little.log import EventLog, Position, TopicNames
 from little.replay import MaterializedRunState, ReplayResult, replay_run
 from little.replays import REPLAY_MODES, PartialReplay, ProjectionReplay, ReplayMode, run_replay
-
-__version__ = "0.1.0"
 
 __all__ = [
     "REPLAY_MODES",

@@ -272,7 +272,7 @@ def write_golden(world: World, run_id: str, path: str | os.PathLike[str]) -> Gol
     """Write the finished run ``run_id`` of ``world`` (its sub-runs too) to ``path`` as a
     golden file, replacing it atomically; returns what was written. Blocking (reads the log
     and the artifact store): call it off the event loop."""
-    from little import __version__
+    from little._version import __version__
     from little.replay import STATE_VERSION, materialize_run_state_from_events
 
     runs = golden_tree(world, run_id)

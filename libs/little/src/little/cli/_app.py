@@ -1,79 +1,35 @@
-"""The ``little`` command: typer app, world selection, one-line errors.
+"""The ``little`` commands that read a world: events, report, explain, export, replay, demo,
+topics.
 
 Every command works on the embedded world by default and on Kafka with
-``--bootstrap-servers`` / ``LITTLE_KAFKA_BOOTSTRAP``. A failure prints one readable line and
-exits non-zero; ``--verbose`` adds the traceback.
+``--bootstrap-servers`` / ``LITTLE_KAFKA_BOOTSTRAP``; the shared shell (the app, the world
+options, errors as one line) is ``_shell``, which this module uses and never feeds back.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from little._world import World
+from little.cli._shell import (
+    Bootstrap,
+    DataDir,
+    app,
+    console,
+    open_world,
+    print_report,
+    quiet,
+)
 from little.errors import ConfigurationError, LittleError
 from little.settings import LittleSettings
 
-app = typer.Typer(
-    name="little",
-    help="Durable, replayable LLM agent runs on Kafka.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
 topics_app = typer.Typer(help="Create or check the Kafka topics of deploy/topics.yaml.")
 app.add_typer(topics_app, name="topics")
-
-console = Console(width=None if sys.stdout.isatty() else 120)
-err_console = Console(stderr=True)
-
-_state: dict[str, Any] = {"verbose": False}
-
-DataDir = Annotated[
-    Path | None,
-    typer.Option(
-        "--data-dir", help="Embedded world directory [env LITTLE_DATA_DIR; default .little]"
-    ),
-]
-Bootstrap = Annotated[
-    str | None,
-    typer.Option(
-        "--bootstrap-servers", help="Use Kafka at this address [env LITTLE_KAFKA_BOOTSTRAP]"
-    ),
-]
-
-
-@app.callback()
-def _root(
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks.")] = False,
-) -> None:
-    _state["verbose"] = verbose
-    from little.logs import configure
-
-    configure(json=False, level=None if verbose else os.environ.get("LITTLE_LOG_LEVEL", "warning"))
-    from little.tracing import configure_from_env
-
-    configure_from_env("little")  # traces, where OTEL_* variables ask for them
-
-
-def open_world(data_dir: Path | None, bootstrap: str | None) -> World:
-    """The world the environment names (``LittleSettings``), as the services see it;
-    ``--data-dir`` and ``--bootstrap-servers`` win over their variables. ``--data-dir`` names
-    a whole world: its artifacts are the ones under it, whatever LITTLE_ARTIFACTS_DIR or
-    LITTLE_ARTIFACTS_URL say."""
-    settings = LittleSettings()
-    if data_dir is not None:
-        settings = settings.model_copy(
-            update={"data_dir": data_dir, "artifacts_dir": None, "artifacts_url": None}
-        )
-    return settings.world(bootstrap_servers=bootstrap)
 
 
 @app.command()
@@ -642,7 +598,7 @@ def _full(
 ) -> None:
     import asyncio
 
-    from little.cli._local import finish, quiet, resolve
+    from little.cli._local import finish, resolve
     from little.replay import fold_run
     from little.replays import run_replay
 
@@ -696,7 +652,7 @@ def _simulate(
     import asyncio
     import json
 
-    from little.cli._local import quiet, resolve
+    from little.cli._local import resolve
     from little.replay import fold_run
     from little.runtime import simulate
 
@@ -747,66 +703,6 @@ def _simulate(
             console.print(line, markup=False, highlight=False, soft_wrap=True)
     if d is not None:
         raise LittleError(f"run {sim.golden}: the simulation diverged at trace entry {d.index}")
-
-
-def print_report(result: Any) -> None:
-    from little.replay import replay_envelope
-    from little.report import (
-        configuration_line,
-        dollars,
-        interrupted_line,
-        replay_line,
-        tokens,
-        waiting_line,
-    )
-
-    s = result.state
-    console.print(
-        f"[bold]run {s.run_id}[/]  workflow {s.workflow} v{s.workflow_version}  "
-        f"status [bold]{s.status}[/]" + (f"  ({s.error})" if s.error else "")
-    )
-    console.print(
-        f"epoch {s.epoch}: {s.accepted_claims} claim(s) accepted, {s.rejected_claims} rejected, "
-        f"{s.fenced_events} fenced event(s)"
-        + (f", {s.duplicate_events} exact duplicate(s) skipped" if s.duplicate_events else "")
-        + f"; {result.events_folded} event(s) folded"
-        + (
-            f" after the snapshot at offset {result.from_snapshot.offset}"
-            if result.from_snapshot
-            else ""
-        )
-    )
-    waiting = waiting_line(s)
-    if waiting is not None:  # arguments and names are not rich markup
-        console.print(waiting, markup=False, highlight=False, soft_wrap=True)
-    replay = replay_line(replay_envelope(s))
-    if replay is not None:  # labels and reasons are not rich markup
-        console.print(replay, markup=False, highlight=False, soft_wrap=True)
-    changed = configuration_line(s)
-    if changed is not None:
-        console.print(changed, markup=False, highlight=False, soft_wrap=True)
-    table = Table()
-    for col in ("step", "status", "visits", "attempts", "tokens billed", "$ billed", "$ avoided"):
-        table.add_column(col)
-    for step in s.steps:
-        table.add_row(
-            step.step_path,
-            step.status,
-            str(step.visits),
-            str(step.attempts),
-            tokens(step.usage),
-            dollars(step.usage) if step.usage.calls else "-",
-            dollars(step.avoided_usage) if step.avoided_usage.calls else "-",
-        )
-    console.print(table)
-    console.print(f"billed:  {s.usage.calls} model call(s), {tokens(s.usage)}, {dollars(s.usage)}")
-    console.print(
-        f"avoided: {s.avoided_usage.calls} model call(s), {tokens(s.avoided_usage)}, "
-        f"{dollars(s.avoided_usage)}"
-    )
-    lost = interrupted_line(s)
-    if lost is not None:
-        console.print(f"not billed in the log: {lost}", markup=False, highlight=False)
 
 
 @app.command()
@@ -877,20 +773,3 @@ def topics_apply(
     console.print(table)
     if any(r.status == "drift" for r in reports):
         raise typer.Exit(2)
-
-
-def main() -> None:
-    """Entry point: usage errors are typer's; every other failure is one line, exit 1."""
-    try:
-        app()
-    except LittleError as exc:
-        _fail(str(exc))
-    except Exception as exc:
-        _fail(f"{type(exc).__name__}: {exc} (run with --verbose for details)")
-
-
-def _fail(message: str) -> None:
-    if _state["verbose"]:
-        err_console.print_exception()
-    err_console.print(f"error: {message}", markup=False, highlight=False, soft_wrap=True)
-    sys.exit(1)

@@ -19,7 +19,6 @@ import typer
 from rich.table import Table
 
 from little import tracing
-from little.cli._app import Bootstrap, DataDir, app, console
 from little.cli._local import (
     AsJson,
     Detach,
@@ -31,6 +30,7 @@ from little.cli._local import (
     replay_mode_of,
     resume_here,
 )
+from little.cli._shell import Bootstrap, DataDir, app, console
 from little.commands import Budgets, CancelRun, Command, ResumeRun, StartRun
 from little.errors import ConfigurationError, LittleError
 from little.settings import LittleSettings

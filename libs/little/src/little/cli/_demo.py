@@ -135,7 +135,7 @@ def run_demo(data_dir: Path, console: Console, *, model: str | None = None) -> s
             + ", ".join(f"{t['tool']}({t['call_id']})" for t in tools)
             + " (each once)"
         )
-    from little.cli._app import print_report
+    from little.cli._shell import print_report
 
     print_report(final)
     _replay_edited(data_dir, final, console, counted=not model)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import typer
 from rich.table import Table
 
-from little.cli._app import Bootstrap, DataDir, app, console, open_world
+from little.cli._shell import Bootstrap, DataDir, app, console, open_world, quiet
 from little.errors import ConfigurationError, LittleError
 
 if TYPE_CHECKING:
@@ -138,16 +138,6 @@ def resolve(target: str, workflows: str | None) -> Workflow[..., Any]:
         f"{target}: {module_name}.{attr} is a {type(found).__name__}, not a workflow "
         "(decorate it with @little.runtime.workflow)"
     )
-
-
-def quiet() -> None:
-    """A run's failure is the command's last line: the runtime's warning about it (with a
-    traceback) shows only with ``--verbose`` or ``LITTLE_LOG_LEVEL``."""
-    from little.cli._app import _state
-    from little.logs import configure
-
-    if not _state["verbose"] and "LITTLE_LOG_LEVEL" not in os.environ:
-        configure(json=False, level="error")
 
 
 def _json_arg(text: str, option: str) -> Any:

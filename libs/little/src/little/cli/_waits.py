@@ -18,9 +18,8 @@ from typing import Annotated, Any
 
 import typer
 
-from little.cli._app import Bootstrap, DataDir, app, console, open_world
 from little.cli._commands import CommandSettings, CommandsTopic, _publish, _state
-from little.cli._local import quiet
+from little.cli._shell import Bootstrap, DataDir, app, console, open_world, quiet
 from little.errors import ConfigurationError
 
 

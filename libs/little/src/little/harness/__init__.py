@@ -14,8 +14,8 @@ from little.harness._model import (
     ToolCallRequest,
     ToolSpec,
     count_invocations,
-    model_from_spec,
 )
+from little.harness._providers import model_from_spec
 from little.harness._tools import Tool, ToolContext, ToolError, tool
 
 __all__ = [

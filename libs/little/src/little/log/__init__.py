@@ -3,15 +3,8 @@
 from little.log._embedded import EmbeddedCursorStore, EmbeddedEventLog, EmbeddedSnapshotStore
 from little.log._partitioner import murmur2, partition_for
 from little.log._pending import PendingAppend
-from little.log._port import (
-    CursorStore,
-    EventLog,
-    Header,
-    OutgoingRecord,
-    Position,
-    ResetTo,
-    StoredRecord,
-)
+from little.log._port import CursorStore, EventLog
+from little.log._records import Header, OutgoingRecord, Position, ResetTo, StoredRecord
 from little.log._topics import (
     COMMANDS_TOPIC,
     DLQ_TOPIC,

@@ -19,15 +19,8 @@ from pathlib import Path
 
 from little.errors import ConfigurationError, LogError
 from little.log._pending import InFlight, Outcome, PendingAppend, spin_while_idle
-from little.log._port import (
-    CursorStore,
-    EventLog,
-    Header,
-    OutgoingRecord,
-    Position,
-    ResetTo,
-    StoredRecord,
-)
+from little.log._port import CursorStore, EventLog
+from little.log._records import Header, OutgoingRecord, Position, ResetTo, StoredRecord
 from little.log._topics import RUNS_TOPIC
 from little.snapshots import SnapshotStore
 

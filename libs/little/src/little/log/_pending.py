@@ -13,12 +13,10 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Generator, Iterable
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import Any, TypeAlias
 
 from little.errors import AppendOutcomeUnknownError, ConfigurationError
-
-if TYPE_CHECKING:
-    from little.log._port import Position
+from little.log._records import Position
 
 Outcome: TypeAlias = "list[Position] | BaseException"
 

@@ -11,70 +11,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
 
 from little.log._partitioner import partition_for
 from little.log._pending import PendingAppend
-
-Header = tuple[str, bytes]
-
-
-@dataclass(frozen=True, slots=True)
-class Position:
-    """Where a record sits in its topic."""
-
-    partition: int
-    offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class OutgoingRecord:
-    """A record to append: Avro bytes plus headers (the envelope mirrored for routing)."""
-
-    payload: bytes
-    headers: tuple[Header, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class StoredRecord:
-    """A record as read back from the log."""
-
-    run_id: str
-    partition: int
-    offset: int
-    timestamp_ms: int
-    payload: bytes = field(repr=False)
-    headers: tuple[Header, ...] = field(default=(), repr=False)
-
-    @property
-    def position(self) -> Position:
-        return Position(self.partition, self.offset)
-
-    def header(self, name: str) -> bytes | None:
-        for key, value in self.headers:
-            if key == name:
-                return value
-        return None
-
-
-@dataclass(frozen=True, slots=True)
-class ResetTo:
-    """Where to move a consumer group's cursors: one of earliest, latest, offsets, timestamp."""
-
-    earliest: bool = False
-    latest: bool = False
-    offsets: Mapping[int, int] | None = None
-    timestamp: datetime | None = None
-
-    def __post_init__(self) -> None:
-        chosen = sum(
-            [self.earliest, self.latest, self.offsets is not None, self.timestamp is not None]
-        )
-        if chosen != 1:
-            raise ValueError("ResetTo needs exactly one of earliest, latest, offsets, timestamp")
-        if self.timestamp is not None and self.timestamp.tzinfo is None:
-            raise ValueError("ResetTo timestamp must be timezone-aware")
+from little.log._records import OutgoingRecord, Position, ResetTo, StoredRecord
 
 
 class EventLog(ABC):

@@ -28,7 +28,8 @@ from little.log._pending import (
     PendingAppend,
     spin_while_idle,
 )
-from little.log._port import EventLog, OutgoingRecord, Position, StoredRecord
+from little.log._port import EventLog
+from little.log._records import OutgoingRecord, Position, StoredRecord
 from little.log._topics import RUN_INDEX_TOPIC, RUNS_TOPIC
 from little.log.kafka._index import RunIndex
 from little.log.kafka.client import (

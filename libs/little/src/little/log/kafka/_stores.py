@@ -11,7 +11,8 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from little.errors import ConfigurationError, LogError
 from little.log._partitioner import partition_for
-from little.log._port import CursorStore, ResetTo
+from little.log._port import CursorStore
+from little.log._records import ResetTo
 from little.log._topics import RUNS_TOPIC, SNAPSHOTS_TOPIC
 from little.log.kafka.client import (
     SPEC,

@@ -25,7 +25,7 @@ from little.errors import (
     KafkaAuthenticationError,
     LogError,
 )
-from little.log._port import Position, StoredRecord
+from little.log._records import Position, StoredRecord
 from little.logs import get_logger
 
 __all__ = [
@@ -154,7 +154,7 @@ def client_config(bootstrap_servers: str, extra: Mapping[str, Any] | None) -> di
     from pydantic import ValidationError
     from pydantic_settings import SettingsError
 
-    from little.settings import KafkaClientSettings
+    from little.log.kafka_settings import KafkaClientSettings
 
     try:
         security = KafkaClientSettings().librdkafka()
