@@ -34,6 +34,7 @@ from little_services.resume_coordinator._core import RunEvent
 
 log = structlog.get_logger("little.coordinator")
 
+
 class CommandConsumer:
     """Polls the commands topic in the coordinator's consumer group on a dedicated thread."""
 

@@ -74,7 +74,6 @@ class Coordinator:
         # read at scrape time, so /metrics and /readyz never disagree
         metrics.appends_in_flight.set_function(lambda: self.world.log.in_flight()[0])
         metrics.oldest_append.set_function(lambda: self.world.log.in_flight()[1])
-        metrics.parked.set_function(lambda: len(self.table.parked))
 
     # -- what the HTTP thread and tests read -------------------------------------------------
 

@@ -65,6 +65,7 @@ class Executions:
         self._snapshot_pool = ThreadPoolExecutor(1, thread_name_prefix="snapshots")
         self.count = 0
         """Executions in this process (read by the HTTP thread, so a plain int)."""
+        metrics.parked.set_function(lambda: len(table.parked))  # read at scrape time
 
     def apply(self, effects: Effects) -> None:
         """Carry out what the run table decided."""

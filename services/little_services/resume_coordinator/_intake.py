@@ -119,6 +119,7 @@ class Intake:
         if isinstance(command, Refused):
             self._refused(ref, key, value, command)
             return
+        self.metrics.commands.labels(command.type).inc()
         log.info("command_received", type=command.type, run_id=command.run_id, offset=offset)
         now = time.monotonic()
         trace = tuple(

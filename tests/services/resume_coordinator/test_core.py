@@ -59,7 +59,8 @@ def test_a_start_run_executes_the_run_once_and_keeps_its_command_until_it_is_run
     assert started(effects) == [("r", "start")]
     assert effects.settle == []  # not durably started yet
     entry, local = effects.started[0]
-    assert entry.start is start and entry.lease_until == T0 + LEASE
+    assert entry.start is start
+    assert entry.lease_until == T0 + LEASE
     assert local.until_running == [(p("r"), 7)]
 
     again = table.ensure("r", p("r"), "resume", T0 + 1, command=(p("r"), 8))
@@ -67,23 +68,27 @@ def test_a_start_run_executes_the_run_once_and_keeps_its_command_until_it_is_run
     assert local.until_running == [(p("r"), 7), (p("r"), 8)]
 
     table.running(entry, local, epoch=3)
-    assert entry.start is None and entry.epoch == 3 and local.running
+    assert entry.start is None
+    assert entry.epoch == 3
+    assert local.running
     # once running, a command for it is handled at once
-    assert table.ensure("r", p("r"), "resume", T0 + 2, command=(p("r"), 9)).settle == [
-        (p("r"), 9)
-    ]
+    assert table.ensure("r", p("r"), "resume", T0 + 2, command=(p("r"), 9)).settle == [(p("r"), 9)]
 
 
 def test_a_cancel_reaches_the_execution_and_its_command_waits_for_the_end() -> None:
     table = owning_table()
     local = execute(table, "r")
     effects = table.ensure("r", p("r"), "cancel", T0, command=(p("r"), 4), cancel="no more")
-    assert effects.started == [] and effects.settle == []
-    assert local.control.cancelled and local.control.reason == "no more"
+    assert effects.started == []
+    assert effects.settle == []
+    assert local.control.cancelled
+    assert local.control.reason == "no more"
     assert local.until_done == [(p("r"), 4)]
     end = table.ended(table.runs["r"], local, "cancelled", T0 + 1)
     assert end.settle == [(p("r"), 4)]
-    assert "r" not in table.runs and "r" in table.finished and end.dropped == ["r"]
+    assert "r" not in table.runs
+    assert "r" in table.finished
+    assert end.dropped == ["r"]
 
 
 def test_a_cancel_that_did_not_land_is_carried_to_the_next_execution() -> None:
@@ -93,9 +98,11 @@ def test_a_cancel_that_did_not_land_is_carried_to_the_next_execution() -> None:
     end = table.ended(table.runs["r"], local, "log_error", T0 + 1)
     assert end.settle == []  # not cancelled yet: its command waits
     entry = table.runs["r"]
-    assert entry.cancel == "stop it" and entry.carried == [(p("r"), 4)]
+    assert entry.cancel == "stop it"
+    assert entry.carried == [(p("r"), 4)]
     nxt = execute(table, "r", "stalled", T0 + 20)
-    assert nxt.control.cancelled and nxt.until_done == [(p("r"), 4)]
+    assert nxt.control.cancelled
+    assert nxt.until_done == [(p("r"), 4)]
 
 
 def test_a_foreign_claim_fences_the_execution_here() -> None:
@@ -104,7 +111,9 @@ def test_a_foreign_claim_fences_the_execution_here() -> None:
     table.running(table.runs["r"], local, epoch=2)
     effects = table.on_run_events([(p("r"), "r", "RunClaimed", 3)], T0 + 1)
     assert effects.fenced == [("r", 3, 2)]
-    assert local.fenced and local.control.requested and not local.control.cancelled
+    assert local.fenced
+    assert local.control.requested
+    assert not local.control.cancelled
     assert table.runs["r"].epoch == 3
     # an older or equal claim fences nothing
     other = execute(table, "s")
@@ -162,7 +171,8 @@ def test_a_waiting_run_is_woken_at_its_due_time_not_by_its_lease() -> None:
     assert table.due(T0 + 10 * LEASE, wall + timedelta(minutes=4)).started == []
     effects = table.due(T0 + 10 * LEASE, wall + timedelta(minutes=5))
     assert started(effects) == [("r", "timer")]
-    assert not entry.waiting and entry.wake_at is None
+    assert not entry.waiting
+    assert entry.wake_at is None
 
 
 def test_a_signal_wakes_a_waiting_run_and_one_seen_while_it_executes_wakes_it_after() -> None:
@@ -220,7 +230,8 @@ def test_a_parked_run_waits_for_a_resume_run_and_a_retried_one_for_its_lease() -
     assert started(table.ensure("parked", p("parked"), "resume", T0 + 11 * LEASE)) == [
         ("parked", "resume")
     ]
-    assert table.parked == set() and table.runs["parked"].parked is None
+    assert table.parked == set()
+    assert table.runs["parked"].parked is None
 
     retried = execute(table, "retried")
     assert table.failed(table.runs["retried"], LogError("log closed")) == "log_error"
@@ -235,7 +246,8 @@ def test_a_lease_or_a_timer_does_not_unpark_only_a_command_does() -> None:
     table.failed(table.runs["r"], RuntimeError("a bug"))
     table.ended(table.runs["r"], local, "error", T0)
     effects = table.ensure("r", p("r"), "stalled", T0 + 1)  # as an adoption or a stall would
-    assert effects.started and table.runs["r"].parked == "RuntimeError: a bug"
+    assert effects.started
+    assert table.runs["r"].parked == "RuntimeError: a bug"
 
 
 # -- settle a command ----------------------------------------------------------------------
@@ -249,16 +261,20 @@ def test_a_start_runs_command_is_settled_once_when_a_retry_gets_the_run_started(
     entry, first = effects.started[0]
     # ended before the run started (a log error): the StartRun is still its only input
     end = table.ended(entry, first, "log_error", T0 + 1)
-    assert end.settle == [] and entry.start_refs == [ref] and entry.start is start
+    assert end.settle == []
+    assert entry.start_refs == [ref]
+    assert entry.start is start
     # read again (a redelivery after a restart, say): the same command, held once more
     second = execute(table, "r", "stalled", T0 + 1 + LEASE)
-    assert second.until_running == [ref] and entry.start_refs == []
+    assert second.until_running == [ref]
+    assert entry.start_refs == []
     table.running(entry, second, epoch=2)
     assert second.until_running == [ref]  # the shell settles these once snapshotted
     second.until_running.clear()
     end = table.ended(entry, second, "completed", T0 + 20)
     assert end.settle == []  # nothing left to settle twice
-    assert "r" in table.finished and "r" not in table.runs
+    assert "r" in table.finished
+    assert "r" not in table.runs
 
 
 def test_the_ledger_settles_a_command_once() -> None:
@@ -289,8 +305,10 @@ def test_a_run_the_log_does_not_know_is_forgotten_and_its_commands_settled() -> 
     local = execute(table, "r")
     local.until_running.append((p("r"), 3))
     end = table.ended(table.runs["r"], local, "unknown_run", T0)
-    assert end.settle == [(p("r"), 3)] and end.dropped == ["r"]
-    assert "r" not in table.runs and "r" not in table.finished  # not ended: may start later
+    assert end.settle == [(p("r"), 3)]
+    assert end.dropped == ["r"]
+    assert "r" not in table.runs
+    assert "r" not in table.finished
 
 
 # -- endings and ownership -----------------------------------------------------------------
@@ -301,7 +319,8 @@ def test_an_ending_seen_on_the_runs_topic_forgets_the_run_and_an_adoption_skips_
     table.on_run_events([(p("r"), "r", "RunClaimed", 2)], T0)
     assert table.on_run_events([(p("r"), "r", "RunCompleted", 1)], T0).dropped == []  # stale
     assert table.on_run_events([(p("r"), "r", "RunCompleted", 2)], T0).dropped == ["r"]
-    assert "r" not in table.runs and "r" in table.finished
+    assert "r" not in table.runs
+    assert "r" in table.finished
     states = [MaterializedRunState(run_id="r"), MaterializedRunState(run_id="q")]
     same = [s for s in states if p(s.run_id) == p("r")]
     assert ("r", "assigned") not in started(table.adopt(p("r"), same, T0 + 1))
@@ -310,8 +329,9 @@ def test_an_ending_seen_on_the_runs_topic_forgets_the_run_and_an_adoption_skips_
 def test_an_adopted_run_starts_from_its_snapshot() -> None:
     table = owning_table()
     state = MaterializedRunState(run_id="r")
-    ((entry, local),) = table.adopt(p("r"), [state], T0).started
-    assert local.reason == "assigned" and local.known is state
+    ((_entry, local),) = table.adopt(p("r"), [state], T0).started
+    assert local.reason == "assigned"
+    assert local.known is state
     assert table.adopt((p("r") + 1) % PARTITIONS, [], T0).started == []
 
 
@@ -321,7 +341,8 @@ def test_a_revoked_partitions_runs_stop_and_are_released() -> None:
     assert table.revoke([p("r")]) == [local]
     assert p("r") not in table.owned
     end = table.ended(table.runs["r"], local, "stopped", T0)
-    assert end.started == [] and "r" not in table.runs
+    assert end.started == []
+    assert "r" not in table.runs
     table.on_run_events([(p("r"), "s", "StepStarted", 1)], T0)  # not owned: ignored
     assert "s" not in table.runs
     table.assign([p("r")])
@@ -358,9 +379,12 @@ def test_a_record_is_routed_to_its_command_or_refused_with_why() -> None:
     assert (misrouted.reason, misrouted.expected) == ("misrouted", own)
 
     keyed = route(own, encode_command(CancelRun(run_id=run_id)), b"another", PARTITIONS)
-    assert isinstance(keyed, Refused) and keyed.reason == "key-mismatch"
-    assert keyed.command is not None and keyed.expected is None
+    assert isinstance(keyed, Refused)
+    assert keyed.reason == "key-mismatch"
+    assert keyed.command is not None
+    assert keyed.expected is None
 
     garbage = route(own, b"not a command", None, PARTITIONS)
-    assert isinstance(garbage, Refused) and garbage.command is None
+    assert isinstance(garbage, Refused)
+    assert garbage.command is None
     assert garbage.reason == "not-avro-framing"
