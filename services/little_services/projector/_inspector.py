@@ -53,7 +53,7 @@ from little.events import (
     WaitEnded,
     WaitStarted,
 )
-from little.replay import MaterializedRunState, UsageTotals, accepted_events, price_usd
+from little.replay import MaterializedRunState, UsageTotals, accepted_events, cost_of
 from little.report import dollars, tokens
 
 FRESH = "fresh"
@@ -131,12 +131,6 @@ def preview(value: str | None, limit: int = PREVIEW) -> str | None:
         parsed = value
     text = parsed if isinstance(parsed, str) else json.dumps(parsed, ensure_ascii=False)
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _cost(provider: str | None, model: str | None, usage: Usage, at: datetime) -> Decimal | None:
-    if provider is None or model is None:
-        return None
-    return price_usd(provider, model, usage, at)
 
 
 def _usage_text(usage: Usage) -> str:
@@ -318,7 +312,7 @@ class _Builder:
                     r.detail = f"not replayed: {e.miss_reason}"
                 if e.replayed and e.usage is not None:
                     r.tokens = _usage_text(e.usage) + " avoided"
-                    r.dollars = _money(_cost(e.provider, e.model, e.usage, e.occurred_at))
+                    r.dollars = _money(cost_of(e))
         elif isinstance(e, ModelCalled):
             self.call(
                 item,
@@ -338,7 +332,7 @@ class _Builder:
                 return
             r.status = "responded"
             r.tokens = _usage_text(e.usage)
-            r.dollars = _money(price_usd(e.provider, e.model, e.usage, e.occurred_at))
+            r.dollars = _money(cost_of(e))
             if e.replayed_from_run_id is not None:
                 r.origin = REPLAYED
                 r.link = e.replayed_from_run_id

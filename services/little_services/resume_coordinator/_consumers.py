@@ -30,11 +30,9 @@ from confluent_kafka import (
 )
 
 from little.log.kafka.client import client_config
+from little_services.resume_coordinator._core import RunEvent
 
 log = structlog.get_logger("little.coordinator")
-
-RunEvent = tuple[int, str, str, int]
-"""(partition, run id, event type, epoch) from a record's headers."""
 
 
 class CommandConsumer:

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from little.errors import LittleError
+from little.events import EventCodec, ModelResponded
+from little.replay import cost_of
+
 
 class Metrics:
     def __init__(self) -> None:
@@ -140,3 +144,28 @@ class Metrics:
             "How late the event loop ran its last timer (blocking work shows here).",
             registry=r,
         )
+
+    def count_call(self, codec: EventCodec, kind: str, value: bytes) -> None:
+        """A call's event in an owned partition (on the runs tail's thread): calls, tokens
+        and dollars of the calls made here (a replayed answer is not billed)."""
+        if kind == "harness.model.called":
+            self.calls.labels("model").inc()
+            return
+        if kind == "harness.tool_call.started":
+            self.calls.labels("tool").inc()
+            return
+        try:
+            event = codec.decode(value)
+        except LittleError:
+            return  # the projector dead-letters it; not the coordinator's to judge
+        if not isinstance(event, ModelResponded) or event.replayed_from_run_id is not None:
+            return
+        u, labels = event.usage, (event.provider, event.model)
+        self.tokens.labels("input", *labels).inc(u.input_tokens)
+        self.tokens.labels("output", *labels).inc(u.output_tokens)
+        self.tokens.labels("cached_input", *labels).inc(u.cached_input_tokens)
+        usd = cost_of(event)
+        if usd is None:
+            self.unpriced.labels(*labels).inc()
+        else:
+            self.billed.labels(*labels).inc(float(usd))

@@ -27,7 +27,7 @@ from little.replay._fold import (
     wait_state,
 )
 from little.replay._partial import AppliedEvent, accepted_events, state_changes, step_through
-from little.replay._pricing import price_usd
+from little.replay._pricing import PricedCall, cost_of, price_usd
 from little.replay._replay import (
     ArtifactMismatchError,
     HydratedArtifact,
@@ -83,6 +83,7 @@ __all__ = [
     "ParallelBranchMismatchError",
     "ParallelGroup",
     "PatchMark",
+    "PricedCall",
     "RecordedValue",
     "ReplayEnvelope",
     "ReplayPlanStep",
@@ -106,6 +107,7 @@ __all__ = [
     "branch_set_hash",
     "configuration_changes",
     "configuration_json",
+    "cost_of",
     "decode_snapshot",
     "encode_snapshot",
     "fold_run",

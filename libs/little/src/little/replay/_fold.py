@@ -47,7 +47,7 @@ from little.events import (
     WaitEnded,
     WaitStarted,
 )
-from little.replay._pricing import price_usd
+from little.replay._pricing import cost_of
 from little.replay._state import (
     RECENT_EVENT_IDS,
     AgentCall,
@@ -545,7 +545,7 @@ class _Fold:
             error=None,
             replayed_from_run_id=e.replayed_from_run_id,
         )
-        cost = price_usd(e.provider, e.model, e.usage, e.occurred_at)
+        cost = cost_of(e)
         self._account(e, cost, avoided=e.replayed_from_run_id is not None)
 
     def _account(self, e: ModelResponded, cost: Decimal | None, *, avoided: bool) -> None:
@@ -647,7 +647,7 @@ class _Fold:
         if e.replayed and e.usage is not None and e.provider and e.model:
             # answered from a recorded run: what that call cost is avoided here, never billed
             # (a fresh call's usage is already in its harness.model.responded events)
-            cost = price_usd(e.provider, e.model, e.usage, e.occurred_at)
+            cost = cost_of(e)
             calls = e.model_calls if e.model_calls is not None else 1
             self.run["avoided_usage"] = self.run["avoided_usage"].add(e.usage, cost, calls)
             if e.step_path is not None:

@@ -1,5 +1,9 @@
 """Dollars for recorded tokens: the one place a price is computed (seed 000).
 
+``cost_of`` prices one recorded call (a ``harness.model.responded``, an ``agent.call.settled``):
+the fold, the coordinator's metrics and the projector's inspector all call it, so a dollar in
+a report, on a dashboard and in the inspector is the same dollar.
+
 Prices come from the table bundled with the pinned ``genai-prices`` release, never from the
 network, and each call is priced at its event's ``occurred_at``, so one log always folds to
 the same dollars. An unknown provider or model is unpriced (``None``), never zero.
@@ -10,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 from decimal import Decimal
 from functools import lru_cache
-from typing import Any
+from typing import Any, Protocol
 
 from genai_prices import Usage as _PriceUsage
 from genai_prices.data_snapshot import _bundled_snapshot  # the table shipped in the wheel
@@ -94,3 +98,28 @@ def price_usd(provider: str, model: str, usage: Usage, at: datetime) -> Decimal 
         return _library_price(price_model, price_provider, at, i, c, o)
     per_in, per_cached, per_out = rates
     return (i - c) * per_in + c * per_cached + o * per_out
+
+
+class PricedCall(Protocol):
+    """What ``cost_of`` reads from a recorded call's event."""
+
+    @property
+    def provider(self) -> str | None: ...
+
+    @property
+    def model(self) -> str | None: ...
+
+    @property
+    def usage(self) -> Usage | None: ...
+
+    @property
+    def occurred_at(self) -> datetime: ...
+
+
+def cost_of(call: PricedCall) -> Decimal | None:
+    """The cost of a recorded call at the price in force when it happened (its event's
+    ``occurred_at``); ``None`` when the call names no provider, model or usage, or the price
+    table does not know the model."""
+    if call.provider is None or call.model is None or call.usage is None:
+        return None
+    return price_usd(call.provider, call.model, call.usage, call.occurred_at)

@@ -4,6 +4,7 @@ and fencing."""
 from little.runtime._compaction import CompactionPolicy
 from little.runtime._context import Retry, StepContext, WorkflowContext
 from little.runtime._control import ExecutionStopped, RunControl
+from little.runtime._ending import FailRun, ParkRun, end_unrunnable
 from little.runtime._errors import (
     BranchStopped,
     BudgetExceededError,
@@ -58,10 +59,12 @@ __all__ = [
     "Divergence",
     "ExecutionStopped",
     "ExecutionSuspended",
+    "FailRun",
     "FullReplay",
     "LoopLimitError",
     "OuterLoopManifest",
     "PanelMixedError",
+    "ParkRun",
     "PatchDeprecatedError",
     "Retry",
     "RunControl",
@@ -83,6 +86,7 @@ __all__ = [
     "approval_decision",
     "claim",
     "decide_approval",
+    "end_unrunnable",
     "execute",
     "fold_run_off_loop",
     "follow",
