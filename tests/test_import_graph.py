@@ -43,8 +43,6 @@ KNOWN_UNTIL_REFLOOR = frozenset(
         "little.runtime._runner",
         "little.runtime._session",
         "little.runtime._waits",
-        # 1,102 lines
-        "little_services.resume_coordinator._coordinator",
     }
 )
 
