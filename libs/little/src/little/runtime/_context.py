@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from little import tracing
 from little._canonical import canonical_json
-from little.errors import ConfigurationError, LogError, RuntimeIntegrityError
+from little.errors import ConfigurationError
 from little.events import (
     ArtifactCommitted,
     ArtifactRef,
@@ -41,12 +41,12 @@ from little.replay import (
 from little.runtime._control import ExecutionStopped
 from little.runtime._errors import (
     BranchStopped,
-    ClaimRejectedError,
     ExecutionSuspended,
     LoopLimitError,
     SimulationDivergedError,
     StepFailedError,
 )
+from little.runtime._groups import _Group, drain
 from little.runtime._recorded import MISS_SUB_RUN
 from little.runtime._registry import lookup
 from little.runtime._waits import ScopeWaits, seconds, utcnow
@@ -54,13 +54,10 @@ from little.runtime._waits import ScopeWaits, seconds, utcnow
 if TYPE_CHECKING:
     from little.harness import Model, Tool
     from little.runtime._compaction import CompactionPolicy
-    from little.runtime._runner import Execution
+    from little.runtime._execution import Execution
     from little.runtime._session import AgentSession, ApprovalPolicy
 
 log = get_logger("little.runtime")
-
-LARGE_PAYLOAD = 64 * 1024
-"""Outputs and bodies larger than this (bytes of canonical JSON) go to the artifact store."""
 
 NOT_FAILURES: tuple[type[BaseException], ...] = (
     ExecutionSuspended,
@@ -78,77 +75,6 @@ class Retry:
 
     max_attempts: int = 1
     backoff: float = 0.0
-
-
-_WRITER_ENDING = (ExecutionStopped, LogError, ClaimRejectedError, RuntimeIntegrityError)
-"""Errors that end the writer, not the run (stopped, fenced, log or integrity failure): the
-run's next owner decides, so nothing waits for siblings to drain first."""
-
-
-class _Group:
-    """One execution of a parallel group: once a branch fails, every branch of it (and of
-    the groups inside them) stops at its next recorded boundary (``check``)."""
-
-    __slots__ = ("failed", "parent", "path")
-
-    def __init__(self, path: str, parent: _Group | None) -> None:
-        self.path = path
-        self.parent = parent
-        self.failed: str | None = None
-        """The branch whose failure drains the group."""
-
-    def check(self, run_id: str) -> None:
-        """Before new work (a step, a group, a sub-run, an agent call, a model or tool call):
-        raise ``BranchStopped`` if this group or an enclosing one is draining."""
-        group: _Group | None = self
-        while group is not None:
-            if group.failed is not None:
-                raise BranchStopped(run_id, group.path, group.failed)
-            group = group.parent
-
-
-async def drain(
-    tasks: list[asyncio.Task[Any]], names: list[str], on_failure: Callable[[str], None]
-) -> list[Any]:
-    """Await ``tasks`` (one per name) to their end and return their results in order, or
-    raise the first failure once every task ended: a failure calls ``on_failure(name)`` (the
-    group tells its other branches to stop at their next boundary) and the rest are awaited,
-    so whatever they had in flight settles and is logged before the caller goes on. An error
-    that ends the writer (``_WRITER_ENDING``) cancels the rest at once instead: nothing more
-    can be recorded, and a stop must be prompt. If the caller itself is cancelled, so are
-    the tasks."""
-    index = {task: i for i, task in enumerate(tasks)}
-    first: BaseException | None = None
-    suspended: list[ExecutionSuspended] = []
-    pending: set[asyncio.Task[Any]] = set(tasks)
-    try:
-        while pending:
-            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_EXCEPTION)
-            for task in sorted(done, key=index.__getitem__):
-                exc = None if task.cancelled() else task.exception()
-                if exc is None:
-                    continue
-                if isinstance(exc, _WRITER_ENDING):
-                    raise exc
-                if isinstance(exc, ExecutionSuspended):
-                    suspended.append(exc)  # waits: the others go on until they end or wait too
-                    continue
-                if first is None or (
-                    isinstance(first, BranchStopped) and not isinstance(exc, BranchStopped)
-                ):
-                    first = exc  # a real failure explains more than a stop it caused
-                if not isinstance(exc, BranchStopped):
-                    on_failure(names[index[task]])
-    finally:
-        if pending:
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
-    if first is not None:
-        raise first
-    if suspended:
-        raise ExecutionSuspended.merge(suspended[0].run_id, suspended)
-    return [task.result() for task in tasks]
 
 
 class _RecordedValues:

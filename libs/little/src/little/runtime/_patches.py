@@ -40,7 +40,7 @@ from little.runtime._errors import PatchDeprecatedError
 
 if TYPE_CHECKING:
     from little.runtime._context import StepContext, WorkflowContext
-    from little.runtime._runner import Execution
+    from little.runtime._execution import Execution
 
 ScopeKey = tuple[str, str | None, int | None]
 """(workflow scope, step path, visit): a workflow scope has no step; a step's visit does."""

@@ -52,7 +52,7 @@ from little.replay import (
     price_usd,
 )
 from little.runtime._compaction import SUMMARY_ACK, SUMMARY_PREFIX, CompactionPolicy
-from little.runtime._context import NOT_FAILURES, drain
+from little.runtime._context import NOT_FAILURES
 from little.runtime._errors import (
     BranchStopped,
     BudgetExceededError,
@@ -60,6 +60,7 @@ from little.runtime._errors import (
     SessionDivergedError,
     SimulationDivergedError,
 )
+from little.runtime._groups import drain
 from little.runtime._recorded import (
     MISS_CONFIG_CHANGED,
     MISS_KEY,
@@ -75,7 +76,7 @@ log = get_logger("little.runtime")
 
 if TYPE_CHECKING:
     from little.runtime._context import StepContext
-    from little.runtime._runner import Execution
+    from little.runtime._execution import Execution
 
 ApprovalPolicy = bool | Callable[[str, dict[str, Any]], bool]
 """A session's approval policy: True asks a person before every tool call, a function

@@ -1,4 +1,4 @@
-"""Durable waits: timers, signals and approvals that hold no process while they wait.
+"""Durable waits inside a run: timers, signals and approvals that hold no process meanwhile.
 
 A wait is recorded before it waits (``WaitStarted``: its kind, its place, its due time) and
 when it ends (``WaitEnded``: fired, received, timed out, approved, rejected). A wait that
@@ -9,23 +9,19 @@ when a signal it waits for arrives, and the replay reaches the same wait and end
 due within ``hold`` seconds are waited for in the process instead: a suspension and a claim
 cost more than a short sleep.
 
-Signals come from outside the run's writers (``send_signal``): ``SignalSent`` stands outside
-the run's seq chain, like a claim, and is kept in the run's log until a wait of that name
-takes it (the oldest first). Taking it is recorded (``WaitEnded.signal_id``), so a resume and
-a replay give each wait the same signal without its sender.
+Signals come from outside the run's writers (``_client.send_signal``) and are kept in the
+run's log until a wait of that name takes it (the oldest first). Taking it is recorded
+(``WaitEnded.signal_id``), so a resume and a replay give each wait the same signal without its
+sender. This module never sends signals or resumes runs (``_client``, ``_host`` do).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import math
 import os
-import socket
-import uuid
 from datetime import UTC, datetime, timedelta
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from little._canonical import canonical_json
@@ -34,7 +30,6 @@ from little.events import RunSuspended, SignalSent, WaitEnded, WaitStarted
 from little.log import Position
 from little.logs import get_logger
 from little.replay import (
-    MaterializedRunState,
     SignalState,
     WaitState,
     oldest_kept,
@@ -44,16 +39,13 @@ from little.replay import (
 )
 from little.runtime._errors import (
     ExecutionSuspended,
-    SignalRefusedError,
     SimulationDivergedError,
     WaitTimeoutError,
 )
 from little.runtime._recorded import SIMULATING
 
 if TYPE_CHECKING:
-    from little._world import World
-    from little.runtime._registry import AnyWorkflow
-    from little.runtime._runner import Execution, RunResult
+    from little.runtime._execution import Execution
 
 log = get_logger("little.runtime")
 
@@ -321,280 +313,3 @@ class ScopeWaits:
         if timeout is None:
             return None
         return utcnow() + timedelta(seconds=seconds(timeout, what))
-
-
-# -- signals from outside --------------------------------------------------------------------
-
-
-def sender() -> str:
-    return f"{os.environ.get('USER', 'user')}@{socket.gethostname()}"
-
-
-def check_signal(state: MaterializedRunState, run_id: str, name: str, where: str) -> None:
-    """Refuse a signal to a run that cannot take it (``SignalRefusedError``)."""
-    if state.last_position is None or state.workflow is None:
-        raise SignalRefusedError(f"run {run_id} is unknown in {where}: no signal was recorded")
-    if state.terminal:
-        raise SignalRefusedError(
-            f"run {run_id} has already ended ({state.status}) in {where}: no signal was recorded"
-        )
-    if not name or name == "approval:":
-        raise SignalRefusedError(f"run {run_id}: a signal needs a name")
-
-
-def check_approval(state: MaterializedRunState, run_id: str, call_id: str, where: str) -> None:
-    """Refuse a decision on an approval the run never asked for, or already has."""
-    check_signal(state, run_id, f"approval:{call_id}", where)
-    asked = [w for w in state.waits if w.kind == "approval" and w.name == call_id]
-    if not asked:
-        raise SignalRefusedError(
-            f"run {run_id} asked for no approval of call {call_id!r} in {where}: "
-            "nothing was recorded"
-        )
-    if all(w.outcome is not None for w in asked) or state.kept_signal(f"approval:{call_id}"):
-        raise SignalRefusedError(
-            f"run {run_id}: call {call_id!r} was already decided: nothing was recorded"
-        )
-
-
-def payload_json(data: Any) -> str:
-    """A signal's payload as canonical JSON (``SignalRefusedError`` if it is not JSON)."""
-    try:
-        return canonical_json(data)
-    except (TypeError, ValueError) as exc:
-        raise SignalRefusedError(f"a signal's payload must be JSON: {exc}") from exc
-
-
-def signal_event(
-    run_id: str, name: str, data: Any, *, signal_id: str | None = None, by: str | None = None
-) -> SignalSent:
-    return SignalSent(
-        run_id=run_id,
-        name=name,
-        payload_json=payload_json(data),
-        signal_id=signal_id or str(uuid.uuid4()),
-        sender=by or sender(),
-    )
-
-
-def check_decision(run_id: str, name: str, data: Any) -> None:
-    """An approval decision is ``{"approved": true|false, ...}``: anything else is refused
-    (a payload ``"false"`` or ``{"approved": "no"}`` would otherwise be read one way or the
-    other)."""
-    if not isinstance(data, dict) or not isinstance(data.get("approved"), bool):
-        raise SignalRefusedError(
-            f'run {run_id}: {name} needs a decision {{"approved": true|false, "reason": '
-            f"...}}, not {payload_json(data)[:80]}: nothing was recorded"
-        )
-
-
-def prepare_signal(
-    state: MaterializedRunState,
-    run_id: str,
-    name: str,
-    data: Any = None,
-    *,
-    where: str,
-    signal_id: str | None = None,
-    by: str | None = None,
-) -> SignalSent:
-    """The ``SignalSent`` that delivers ``name`` with ``data`` to the run ``state`` folds, once
-    checked: ``SignalRefusedError`` (naming ``where`` the run was looked for) for an unknown or
-    finished run, a payload that is not JSON, or an approval (``approval:<call id>``) the run
-    never asked for or already has."""
-    event = signal_event(run_id, name, data, signal_id=signal_id, by=by)
-    if name.startswith("approval:"):
-        check_decision(run_id, name, data)
-        check_approval(state, run_id, name[len("approval:") :], where)
-    else:
-        check_signal(state, run_id, name, where)
-    return event
-
-
-async def send_signal(
-    world: World,
-    run_id: str,
-    name: str,
-    data: Any = None,
-    *,
-    signal_id: str | None = None,
-    by: str | None = None,
-) -> SignalSent:
-    """Deliver signal ``name`` with JSON ``data`` to ``run_id``: appended to its log (kept
-    until a wait takes it; a run waiting for it can be woken). Raises ``SignalRefusedError``
-    for an unknown or finished run or a payload that is not JSON; nothing is recorded then.
-    The same ``signal_id`` sent twice is recorded once (the second is ignored by the fold)."""
-    from little.runtime._runner import fold_run_off_loop
-
-    state = await fold_run_off_loop(world, run_id)
-    event = prepare_signal(
-        state, run_id, name, data, where=world.description, signal_id=signal_id, by=by
-    )
-    await world.submit([event])
-    log.info("signal_sent", run_id=run_id, name=name, signal_id=event.signal_id)
-    return event
-
-
-def approval_decision(approved: bool, reason: str = "", by: str | None = None) -> dict[str, Any]:
-    """The payload of the signal ``approval:<call id>`` that answers an approval."""
-    return {"approved": approved, "reason": reason, "by": by or sender()}
-
-
-async def decide_approval(
-    world: World,
-    run_id: str,
-    call_id: str,
-    *,
-    approved: bool,
-    reason: str = "",
-    by: str | None = None,
-) -> SignalSent:
-    """Approve or reject the tool call ``call_id`` a run waits on (``little approve`` /
-    ``little reject``): a signal ``approval:<call_id>`` whose payload is the decision."""
-    decision = approval_decision(approved, reason, by)
-    return await send_signal(world, run_id, f"approval:{call_id}", decision, by=by)
-
-
-# -- waking ----------------------------------------------------------------------------------
-
-
-def can_wake(world: World, state: MaterializedRunState, now: datetime) -> bool:
-    """Whether a waiting run has a wait that can end now: its own, or a waiting sub-run's
-    (a worker thread: sub-runs are folded from the log)."""
-    from little.replay import fold_run
-
-    if state.can_wake(now):
-        return True
-    if state.status != "waiting":
-        return False
-    for sub in state.sub_runs:  # suspended inside a sub-run: the sub-run is waiting too
-        sub_state, _, _ = fold_run(world, sub.sub_run_id)
-        if sub_state.status == "waiting" and can_wake(world, sub_state, now):
-            return True
-    return False
-
-
-async def follow(
-    world: World,
-    run_id: str,
-    workflow: AnyWorkflow | None = None,
-    *,
-    poll: float = 0.5,
-    hold: float = HOLD_SECONDS,
-) -> RunResult:
-    """Resume ``run_id`` whenever one of its waits can end, until it ends (or a failure):
-    sleep until its next due time, and look for the signals it waits for every ``poll``
-    seconds. Nothing is held meanwhile: this process may exit, and another (``little
-    resume``, ``little worker``, the coordinator) takes the run up. A run another process is
-    executing (a worker woke it) is left to it and watched until it ends or waits again; the
-    first look resumes a run that is not waiting (to continue it here)."""
-    from little.runtime._runner import fold_run_off_loop, resume
-
-    first = True
-    while True:
-        state = await fold_run_off_loop(world, run_id)
-        now = utcnow()
-        waiting = state.status == "waiting"
-        if (waiting and await asyncio.to_thread(can_wake, world, state, now)) or (
-            first and not waiting
-        ):
-            result = await resume(world, run_id, workflow, hold=hold)
-            if result.status != "waiting":
-                return result
-            first = False
-            continue
-        if state.terminal:
-            return await resume(world, run_id, workflow, hold=hold)  # its outcome, from the log
-        # waiting, or executed by another process (a worker that woke it): look again later
-        first = False
-        pause = poll
-        if waiting and state.wake_at is not None:
-            pause = min(poll, max(0.0, (state.wake_at - now).total_seconds()))
-        await asyncio.sleep(pause)
-
-
-class Waker:
-    """Wakes the waiting runs of a world (``little worker``): reads the log as it grows,
-    keeps the top-level runs whose last record says they wait (``RunSuspended``) or may have
-    been woken (``SignalSent``), and resumes each one whose wait can end now."""
-
-    def __init__(self, world: World, *, hold: float = HOLD_SECONDS) -> None:
-        self.world = world
-        self.hold = hold
-        self._next: dict[int, int] = {}
-        self._candidates: set[str] = set()
-        self._busy: dict[str, asyncio.Task[RunResult]] = {}
-
-    def _scan(self) -> None:
-        """Read what the log gained since the last scan (a worker thread)."""
-        log_ = self.world.log
-        for partition, end in sorted(log_.end_offsets().items()):
-            offset = self._next.get(partition, 0)
-            while offset < end:
-                batch = log_.read_partition(partition, offset, limit=1000)
-                for record in batch:
-                    kind = record.header("little.type")
-                    if kind in (b"RunSuspended", b"SignalSent"):
-                        self._candidates.add(record.run_id.split("~", 1)[0])
-                offset = batch[-1].offset + 1 if batch else offset + 1000
-            self._next[partition] = max(offset, end)
-
-    def _ready(self, now: datetime) -> tuple[list[str], datetime | None]:
-        """The candidates that can go on now, and the earliest due time of the others."""
-        from little.replay import fold_run
-
-        self._scan()
-        ready: list[str] = []
-        next_due: datetime | None = None
-        for run_id in sorted(self._candidates):
-            state, _, _ = fold_run(self.world, run_id)
-            if state.status != "waiting":
-                if state.terminal:
-                    self._candidates.discard(run_id)
-                continue
-            if can_wake(self.world, state, now):
-                ready.append(run_id)
-            elif state.wake_at is not None and (next_due is None or state.wake_at < next_due):
-                next_due = state.wake_at
-        return ready, next_due
-
-    async def wake_ready(self) -> tuple[list[asyncio.Task[RunResult]], datetime | None]:
-        """Resume every waiting run whose wait can end now, each in a task of its own (a run
-        that works for an hour after its wake-up delays no other); returns the tasks started
-        and the earliest due time among the runs still waiting. A run still executing from an
-        earlier wake-up is not resumed again."""
-        from little.runtime._runner import resume
-
-        ready, next_due = await asyncio.to_thread(self._ready, utcnow())
-        started: list[asyncio.Task[RunResult]] = []
-        for run_id in ready:
-            if run_id in self._busy:
-                continue
-            task = asyncio.ensure_future(resume(self.world, run_id, hold=self.hold))
-            self._busy[run_id] = task
-            task.add_done_callback(partial(self._woken, run_id))
-            started.append(task)
-        return started, next_due
-
-    def _woken(self, run_id: str, task: asyncio.Task[RunResult]) -> None:
-        self._busy.pop(run_id, None)
-        if task.cancelled():
-            return
-        error = task.exception()
-        if error is not None:
-            log.error("wake_failed", run_id=run_id, error=f"{type(error).__name__}: {error}")
-        else:
-            log.info("run_woken", run_id=run_id, status=task.result().status)
-
-    async def serve(self, stop: asyncio.Event, *, poll: float = 0.5) -> None:
-        """Wake runs until ``stop`` is set: at each due time, and every ``poll`` seconds for
-        signals."""
-        while not stop.is_set():
-            _, next_due = await self.wake_ready()
-            pause = poll
-            if next_due is not None:
-                pause = min(poll, max(0.0, (next_due - utcnow()).total_seconds()))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=pause)
-        if self._busy:  # the runs it woke go on to their next boundary, then it leaves
-            await asyncio.gather(*self._busy.values(), return_exceptions=True)
