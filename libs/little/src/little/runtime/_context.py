@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from little import tracing
 from little._canonical import canonical_json
@@ -47,6 +47,7 @@ from little.runtime._errors import (
     StepFailedError,
 )
 from little.runtime._groups import _Group, drain
+from little.runtime._patches import Reached, ScopeKey
 from little.runtime._recorded import MISS_SUB_RUN
 from little.runtime._registry import lookup
 from little.runtime._waits import ScopeWaits, seconds, utcnow
@@ -151,16 +152,21 @@ class _ValuesMixin:
         that this execution has not reached yet), so a resume on the new code takes the old
         path the run was recorded on. The same answer for the rest of the execution, per
         patch id and scope (docs/architecture.md, "Changing workflow code")."""
-        return self._x.patches.patched(
-            self._x, cast("WorkflowContext | StepContext", self), patch_id
-        )
+        key, _, reached = self._patch_scope()
+        return self._x.patches.patched(key, reached, patch_id)
 
     def deprecate_patch(self, patch_id: str) -> None:
         """The code change ``patch_id`` once every run that took its old path has ended: the
         code keeps only the new path. A run reaching it records the patch as ``patched``
         would (so code that still asks ``patched(patch_id)`` answers True for it); a run
         that went past this point on the old path fails with ``PatchDeprecatedError``."""
-        self._x.patches.deprecate(self._x, cast("WorkflowContext | StepContext", self), patch_id)
+        key, where, reached = self._patch_scope()
+        self._x.patches.deprecate(key, where, reached, patch_id)
+
+    def _patch_scope(self) -> tuple[ScopeKey, str, Reached]:
+        """This scope's key for ``Patches``, its name in a message, and how far this
+        execution got through it."""
+        raise NotImplementedError
 
     async def flush(self) -> None:
         """Make this run's deferred records durable now (recorded values above all).
@@ -229,7 +235,7 @@ class WorkflowContext(_ValuesMixin, _WaitsMixin):
         self._branch_path = branch_path
         self._group = group
         self._values = _RecordedValues(execution, scope or None, scope)
-        self._waits = ScopeWaits(execution, scope or None)
+        self._waits = ScopeWaits(execution.waits, scope or None)
         self._calls: dict[str, int] = {}
 
     @property
@@ -240,6 +246,11 @@ class WorkflowContext(_ValuesMixin, _WaitsMixin):
     def replayed(self) -> MaterializedRunState:
         """The run's state as replayed when this execution began."""
         return self._x.replayed
+
+    def _patch_scope(self) -> tuple[ScopeKey, str, Reached]:
+        scope = self._scope
+        reached = Reached(self._values._ordinal, self._waits.ordinal, calls=self._calls)
+        return (scope, None, None), f"branch {scope.rstrip('/')}" if scope else "the run", reached
 
     def _path(self, path: str) -> str:
         if not path or "#" in path:
@@ -479,7 +490,7 @@ class StepContext(_ValuesMixin, _WaitsMixin):
         # a revisited step's values are its own (a loop's second visit reads the clock anew)
         values_scope = step_path if visit == 1 else f"{step_path}@{visit}"
         self._values = _RecordedValues(self._x, values_scope, self.scope)
-        self._waits = ScopeWaits(self._x, values_scope)
+        self._waits = ScopeWaits(self._x.waits, values_scope)
         self._group = parent._group
         self._sub_runs = 0
         self._sessions: set[str] = set()
@@ -487,6 +498,17 @@ class StepContext(_ValuesMixin, _WaitsMixin):
     @property
     def run_id(self) -> str:
         return self._x.run_id
+
+    def _patch_scope(self) -> tuple[ScopeKey, str, Reached]:
+        reached = Reached(
+            self._values._ordinal,
+            self._waits.ordinal,
+            sessions=self._sessions,
+            sub_runs=self._sub_runs,
+            artifacts=len(self.artifact_refs),
+        )
+        key = (self.scope, self.step_path, self.visit)
+        return key, f"step {self.step_path} (visit {self.visit})", reached
 
     def _check_group(self) -> None:
         """Raise ``BranchStopped`` if the parallel group this step runs in is draining."""

@@ -143,14 +143,14 @@ class Execution:
         """Model calls reserved by fresh panels' legs and not made yet (``reserve_calls``)."""
         self.agent_calls = AgentCalls.of(replayed, source)
         """Agent-call admission, and recorded-call replay from ``source``."""
-        self.patches = Patches(replayed, None if source is None else source.state)
+        self.patches = Patches(replayed, None if source is None else source.state, writer)
         """``ctx.patched`` answers, decided against the state as claimed."""
         self.values: dict[tuple[str | None, int], RecordedValue | ValueRecorded] = {}
         """This run's recorded values by place: those of its log, then those it records now
         (a retried step's second attempt reads the first attempt's)."""
         for v in replayed.values:
             self.values.setdefault((v.step_path, v.ordinal), v)
-        self.waits = RunWaits(self, hold)
+        self.waits = RunWaits(world, writer, self.agent_calls, replayed, hold)
         """Durable waits and the signals sent to the run (``little.runtime._waits``)."""
         self.model = model
         """A full replay's model: every session of the run uses it (``FullReplay``)."""

@@ -22,14 +22,16 @@ import json
 import math
 import os
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from little._canonical import canonical_json
+from little._world import World
 from little.errors import ConfigurationError
 from little.events import RunSuspended, SignalSent, WaitEnded, WaitStarted
 from little.log import Position
 from little.logs import get_logger
 from little.replay import (
+    MaterializedRunState,
     SignalState,
     WaitState,
     oldest_kept,
@@ -42,10 +44,8 @@ from little.runtime._errors import (
     SimulationDivergedError,
     WaitTimeoutError,
 )
-from little.runtime._recorded import SIMULATING
-
-if TYPE_CHECKING:
-    from little.runtime._execution import Execution
+from little.runtime._recorded import SIMULATING, AgentCalls
+from little.runtime._writer import RunWriter
 
 log = get_logger("little.runtime")
 
@@ -72,10 +72,20 @@ class RunWaits:
     """The waits and signals of one execution: those its log held when it was claimed, then
     those it records and reads since."""
 
-    def __init__(self, execution: Execution, hold: float) -> None:
-        self._x = execution
+    def __init__(
+        self,
+        world: World,
+        writer: RunWriter,
+        agent_calls: AgentCalls,
+        replayed: MaterializedRunState,
+        hold: float,
+    ) -> None:
+        self._world = world
+        self._writer = writer
+        self._calls = agent_calls
+        """The run's agent-call admission: a simulation ends a wait as its golden run did."""
+        self.run_id = writer.run_id
         self.hold = hold
-        replayed = execution.replayed
         self.waits: dict[tuple[str | None, int], WaitState] = {
             (w.step_path, w.ordinal): w for w in replayed.waits
         }
@@ -98,7 +108,7 @@ class RunWaits:
         """Read the run's log past what this execution has seen for signals sent since (a
         worker thread)."""
         last = self._read_to
-        for item in self._x.world.read_run(self._x.run_id, after=last):
+        for item in self._world.read_run(self.run_id, after=last):
             last = Position(item.partition, item.offset)
             e = item.event
             if isinstance(e, SignalSent) and e.signal_id not in self.signals:
@@ -143,11 +153,10 @@ class RunWaits:
         """The wait at (``scope``, ``ordinal``), recorded if new, ended if it can end now;
         returns it ended and the payload of the signal it took (None for a timer). Raises
         ``ExecutionSuspended`` when it cannot end yet, ``WaitTimeoutError`` when it timed out."""
-        x = self._x
         key = (scope, ordinal)
         wait = self.waits.get(key)
         if wait is None:
-            started, _ = await x.writer.emit(
+            started, _ = await self._writer.emit(
                 WaitStarted,
                 step_path=scope,
                 kind=kind,
@@ -159,7 +168,7 @@ class RunWaits:
             wait = self.waits[key] = wait_state(started)
         elif wait.kind != kind or wait.name != name:
             raise ConfigurationError(
-                f"run {x.run_id}: wait {ordinal} of {scope or 'the run'} is a {wait.kind} "
+                f"run {self.run_id}: wait {ordinal} of {scope or 'the run'} is a {wait.kind} "
                 f"{wait.name!r} in the log, but the workflow now waits for a {kind} {name!r}: "
                 "the code changed"
             )
@@ -187,7 +196,7 @@ class RunWaits:
 
     def _payload(self, wait: WaitState) -> Any:
         if wait.outcome == "timed_out":
-            raise WaitTimeoutError(self._x.run_id, wait.kind, wait.name, wait.step_path)
+            raise WaitTimeoutError(self.run_id, wait.kind, wait.name, wait.step_path)
         if wait.signal_id is None:
             return None
         return json.loads(self.signals[wait.signal_id].payload_json)
@@ -195,7 +204,7 @@ class RunWaits:
     async def _simulated(self, wait: WaitState) -> WaitState:
         """In a simulation: end the wait as the golden run's wait at its place ended (a timer
         fires at once, a signal is the golden's signal, copied here), or diverge."""
-        source = self._x.agent_calls.source
+        source = self._calls.source
         golden = None
         if source is not None:
             golden = next(
@@ -213,7 +222,7 @@ class RunWaits:
         ):
             found = "no wait" if golden is None else f"a {golden.kind} {golden.name!r}"
             raise SimulationDivergedError(
-                f"run {self._x.run_id}: the simulated run waits for a {wait.kind} {wait.name!r} "
+                f"run {self.run_id}: the simulated run waits for a {wait.kind} {wait.name!r} "
                 f"at wait {wait.ordinal} of {wait.step_path or 'the run'}, where the golden run "
                 f"has {found}" + ("" if golden is None or golden.outcome else " that never ended"),
                 ordinal=None,
@@ -223,13 +232,13 @@ class RunWaits:
         if golden.signal_id is not None and source is not None:
             sent = next(s for s in source.signals if s.signal_id == golden.signal_id)
             copy = SignalSent(
-                run_id=self._x.run_id,
+                run_id=self.run_id,
                 name=sent.name,
                 payload_json=sent.payload_json,
                 signal_id=sent.signal_id,
                 sender=sent.sender,
             )
-            await self._x.world.submit([copy])
+            await self._world.submit([copy])
             signal = sent.model_copy(update={"taken": False})
             self.signals[signal.signal_id] = signal
         return await self._record_end(wait, golden.outcome, signal)
@@ -251,16 +260,16 @@ class RunWaits:
             return await self._record_end(wait, "fired" if wait.kind == "timer" else "timed_out")
         left = None if wait.due_at is None else (wait.due_at - now).total_seconds()
         if wait.kind == "timer" and left is not None and left <= self.hold:
-            await self._x.writer.checkpoint()  # a stop asked meanwhile ends it here instead
+            await self._writer.checkpoint()  # a stop asked meanwhile ends it here instead
             await asyncio.sleep(left)
             return await self._record_end(wait, "fired")
-        self.raised = ExecutionSuspended(self._x.run_id, wait.due_at, (wait.label,))
+        self.raised = ExecutionSuspended(self.run_id, wait.due_at, (wait.label,))
         raise self.raised
 
     async def _record_end(
         self, wait: WaitState, outcome: str, signal: SignalState | None = None
     ) -> WaitState:
-        await self._x.writer.emit(
+        await self._writer.emit(
             WaitEnded,
             step_path=wait.step_path,
             kind=wait.kind,
@@ -280,12 +289,12 @@ class RunWaits:
     async def suspend(self, suspended: ExecutionSuspended) -> bool:
         """Record ``RunSuspended``; True if a signal the run waits for arrived meanwhile (the
         run can be executed again at once)."""
-        await self._x.writer.emit(
+        await self._writer.emit(
             RunSuspended, wake_at=suspended.wake_at, waiting_for=suspended.waiting_for
         )
         log.info(
             "run_suspended",
-            run_id=self._x.run_id,
+            run_id=self.run_id,
             wake_at=None if suspended.wake_at is None else suspended.wake_at.isoformat(),
             waiting_for=list(suspended.waiting_for),
         )
@@ -295,8 +304,8 @@ class RunWaits:
 class ScopeWaits:
     """The waits of one scope (the run, a branch, a step's visit), numbered in order."""
 
-    def __init__(self, execution: Execution, scope: str | None) -> None:
-        self._x = execution
+    def __init__(self, waits: RunWaits, scope: str | None) -> None:
+        self._run = waits
         self._scope = scope
         self.ordinal = 0
         """The next wait's ordinal: how many waits of the scope this execution reached."""
@@ -306,7 +315,7 @@ class ScopeWaits:
     ) -> tuple[WaitState, Any]:
         ordinal = self.ordinal
         self.ordinal += 1
-        return await self._x.waits.wait(self._scope, ordinal, kind, name, due_at, details)
+        return await self._run.wait(self._scope, ordinal, kind, name, due_at, details)
 
     def due(self, timeout: float | timedelta | None, what: str) -> datetime | None:
         """A new wait's due time ``timeout`` from now (a resume finds the recorded one)."""
