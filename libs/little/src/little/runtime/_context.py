@@ -38,10 +38,8 @@ from little.replay import (
     assert_completed_parallel_replay_matches_input,
     branch_set_hash,
 )
-from little.runtime._control import ExecutionStopped
 from little.runtime._errors import (
-    BranchStopped,
-    ExecutionSuspended,
+    ENDS_THE_RUN,
     LoopLimitError,
     SimulationDivergedError,
     StepFailedError,
@@ -59,15 +57,6 @@ if TYPE_CHECKING:
     from little.runtime._session import AgentSession, ApprovalPolicy
 
 log = get_logger("little.runtime")
-
-NOT_FAILURES: tuple[type[BaseException], ...] = (
-    ExecutionSuspended,
-    ExecutionStopped,
-    BranchStopped,
-)
-"""What ends a span without failing it: a run suspending on a durable wait, a supervisor's
-stop or cancel, a parallel branch stopped because a sibling failed (whose span has the
-failure)."""
 
 
 @dataclass(frozen=True)
@@ -290,7 +279,7 @@ class WorkflowContext(_ValuesMixin, _WaitsMixin):
             "little.epoch": self._x.writer.epoch,
             "little.served_from_log": recorded is not None,
         }
-        with tracing.span(f"little.step {full}", attributes, ok=NOT_FAILURES) as span:
+        with tracing.span(f"little.step {full}", attributes) as span:
             if recorded is not None:  # committed before: its output, from the log
                 return recorded[0]
             return await self._run_step(path, full, visit, max_visits, fn, args, retry, span)
@@ -328,9 +317,9 @@ class WorkflowContext(_ValuesMixin, _WaitsMixin):
                 result = fn(sctx, *args)
                 if inspect.isawaitable(result):
                     result = await result
-            except Exception as exc:
-                if self._x.is_fatal(exc):
-                    raise
+            except Exception as exc:  # (an interrupt is no Exception: it goes up as it is)
+                if isinstance(exc, ENDS_THE_RUN):
+                    raise  # never the step's failure: every attempt would meet it again
                 retrying = attempt < policy.max_attempts
                 await self._x.writer.emit(
                     StepFailed,

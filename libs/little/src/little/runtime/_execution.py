@@ -17,7 +17,6 @@ from typing import Any
 
 from little._canonical import canonical_json
 from little._world import World
-from little.errors import LogError, RuntimeIntegrityError
 from little.events import ArtifactRef, ValueRecorded
 from little.harness import Model
 from little.replay import (
@@ -27,14 +26,8 @@ from little.replay import (
     fold_run,
     replay_envelope,
 )
-from little.runtime._control import ExecutionStopped
 from little.runtime._errors import (
-    BranchStopped,
     BudgetExceededError,
-    ClaimRejectedError,
-    ExecutionSuspended,
-    PanelMixedError,
-    PatchDeprecatedError,
 )
 from little.runtime._patches import Patches
 from little.runtime._recorded import AgentCalls, Receipt, RecordedCalls
@@ -254,24 +247,6 @@ class Execution:
     def billed(self, input_tokens: int, output_tokens: int) -> None:
         self.billed_calls += 1
         self.billed_tokens += input_tokens + output_tokens
-
-    # -- control -------------------------------------------------------------------------
-
-    @staticmethod
-    def is_fatal(exc: BaseException) -> bool:
-        """Errors that end the writer or the run at once, never retried as a step failure."""
-        return isinstance(
-            exc,
-            LogError
-            | ClaimRejectedError
-            | RuntimeIntegrityError
-            | BudgetExceededError
-            | PanelMixedError
-            | PatchDeprecatedError
-            | BranchStopped
-            | ExecutionStopped
-            | ExecutionSuspended,
-        )
 
     # -- sub-runs ------------------------------------------------------------------------
 

@@ -11,13 +11,8 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from little.errors import LogError, RuntimeIntegrityError
 from little.runtime._control import ExecutionStopped
-from little.runtime._errors import BranchStopped, ClaimRejectedError, ExecutionSuspended
-
-_WRITER_ENDING = (ExecutionStopped, LogError, ClaimRejectedError, RuntimeIntegrityError)
-"""Errors that end the writer, not the run (stopped, fenced, log or integrity failure): the
-run's next owner decides, so nothing waits for siblings to drain first."""
+from little.runtime._errors import ENDS_THE_WRITER, BranchStopped, ExecutionSuspended
 
 
 class _Group:
@@ -48,10 +43,10 @@ async def drain(
     """Await ``tasks`` (one per name) to their end and return their results in order, or
     raise the first failure once every task ended: a failure calls ``on_failure(name)`` (the
     group tells its other branches to stop at their next boundary) and the rest are awaited,
-    so whatever they had in flight settles and is logged before the caller goes on. An error
-    that ends the writer (``_WRITER_ENDING``) cancels the rest at once instead: nothing more
-    can be recorded, and a stop must be prompt. If the caller itself is cancelled, so are
-    the tasks."""
+    so whatever they had in flight settles and is logged before the caller goes on. A stop
+    (``ExecutionStopped``) or an error that ends the writer (``ENDS_THE_WRITER``) cancels the
+    rest at once instead: nothing more can be recorded, and a stop must be prompt. If the
+    caller itself is cancelled, so are the tasks."""
     index = {task: i for i, task in enumerate(tasks)}
     first: BaseException | None = None
     suspended: list[ExecutionSuspended] = []
@@ -63,7 +58,7 @@ async def drain(
                 exc = None if task.cancelled() else task.exception()
                 if exc is None:
                     continue
-                if isinstance(exc, _WRITER_ENDING):
+                if isinstance(exc, (ExecutionStopped, *ENDS_THE_WRITER)):
                     raise exc
                 if isinstance(exc, ExecutionSuspended):
                     suspended.append(exc)  # waits: the others go on until they end or wait too

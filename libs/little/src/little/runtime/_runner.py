@@ -16,7 +16,7 @@ from typing import Any
 
 from little import tracing
 from little._world import World
-from little.errors import ConfigurationError, LogError, RuntimeIntegrityError
+from little.errors import ConfigurationError
 from little.events import LoggedEvent, RunCompleted, RunFailed, RunStarted
 from little.harness import Model, model_from_spec
 from little.logs import get_logger
@@ -37,10 +37,10 @@ from little.runtime._admission import (
     full_sub_run,
 )
 from little.runtime._claim import claim, default_owner
-from little.runtime._context import NOT_FAILURES, WorkflowContext
+from little.runtime._context import WorkflowContext
 from little.runtime._control import ExecutionStopped, RunControl
 from little.runtime._errors import (
-    ClaimRejectedError,
+    ENDS_THE_WRITER,
     ExecutionSuspended,
     RunNotStartedError,
     SimulationDivergedError,
@@ -185,7 +185,6 @@ async def execute(
         },
         parent=parent,
         links=links,
-        ok=NOT_FAILURES,
     ) as span:
         state, writer = await claim(world, run_id, owner, state, fresh=fresh)
         tracing.set_attributes(span, little_epoch=writer.epoch, little_owner=owner)
@@ -351,29 +350,27 @@ async def _execute_claimed(
         on_running(state)
     try:
         output = await workflow(WorkflowContext(execution), input)
+    except ExecutionSuspended as exc:
+        if await execution.waits.suspend(exc):
+            return _AGAIN
+        return RunResult(
+            run_id,
+            "waiting",
+            served_calls=execution.served_calls,
+            reinvoked_calls=execution.reinvoked_calls,
+            replay=execution.replay(),
+            wake_at=exc.wake_at,
+            waiting_for=exc.waiting_for,
+        )
+    except ExecutionStopped:
+        await writer.checkpoint()  # records this run's RunCancelled if a sub-run was cancelled
+        raise
+    except SimulationDivergedError:
+        await writer.flush()  # a simulation's sandbox log shows how far the run got
+        raise
+    except ENDS_THE_WRITER:
+        raise  # the writer must stop; a later resume decides
     except Exception as exc:
-        if isinstance(exc, ExecutionSuspended):
-            if await execution.waits.suspend(exc):
-                return _AGAIN
-            return RunResult(
-                run_id,
-                "waiting",
-                served_calls=execution.served_calls,
-                reinvoked_calls=execution.reinvoked_calls,
-                replay=execution.replay(),
-                wake_at=exc.wake_at,
-                waiting_for=exc.waiting_for,
-            )
-        if isinstance(exc, ExecutionStopped):
-            await writer.checkpoint()  # records this run's RunCancelled if a sub-run was cancelled
-            raise
-        if isinstance(exc, SimulationDivergedError):
-            await writer.flush()  # a simulation's sandbox log shows how far the run got
-            raise
-        if isinstance(exc, LogError | ClaimRejectedError | RuntimeIntegrityError):
-            raise  # the writer must stop; a later resume decides
-        if execution.waits.raised is not None:
-            return await _swallowed(execution, workflow.name, execution.waits.raised)
         cause = exc.error if isinstance(exc, StepFailedError) else exc
         error = str(exc)
         log.warning(
@@ -400,8 +397,6 @@ async def _execute_claimed(
             execution.reinvoked_calls,
             execution.replay(),
         )
-    if execution.waits.raised is not None:  # caught by the workflow: it went on past a wait
-        return await _swallowed(execution, workflow.name, execution.waits.raised)
     output_json, output_ref = await execution.store_json(output)
     await writer.emit(RunCompleted, output_json=output_json, output_ref=output_ref)
     return RunResult(
@@ -452,31 +447,6 @@ def resolve_workflow(state: MaterializedRunState, workflow: AnyWorkflow | None) 
             registered=exc.registered,
             run_id=run_id,
         ) from None
-
-
-async def _swallowed(
-    execution: Execution, workflow: str, suspended: ExecutionSuspended
-) -> RunResult:
-    """The workflow caught the ``ExecutionSuspended`` a wait raised and went on as if the
-    wait had ended: what it did after is not what the run would do. The run fails, saying so."""
-    message = (
-        f"workflow {workflow} caught the suspension of a durable wait ({suspended}) and went "
-        "on past the wait: catch the errors you mean (WaitTimeoutError, StepFailedError, ...), "
-        "not Exception, around sleep/wait_for_signal and the steps and sessions that wait"
-    )
-    log.error("run_failed", run_id=execution.run_id, workflow=workflow, error=message)
-    await execution.writer.emit(
-        RunFailed, error_type="ExecutionSuspended", message=message, retryable=False
-    )
-    return RunResult(
-        execution.run_id,
-        "failed",
-        None,
-        f"ExecutionSuspended: {message}",
-        execution.served_calls,
-        execution.reinvoked_calls,
-        execution.replay(),
-    )
 
 
 async def _run_sub(

@@ -90,9 +90,6 @@ class RunWaits:
             (w.step_path, w.ordinal): w for w in replayed.waits
         }
         self.signals: dict[str, SignalState] = {s.signal_id: s for s in replayed.signals}
-        self.raised: ExecutionSuspended | None = None
-        """The last suspension a wait raised: set until the execution ends suspended (a
-        workflow that catches it and goes on would complete past a wait it never took)."""
         self._read_to: Position | None = (
             None
             if replayed.last_position is None
@@ -263,8 +260,7 @@ class RunWaits:
             await self._writer.checkpoint()  # a stop asked meanwhile ends it here instead
             await asyncio.sleep(left)
             return await self._record_end(wait, "fired")
-        self.raised = ExecutionSuspended(self.run_id, wait.due_at, (wait.label,))
-        raise self.raised
+        raise ExecutionSuspended(self.run_id, wait.due_at, (wait.label,))
 
     async def _record_end(
         self, wait: WaitState, outcome: str, signal: SignalState | None = None
