@@ -21,7 +21,8 @@ from little.logs import get_logger
 from little.replay import MaterializedRunState, materialize_run_state_from_events
 from little.runtime._errors import ClaimRejectedError
 from little.runtime._execution import fold_run_off_loop
-from little.runtime._writer import FAULTS, PRODUCER, RunWriter
+from little.runtime._faults import FAULTS
+from little.runtime._writer import PRODUCER, RunWriter
 
 log = get_logger("little.runtime")
 

@@ -60,6 +60,7 @@ from little.runtime._errors import (
     SessionDivergedError,
     SimulationDivergedError,
 )
+from little.runtime._faults import FAULTS
 from little.runtime._groups import drain
 from little.runtime._recorded import (
     MISS_CONFIG_CHANGED,
@@ -70,7 +71,6 @@ from little.runtime._recorded import (
     SIMULATING,
     Receipt,
 )
-from little.runtime._writer import FAULTS
 
 log = get_logger("little.runtime")
 
