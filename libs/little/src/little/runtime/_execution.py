@@ -26,9 +26,7 @@ from little.replay import (
     fold_run,
     replay_envelope,
 )
-from little.runtime._errors import (
-    BudgetExceededError,
-)
+from little.runtime._errors import BudgetExceededError
 from little.runtime._patches import Patches
 from little.runtime._recorded import AgentCalls, Receipt, RecordedCalls
 from little.runtime._registry import AnyWorkflow
