@@ -29,7 +29,7 @@ DATA = b'{"answer": 42}'
 
 @workflow("test.artifacts_big_output", version="1")
 async def big_output(ctx: WorkflowContext, n: int) -> str:
-    from little.runtime._context import LARGE_PAYLOAD
+    from little.runtime._execution import LARGE_PAYLOAD
 
     return "y" * LARGE_PAYLOAD + str(n)
 

@@ -13,7 +13,7 @@ from typing import Any
 from little.events import Usage
 from little.harness import ModelResponse, ScriptedModel
 from little.runtime import StepContext, WorkflowContext, workflow
-from little.runtime._context import LARGE_PAYLOAD
+from little.runtime._execution import LARGE_PAYLOAD
 
 
 def report_text(run_id: str, n: int) -> str:

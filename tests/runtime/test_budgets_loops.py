@@ -196,7 +196,7 @@ def test_recorded_values_replay_identically_after_a_crash(tmp_path: Path) -> Non
 def test_outer_loop_keeps_large_cycle_outputs_in_the_artifact_store(tmp_path: Path) -> None:
     from little.events import RunCompleted, StepCompleted
     from little.runtime import workflow
-    from little.runtime._context import LARGE_PAYLOAD
+    from little.runtime._execution import LARGE_PAYLOAD
 
     @workflow("test.big_cycle", version="1")
     async def big_cycle(ctx: Any, cycle_input: dict[str, Any]) -> str:

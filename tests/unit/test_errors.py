@@ -1,5 +1,6 @@
-"""One error tree: every exception class little defines is under LittleError and drawn in the
-``little.errors`` docstring, where the drawing's indentation is the class hierarchy."""
+"""One error tree: every exception class little defines is under LittleError (or, for the
+interrupts of a run, under RunInterrupt, a BaseException) and drawn in the ``little.errors``
+docstring, where the drawing's indentation is the class hierarchy."""
 
 from __future__ import annotations
 
@@ -16,8 +17,11 @@ from typing import Any
 import pytest
 
 import little
-from little.errors import LittleError
+from little.errors import LittleError, RunInterrupt
 from little.runtime import ExecutionStopped
+
+ROOTS = (LittleError, RunInterrupt)
+"""The two roots the drawing starts from: errors, and what ends an execution without failing."""
 
 # The services (little_services) draw their own errors, in little_services' docstring.
 NOT_DRAWN_HERE = ("little_services",)
@@ -40,7 +44,7 @@ _GROUP = re.compile(r"\s*\((?P<inside>[A-Za-z_.]+(?:, [A-Za-z_.]+)*)\)")
 
 def _drawing(doc: str | None = None) -> dict[str, Drawn]:
     """Parse the tree in ``little.errors.__doc__`` (or ``doc``): from the ``LittleError`` line
-    to the first blank line, four columns of tree per level."""
+    to the first blank line, four columns of tree per level (a root at column 0)."""
     doc = (little.errors.__doc__ if doc is None else doc) or ""
     lines = doc.splitlines()
     start = next(i for i, line in enumerate(lines) if line.strip().startswith("LittleError"))
@@ -107,10 +111,10 @@ def _subclasses(cls: type) -> set[type]:
     return out
 
 
-def _tree() -> dict[str, type[LittleError]]:
-    """LittleError and every subclass little defines (imported: every module is)."""
+def _tree() -> dict[str, type[BaseException]]:
+    """The roots and every subclass little defines (imported: every module is)."""
     _little_modules()
-    classes = [LittleError, *_subclasses(LittleError)]
+    classes = [*ROOTS, *(c for root in ROOTS for c in _subclasses(root))]
     return {
         c.__name__: c
         for c in classes
@@ -123,7 +127,7 @@ def test_every_exception_little_defines_is_under_the_root() -> None:
     outside = sorted(
         f"{c.__module__}.{name}"
         for name, c in _defined_exceptions().items()
-        if not issubclass(c, LittleError)
+        if not issubclass(c, ROOTS)
     )
     assert outside == []
 
@@ -143,10 +147,11 @@ def test_the_drawing_is_the_hierarchy() -> None:
     real = _tree()
     for name, d in _drawing().items():
         cls = real[name]
-        ours = [b.__name__ for b in cls.__bases__ if issubclass(b, LittleError)]
-        standard = tuple(b.__name__ for b in cls.__bases__ if not issubclass(b, LittleError))
+        ours = [b.__name__ for b in cls.__bases__ if issubclass(b, ROOTS)]
+        standard = tuple(b.__name__ for b in cls.__bases__ if not issubclass(b, ROOTS))
         if d.parent is None:
-            assert cls is LittleError
+            assert cls in ROOTS
+            assert standard == d.bases, f"{name}: standard bases {standard}, drawn {d.bases}"
             continue
         assert ours == [d.parent], f"{name} derives from {ours}, drawn under {d.parent}"
         assert standard == d.bases, f"{name}: standard bases {standard}, drawn {d.bases}"
@@ -166,7 +171,7 @@ def test_retryable_is_a_bool_decided_per_family_and_drawn() -> None:
     for name, d in _drawing().items():
         cls = real[name]
         assert type(cls.retryable) is bool, name
-        if d.parent == "LittleError":
+        if d.parent in ("LittleError", "RunInterrupt"):
             assert "retryable" in vars(cls), f"{name} does not decide retryable itself"
         marked = bool(re.search(r"\bretryable\b", d.description))
         assert marked == cls.retryable, f"{name}: retryable={cls.retryable}, drawn {marked}"

@@ -1,6 +1,6 @@
-"""Every exception little raises, under one root.
+"""Every exception little raises, under two roots: errors, and the interrupts of a run.
 
-    LittleError                                      the root
+    LittleError (Exception)                          the root of errors
     ├── ConfigurationError (ValueError)              bad settings, topic config or argument
     │   ├── KafkaAuthenticationError                 the brokers refused the SASL credentials
     │   ├── UnknownWorkflowError   (little.runtime)  no workflow of that name is registered here
@@ -26,8 +26,6 @@
     │   ├── ParallelBranchMismatchError  (little.replay)  a parallel group resolved other branches
     │   └── ArtifactMismatchError  (little.replay)   a committed artifact is missing or differs
     ├── ClaimRejectedError         (little.runtime)  a racing claimer claimed first; retryable
-    ├── ExecutionStopped           (little.runtime)  its supervisor stopped it; retryable
-    ├── ExecutionSuspended         (little.runtime)  it waits for a timer or signal; retryable
     ├── WaitTimeoutError (TimeoutError)  (little.runtime)  no signal came before the timeout
     ├── RunNotStartedError         (little.runtime)  no RunStarted in the log and no workflow given
     ├── StepFailedError            (little.runtime)  a step failed after its last attempt
@@ -35,9 +33,17 @@
     ├── BudgetExceededError        (little.runtime)  a run's cap on fresh calls or tokens is spent
     ├── LoopLimitError             (little.runtime)  a step was visited more than its max_visits
     ├── PanelMixedError            (little.runtime)  a replayed panel's legs were recorded and fresh
-    ├── BranchStopped              (little.runtime)  a sibling branch failed: stopped, not failed
     ├── PatchDeprecatedError       (little.runtime)  a run on a patch's old path met deprecate_patch
     └── ToolError                  (little.harness)  a tool's failure, reported to the model
+    RunInterrupt (BaseException)                     ends an execution, not a failure
+    ├── ExecutionStopped           (little.runtime)  its supervisor stopped it; retryable
+    ├── ExecutionSuspended         (little.runtime)  it waits for a timer or signal; retryable
+    └── BranchStopped              (little.runtime)  a sibling branch failed: stopped, not failed
+
+``RunInterrupt`` is a ``BaseException``, not an ``Exception``, as asyncio's cancellation is: it
+ends an execution where it is raised and goes up through the workflow's code, so an ``except
+Exception`` around a durable wait, a step or a sub-run cannot swallow a suspension, a stop or a
+branch stop and go on as if the wait had ended. Code that must clean up uses ``finally``.
 
 The drawing is the class hierarchy (a test holds it to the code): indentation is inheritance
 from little's classes, ``(ValueError)`` names a standard base besides, and ``(little.x)`` the
@@ -69,6 +75,17 @@ class LittleError(Exception):
 
     ``retryable``: whether the same operation, done again later and unchanged, can succeed
     (see the module docstring). ``False`` here; each class that can says so.
+    """
+
+    retryable: bool = False
+
+
+class RunInterrupt(BaseException):
+    """Root of what ends an execution without failing its run: a suspension on a durable
+    wait, a supervisor's stop or cancel, a parallel branch stopped by a failed sibling.
+
+    Not an ``Exception``, so a workflow's ``except Exception`` never catches one (see the
+    module docstring). ``retryable`` as on ``LittleError``; each interrupt says.
     """
 
     retryable: bool = False
@@ -186,5 +203,6 @@ __all__ = [
     "KafkaAuthenticationError",
     "LittleError",
     "LogError",
+    "RunInterrupt",
     "RuntimeIntegrityError",
 ]

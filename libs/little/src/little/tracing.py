@@ -14,6 +14,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from little.errors import RunInterrupt
+
 try:  # the API alone: the SDK is imported only by configure_from_env
     from opentelemetry import context as _context
     from opentelemetry import propagate as _propagate
@@ -91,12 +93,13 @@ def span(
     parent: Context | None = None,
     links: Sequence[Context] = (),
     kind: str = "internal",
-    ok: tuple[type[BaseException], ...] = (),
 ) -> Iterator[Span | None]:
     """A span made current for the block (None without the API). ``parent``: a context (from
     ``context_from_headers``) to parent it to instead of the current one; ``links``: contexts
     it is linked to. An exception escaping the block is recorded and sets the status to error,
-    unless it is one of ``ok`` (a run suspending to wait is not a failure). With no SDK set
+    unless it is a ``RunInterrupt``: a run suspending on a durable wait, a supervisor's stop or
+    cancel, a branch stopped because a sibling failed (whose own span has the failure) fail
+    nothing. With no SDK set
     up, no span is made at all (the API's would record nothing and cost ~10 us each)."""
     if _trace is None or not enabled():
         yield None
@@ -120,7 +123,7 @@ def span(
         except BaseException as exc:
             status = getattr(current, "status", None)  # the SDK's span has one
             already = status is not None and status.status_code == _trace.StatusCode.ERROR
-            if not isinstance(exc, ok) and not already:  # (a cause set inside wins)
+            if not isinstance(exc, RunInterrupt) and not already:  # (a cause set inside wins)
                 set_error(current, type(exc).__name__)
             raise
 

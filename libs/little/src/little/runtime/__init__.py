@@ -1,6 +1,8 @@
 """Workflow execution: steps, parallel groups, decisions, agent sessions, sub-runs, resume
 and fencing."""
 
+from little.runtime._claim import claim
+from little.runtime._client import approval_decision, decide_approval, prepare_signal, send_signal
 from little.runtime._compaction import CompactionPolicy
 from little.runtime._context import Retry, StepContext, WorkflowContext
 from little.runtime._control import ExecutionStopped, RunControl
@@ -23,6 +25,8 @@ from little.runtime._errors import (
     WaitTimeoutError,
     WorkflowVersionError,
 )
+from little.runtime._execution import RunResult, fold_run_off_loop
+from little.runtime._host import Waker, follow
 from little.runtime._loading import load_workflows
 from little.runtime._outer_loop import (
     OuterLoopManifest,
@@ -38,17 +42,9 @@ from little.runtime._registry import (
     versions,
     workflow,
 )
-from little.runtime._runner import RunResult, claim, execute, fold_run_off_loop, resume, run
+from little.runtime._runner import execute, resume, run
 from little.runtime._session import AgentSession, workflow_tool
 from little.runtime._simulate import Divergence, Simulation, simulate
-from little.runtime._waits import (
-    Waker,
-    approval_decision,
-    decide_approval,
-    follow,
-    prepare_signal,
-    send_signal,
-)
 
 __all__ = [
     "AgentSession",

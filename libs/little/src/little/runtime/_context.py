@@ -16,11 +16,11 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from little import tracing
 from little._canonical import canonical_json
-from little.errors import ConfigurationError, LogError, RuntimeIntegrityError
+from little.errors import ConfigurationError
 from little.events import (
     ArtifactCommitted,
     ArtifactRef,
@@ -38,15 +38,14 @@ from little.replay import (
     assert_completed_parallel_replay_matches_input,
     branch_set_hash,
 )
-from little.runtime._control import ExecutionStopped
 from little.runtime._errors import (
-    BranchStopped,
-    ClaimRejectedError,
-    ExecutionSuspended,
+    ENDS_THE_RUN,
     LoopLimitError,
     SimulationDivergedError,
     StepFailedError,
 )
+from little.runtime._groups import _Group, drain
+from little.runtime._patches import Reached, ScopeKey
 from little.runtime._recorded import MISS_SUB_RUN
 from little.runtime._registry import lookup
 from little.runtime._waits import ScopeWaits, seconds, utcnow
@@ -54,22 +53,10 @@ from little.runtime._waits import ScopeWaits, seconds, utcnow
 if TYPE_CHECKING:
     from little.harness import Model, Tool
     from little.runtime._compaction import CompactionPolicy
-    from little.runtime._runner import Execution
+    from little.runtime._execution import Execution
     from little.runtime._session import AgentSession, ApprovalPolicy
 
 log = get_logger("little.runtime")
-
-LARGE_PAYLOAD = 64 * 1024
-"""Outputs and bodies larger than this (bytes of canonical JSON) go to the artifact store."""
-
-NOT_FAILURES: tuple[type[BaseException], ...] = (
-    ExecutionSuspended,
-    ExecutionStopped,
-    BranchStopped,
-)
-"""What ends a span without failing it: a run suspending on a durable wait, a supervisor's
-stop or cancel, a parallel branch stopped because a sibling failed (whose span has the
-failure)."""
 
 
 @dataclass(frozen=True)
@@ -78,77 +65,6 @@ class Retry:
 
     max_attempts: int = 1
     backoff: float = 0.0
-
-
-_WRITER_ENDING = (ExecutionStopped, LogError, ClaimRejectedError, RuntimeIntegrityError)
-"""Errors that end the writer, not the run (stopped, fenced, log or integrity failure): the
-run's next owner decides, so nothing waits for siblings to drain first."""
-
-
-class _Group:
-    """One execution of a parallel group: once a branch fails, every branch of it (and of
-    the groups inside them) stops at its next recorded boundary (``check``)."""
-
-    __slots__ = ("failed", "parent", "path")
-
-    def __init__(self, path: str, parent: _Group | None) -> None:
-        self.path = path
-        self.parent = parent
-        self.failed: str | None = None
-        """The branch whose failure drains the group."""
-
-    def check(self, run_id: str) -> None:
-        """Before new work (a step, a group, a sub-run, an agent call, a model or tool call):
-        raise ``BranchStopped`` if this group or an enclosing one is draining."""
-        group: _Group | None = self
-        while group is not None:
-            if group.failed is not None:
-                raise BranchStopped(run_id, group.path, group.failed)
-            group = group.parent
-
-
-async def drain(
-    tasks: list[asyncio.Task[Any]], names: list[str], on_failure: Callable[[str], None]
-) -> list[Any]:
-    """Await ``tasks`` (one per name) to their end and return their results in order, or
-    raise the first failure once every task ended: a failure calls ``on_failure(name)`` (the
-    group tells its other branches to stop at their next boundary) and the rest are awaited,
-    so whatever they had in flight settles and is logged before the caller goes on. An error
-    that ends the writer (``_WRITER_ENDING``) cancels the rest at once instead: nothing more
-    can be recorded, and a stop must be prompt. If the caller itself is cancelled, so are
-    the tasks."""
-    index = {task: i for i, task in enumerate(tasks)}
-    first: BaseException | None = None
-    suspended: list[ExecutionSuspended] = []
-    pending: set[asyncio.Task[Any]] = set(tasks)
-    try:
-        while pending:
-            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_EXCEPTION)
-            for task in sorted(done, key=index.__getitem__):
-                exc = None if task.cancelled() else task.exception()
-                if exc is None:
-                    continue
-                if isinstance(exc, _WRITER_ENDING):
-                    raise exc
-                if isinstance(exc, ExecutionSuspended):
-                    suspended.append(exc)  # waits: the others go on until they end or wait too
-                    continue
-                if first is None or (
-                    isinstance(first, BranchStopped) and not isinstance(exc, BranchStopped)
-                ):
-                    first = exc  # a real failure explains more than a stop it caused
-                if not isinstance(exc, BranchStopped):
-                    on_failure(names[index[task]])
-    finally:
-        if pending:
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
-    if first is not None:
-        raise first
-    if suspended:
-        raise ExecutionSuspended.merge(suspended[0].run_id, suspended)
-    return [task.result() for task in tasks]
 
 
 class _RecordedValues:
@@ -225,16 +141,21 @@ class _ValuesMixin:
         that this execution has not reached yet), so a resume on the new code takes the old
         path the run was recorded on. The same answer for the rest of the execution, per
         patch id and scope (docs/architecture.md, "Changing workflow code")."""
-        return self._x.patches.patched(
-            self._x, cast("WorkflowContext | StepContext", self), patch_id
-        )
+        key, _, reached = self._patch_scope()
+        return self._x.patches.patched(key, reached, patch_id)
 
     def deprecate_patch(self, patch_id: str) -> None:
         """The code change ``patch_id`` once every run that took its old path has ended: the
         code keeps only the new path. A run reaching it records the patch as ``patched``
         would (so code that still asks ``patched(patch_id)`` answers True for it); a run
         that went past this point on the old path fails with ``PatchDeprecatedError``."""
-        self._x.patches.deprecate(self._x, cast("WorkflowContext | StepContext", self), patch_id)
+        key, where, reached = self._patch_scope()
+        self._x.patches.deprecate(key, where, reached, patch_id)
+
+    def _patch_scope(self) -> tuple[ScopeKey, str, Reached]:
+        """This scope's key for ``Patches``, its name in a message, and how far this
+        execution got through it."""
+        raise NotImplementedError
 
     async def flush(self) -> None:
         """Make this run's deferred records durable now (recorded values above all).
@@ -303,7 +224,7 @@ class WorkflowContext(_ValuesMixin, _WaitsMixin):
         self._branch_path = branch_path
         self._group = group
         self._values = _RecordedValues(execution, scope or None, scope)
-        self._waits = ScopeWaits(execution, scope or None)
+        self._waits = ScopeWaits(execution.waits, scope or None)
         self._calls: dict[str, int] = {}
 
     @property
@@ -314,6 +235,11 @@ class WorkflowContext(_ValuesMixin, _WaitsMixin):
     def replayed(self) -> MaterializedRunState:
         """The run's state as replayed when this execution began."""
         return self._x.replayed
+
+    def _patch_scope(self) -> tuple[ScopeKey, str, Reached]:
+        scope = self._scope
+        reached = Reached(self._values._ordinal, self._waits.ordinal, calls=self._calls)
+        return (scope, None, None), f"branch {scope.rstrip('/')}" if scope else "the run", reached
 
     def _path(self, path: str) -> str:
         if not path or "#" in path:
@@ -353,7 +279,7 @@ class WorkflowContext(_ValuesMixin, _WaitsMixin):
             "little.epoch": self._x.writer.epoch,
             "little.served_from_log": recorded is not None,
         }
-        with tracing.span(f"little.step {full}", attributes, ok=NOT_FAILURES) as span:
+        with tracing.span(f"little.step {full}", attributes) as span:
             if recorded is not None:  # committed before: its output, from the log
                 return recorded[0]
             return await self._run_step(path, full, visit, max_visits, fn, args, retry, span)
@@ -391,9 +317,9 @@ class WorkflowContext(_ValuesMixin, _WaitsMixin):
                 result = fn(sctx, *args)
                 if inspect.isawaitable(result):
                     result = await result
-            except Exception as exc:
-                if self._x.is_fatal(exc):
-                    raise
+            except Exception as exc:  # (an interrupt is no Exception: it goes up as it is)
+                if isinstance(exc, ENDS_THE_RUN):
+                    raise  # never the step's failure: every attempt would meet it again
                 retrying = attempt < policy.max_attempts
                 await self._x.writer.emit(
                     StepFailed,
@@ -553,7 +479,7 @@ class StepContext(_ValuesMixin, _WaitsMixin):
         # a revisited step's values are its own (a loop's second visit reads the clock anew)
         values_scope = step_path if visit == 1 else f"{step_path}@{visit}"
         self._values = _RecordedValues(self._x, values_scope, self.scope)
-        self._waits = ScopeWaits(self._x, values_scope)
+        self._waits = ScopeWaits(self._x.waits, values_scope)
         self._group = parent._group
         self._sub_runs = 0
         self._sessions: set[str] = set()
@@ -561,6 +487,17 @@ class StepContext(_ValuesMixin, _WaitsMixin):
     @property
     def run_id(self) -> str:
         return self._x.run_id
+
+    def _patch_scope(self) -> tuple[ScopeKey, str, Reached]:
+        reached = Reached(
+            self._values._ordinal,
+            self._waits.ordinal,
+            sessions=self._sessions,
+            sub_runs=self._sub_runs,
+            artifacts=len(self.artifact_refs),
+        )
+        key = (self.scope, self.step_path, self.visit)
+        return key, f"step {self.step_path} (visit {self.visit})", reached
 
     def _check_group(self) -> None:
         """Raise ``BranchStopped`` if the parallel group this step runs in is draining."""

@@ -9,15 +9,16 @@ something is requested, nothing changes.
 
 from __future__ import annotations
 
-from little.errors import LittleError
+from little.errors import RunInterrupt
 
 
-class ExecutionStopped(LittleError):
+class ExecutionStopped(RunInterrupt):
     """An execution stopped at an event boundary because its supervisor asked.
 
     Not a failure: the run stays as its log says, for its next owner to resume, unless the
     stop was a cancel (``cancelled``), in which case ``RunCancelled`` was recorded first.
     Retryable: executing the run again continues it (or, after a cancel, finds it cancelled).
+    An interrupt (``RunInterrupt``), so a workflow's ``except Exception`` does not catch it.
     """
 
     retryable = True

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 from little._world import World
 from little.events import RunFailed, RunParked
-from little.runtime._runner import claim, fold_run_off_loop
+from little.runtime._claim import claim
+from little.runtime._execution import fold_run_off_loop
 
 __all__ = ["FailRun", "ParkRun", "end_unrunnable"]
 

@@ -5,7 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
-from little.errors import ConfigurationError, LittleError, RuntimeIntegrityError
+from little.errors import (
+    ConfigurationError,
+    LittleError,
+    LogError,
+    RunInterrupt,
+    RuntimeIntegrityError,
+)
 
 
 class ClaimRejectedError(LittleError):
@@ -100,10 +106,11 @@ class PanelMixedError(LittleError):
     retryable = False
 
 
-class BranchStopped(LittleError):
+class BranchStopped(RunInterrupt):
     """A parallel branch stopped at a recorded boundary because a sibling branch (of its
     group or of an enclosing one) failed: the group drains, and no branch starts new work.
-    Never the error a run ends with (the group raises the sibling's). Terminal."""
+    Never the error a run ends with (the group raises the sibling's). Terminal. An interrupt
+    (``RunInterrupt``): a branch's ``except Exception`` does not catch it."""
 
     retryable = False
 
@@ -215,11 +222,13 @@ class PatchDeprecatedError(LittleError):
         self.scope = scope
 
 
-class ExecutionSuspended(LittleError):
+class ExecutionSuspended(RunInterrupt):
     """The execution let go of its run until a durable wait can end (a timer not due yet, a
     signal or an approval not sent yet): ``RunSuspended`` is recorded and the run is
     ``waiting``, held by nobody. Not a failure; retryable: executing the run again once a wait
-    can end (``wake_at`` passed, a signal arrived) continues it."""
+    can end (``wake_at`` passed, a signal arrived) continues it. An interrupt
+    (``RunInterrupt``): a workflow's ``except Exception`` does not catch it, so it cannot go on
+    past a wait that never ended."""
 
     retryable = True
 
@@ -257,3 +266,25 @@ class WaitTimeoutError(LittleError, TimeoutError):
 class SignalRefusedError(ConfigurationError):
     """A signal (or an approval decision) that cannot be delivered: an unknown or finished
     run, a malformed payload, an approval nobody asked for. Nothing was recorded. Terminal."""
+
+
+ENDS_THE_WRITER: tuple[type[LittleError], ...] = (
+    LogError,
+    ClaimRejectedError,
+    RuntimeIntegrityError,
+)
+"""Errors, not interrupts, after which an execution records nothing more and leaves the run as
+its log says, for its next owner: the log failed (an append's outcome unknown), another writer
+claimed the run (a sub-run's claim), the log cannot stand in for the run. They are failures
+of the execution, which the resume coordinator retries or parks by ``retryable``, so they stay
+``Exception``s; no step records them as its failure, and a draining group does not wait."""
+
+ENDS_THE_RUN: tuple[type[LittleError], ...] = (
+    *ENDS_THE_WRITER,
+    BudgetExceededError,
+    PanelMixedError,
+    PatchDeprecatedError,
+)
+"""``ENDS_THE_WRITER``, and the errors that fail the run as themselves: a spent budget, a panel
+mixing recorded and fresh legs, a run on a deprecated patch's old path. A step or a tool never
+records one as its own failure, nor retries it: every attempt would meet the same one."""

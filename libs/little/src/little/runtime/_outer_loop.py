@@ -21,15 +21,10 @@ from little._canonical import canonical_hash, canonical_json
 from little._world import World
 from little.events import RunCompleted, RunStarted, StepCompleted, StepFailed, SubRunReserved
 from little.replay import MaterializedRunState, fold_run
+from little.runtime._claim import claim, default_owner
+from little.runtime._execution import RunResult, read_json, store_json
 from little.runtime._registry import AnyWorkflow
-from little.runtime._runner import (
-    RunResult,
-    claim,
-    default_owner,
-    execute,
-    read_json,
-    store_json,
-)
+from little.runtime._runner import execute
 
 OUTER_LOOP_WORKFLOW = "little.outer_loop"
 

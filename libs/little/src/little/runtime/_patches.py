@@ -30,20 +30,35 @@ the resume, finding nothing recorded past the point, answers True again.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from little.errors import ConfigurationError
 from little.events import PatchMarked
 from little.replay import MaterializedRunState
 from little.runtime._errors import PatchDeprecatedError
-
-if TYPE_CHECKING:
-    from little.runtime._context import StepContext, WorkflowContext
-    from little.runtime._runner import Execution
+from little.runtime._writer import RunWriter
 
 ScopeKey = tuple[str, str | None, int | None]
 """(workflow scope, step path, visit): a workflow scope has no step; a step's visit does."""
+
+
+@dataclass(frozen=True)
+class Reached:
+    """How far this execution got through one scope, as the context asking tells it: what
+    ``Patches`` compares with the work the log recorded there."""
+
+    values: int
+    """Recorded values of the scope reached (the next value's ordinal)."""
+    waits: int
+    """Durable waits of the scope reached."""
+    calls: Mapping[str, int] = field(default_factory=dict)
+    """A workflow scope's: step path -> visits reached, ``parallel:<path>`` per group."""
+    sessions: Collection[str] = ()
+    """A step visit's: the sessions it opened."""
+    sub_runs: int = 0
+    artifacts: int = 0
+
 
 _VISIT_SUFFIX = re.compile(r"@(\d+)$")
 
@@ -141,71 +156,74 @@ class _Recorded:
         self._scopes, self._visits = scopes, visits
         return scopes, visits
 
-    def ahead_of_workflow(self, ctx: WorkflowContext) -> bool:
-        """Whether this state recorded work of ``ctx``'s scope that the execution has not
-        reached yet."""
+    def ahead_of_workflow(self, scope: str, reached: Reached) -> bool:
+        """Whether this state recorded work of workflow scope ``scope`` that the execution
+        has not reached yet."""
         scopes, _ = self._index()
-        recorded = scopes.get(ctx._scope)
+        recorded = scopes.get(scope)
         if recorded is None:
             return False
-        reached = ctx._calls
-        if any(reached.get(path, 0) < n for path, n in recorded.steps.items()):
+        calls = reached.calls
+        if any(calls.get(path, 0) < n for path, n in recorded.steps.items()):
             return True
-        if any(f"parallel:{path}" not in reached for path in recorded.groups):
+        if any(f"parallel:{path}" not in calls for path in recorded.groups):
             return True
-        return ctx._values._ordinal < recorded.values or ctx._waits.ordinal < recorded.waits
+        return reached.values < recorded.values or reached.waits < recorded.waits
 
-    def ahead_of_step(self, step: StepContext) -> bool:
+    def ahead_of_step(self, step_path: str, visit: int, reached: Reached) -> bool:
         """The same for a step's visit: work of it recorded while it did not commit."""
         _, visits = self._index()
-        recorded = visits.get((step.step_path, step.visit))
+        recorded = visits.get((step_path, visit))
         if recorded is None:  # the visit never started before, or it committed
             return False
         return (
-            bool(recorded.sessions - step._sessions)
-            or step._values._ordinal < recorded.values
-            or step._waits.ordinal < recorded.waits
-            or step._sub_runs < recorded.sub_runs
-            or len(step.artifact_refs) < recorded.artifacts
+            bool(recorded.sessions - set(reached.sessions))
+            or reached.values < recorded.values
+            or reached.waits < recorded.waits
+            or reached.sub_runs < recorded.sub_runs
+            or reached.artifacts < recorded.artifacts
         )
 
 
 class Patches:
     """The patch answers of one execution, decided against the state it claimed and, for a
-    run replaying a recorded one (``replay_from``), against the recorded run's state too."""
+    run replaying a recorded one (``replay_from``), against the recorded run's state too.
+    A context asks with its scope's key (``ScopeKey``), the scope's name for a message, and
+    how far the execution got through the scope (``Reached``)."""
 
     def __init__(
-        self, state: MaterializedRunState, source: MaterializedRunState | None = None
+        self,
+        state: MaterializedRunState,
+        source: MaterializedRunState | None,
+        writer: RunWriter,
     ) -> None:
         self._own = _Recorded(state)
         self._source = None if source is None else _Recorded(source)
+        self._writer = writer
         self._answers: dict[tuple[ScopeKey, str], bool] = {}
 
-    def patched(self, x: Execution, ctx: WorkflowContext | StepContext, patch_id: str) -> bool:
-        key, _ = _key(ctx)
+    def patched(self, key: ScopeKey, reached: Reached, patch_id: str) -> bool:
         answer = self._answers.get((key, patch_id))
         if answer is None:
-            answer = self._decide(x, ctx, key, patch_id)
+            answer = self._decide(key, reached, patch_id)
         return answer
 
-    def deprecate(self, x: Execution, ctx: WorkflowContext | StepContext, patch_id: str) -> None:
-        key, where = _key(ctx)
+    def deprecate(self, key: ScopeKey, where: str, reached: Reached, patch_id: str) -> None:
+        """``where``: the scope as a message names it."""
         answer = self._answers.get((key, patch_id))
         if answer is None:
-            answer = self._decide(x, ctx, key, patch_id)
+            answer = self._decide(key, reached, patch_id)
         if not answer:
-            raise PatchDeprecatedError(x.run_id, patch_id, where)
+            raise PatchDeprecatedError(self._writer.run_id, patch_id, where)
 
-    def _decide(
-        self, x: Execution, ctx: WorkflowContext | StepContext, key: ScopeKey, patch_id: str
-    ) -> bool:
+    def _decide(self, key: ScopeKey, reached: Reached, patch_id: str) -> bool:
         if not isinstance(patch_id, str) or not patch_id:
             raise ConfigurationError(
-                f"run {x.run_id}: a patch id must be a non-empty string, not {patch_id!r}"
+                f"run {self._writer.run_id}: a patch id must be a non-empty string, not "
+                f"{patch_id!r}"
             )
-        from little.runtime._context import StepContext
-
         mark = (*key, patch_id)
+        scope, step_path, visit = key
         # The run's own log first; where it says nothing (this execution is at the run's
         # frontier there), a replaying run follows the run it replays; else: new code.
         answer = True
@@ -215,31 +233,20 @@ class Patches:
             if mark in recorded.marks:
                 break  # the run passed here on the new path before
             ahead = (
-                recorded.ahead_of_step(ctx)
-                if isinstance(ctx, StepContext)
-                else recorded.ahead_of_workflow(ctx)
+                recorded.ahead_of_workflow(scope, reached)
+                if step_path is None or visit is None
+                else recorded.ahead_of_step(step_path, visit, reached)
             )
             if ahead:
                 answer = False  # it went past here before the patch existed: the old path
                 break
         if answer and mark not in self._own.marks:
-            scope, step_path, visit = key
-            x.writer.defer(
+            self._writer.defer(
                 PatchMarked, step_path=step_path, patch_id=patch_id, scope=scope, visit=visit
             )
             self._own.marks.add(mark)
         self._answers[(key, patch_id)] = answer
         return answer
-
-
-def _key(ctx: WorkflowContext | StepContext) -> tuple[ScopeKey, str]:
-    """The scope key of a context, and how to name it in a message."""
-    from little.runtime._context import StepContext
-
-    if isinstance(ctx, StepContext):
-        return (ctx.scope, ctx.step_path, ctx.visit), f"step {ctx.step_path} (visit {ctx.visit})"
-    scope = ctx._scope
-    return (scope, None, None), f"branch {scope.rstrip('/')}" if scope else "the run"
 
 
 def _values_scope(where: str) -> tuple[str, int]:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from little import tracing
 from little._canonical import canonical_hash, canonical_json, chain_hash, sha256_hex
-from little.errors import CapabilityDriftError, ConfigurationError
+from little.errors import CapabilityDriftError, ConfigurationError, RunInterrupt
 from little.events import (
     AgentCallAdmitted,
     AgentCallSettled,
@@ -52,14 +52,16 @@ from little.replay import (
     price_usd,
 )
 from little.runtime._compaction import SUMMARY_ACK, SUMMARY_PREFIX, CompactionPolicy
-from little.runtime._context import NOT_FAILURES, drain
 from little.runtime._errors import (
+    ENDS_THE_RUN,
     BranchStopped,
     BudgetExceededError,
     PanelMixedError,
     SessionDivergedError,
     SimulationDivergedError,
 )
+from little.runtime._faults import FAULTS
+from little.runtime._groups import drain
 from little.runtime._recorded import (
     MISS_CONFIG_CHANGED,
     MISS_KEY,
@@ -69,13 +71,12 @@ from little.runtime._recorded import (
     SIMULATING,
     Receipt,
 )
-from little.runtime._writer import FAULTS
 
 log = get_logger("little.runtime")
 
 if TYPE_CHECKING:
     from little.runtime._context import StepContext
-    from little.runtime._runner import Execution
+    from little.runtime._execution import Execution
 
 ApprovalPolicy = bool | Callable[[str, dict[str, Any]], bool]
 """A session's approval policy: True asks a person before every tool call, a function
@@ -208,7 +209,7 @@ class AgentSession:
                     "gen_ai.usage.output_tokens": self._tokens[1],
                 },
             )
-            if exc is not None and not isinstance(exc, NOT_FAILURES):
+            if exc is not None and not isinstance(exc, RunInterrupt):
                 tracing.set_error(span, type(exc).__name__)
             span.end()
         if exc_type is not None:
@@ -371,12 +372,17 @@ class AgentSession:
                     break
                 for call_request in response.tool_calls:
                     messages.append(await self._tool_call(turn, call_request))
+        except RunInterrupt as exc:
+            # a branch stopped between turns settles its call (it did not finish, and the
+            # run is ending); a suspension or a stop leaves it in flight, for the resume
+            if not call.settled and isinstance(exc, BranchStopped):
+                await self._settle(call, "failed", None, messages[start:])
+            raise
         except Exception as exc:
-            # a branch stopped between turns, or a spent budget, settles its call (it did
-            # not finish, and the run is ending); a stop or a fenced writer leaves it in
-            # flight, for the resume to run on
-            ended = isinstance(exc, BranchStopped | BudgetExceededError)
-            if not call.settled and (ended or not self._x.is_fatal(exc)):
+            # so does a spent budget; an error that ends the writer (or the run as itself)
+            # leaves it in flight too
+            ended = isinstance(exc, BudgetExceededError)
+            if not call.settled and (ended or not isinstance(exc, ENDS_THE_RUN)):
                 await self._settle(call, "failed", None, messages[start:])
             raise
         self._answer = answer
@@ -486,7 +492,7 @@ class AgentSession:
             text = await self._x.load_text(served.result_json, served.result_ref) or "{}"
             result = json.loads(text)
         except Exception as exc:
-            if self._x.is_fatal(exc):
+            if isinstance(exc, ENDS_THE_RUN):
                 raise
             # a recorded answer that cannot be served ends the replay here, even if the
             # workflow catches the error: no later call may be answered from the record
@@ -812,7 +818,6 @@ class AgentSession:
                 "little.reinvoked": recorded is not None and not served,
             },
             parent=tracing.in_span(self._span),
-            ok=NOT_FAILURES,
         ) as span:
             return await self._tool_call_in(turn, call, call_id, recorded, span)
 
@@ -859,9 +864,12 @@ class AgentSession:
                 raise ToolError(f"the model called unknown tool {call.name!r}")
             ctx = ToolContext(self._x.run_id, self._step.step_path, call_id, key, attempt)
             result = await tool.invoke(live.arguments, ctx)
+        except RunInterrupt:  # a sub-run it started suspended or stopped: not its failure
+            FAULTS.call_returned()
+            raise
         except Exception as exc:
             FAULTS.call_returned()
-            if self._x.is_fatal(exc):
+            if isinstance(exc, ENDS_THE_RUN):
                 raise
             error = f"{type(exc).__name__}: {self._redacted('tool_error', str(exc))}"
             tracing.set_error(span, type(exc).__name__)

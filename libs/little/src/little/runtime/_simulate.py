@@ -51,10 +51,12 @@ from little.replay import (
     materialize_run_state_from_events,
     price_usd,
 )
+from little.runtime._admission import _start_facts
 from little.runtime._errors import SUB_RUN, SimulationDivergedError, sub_run_scope
+from little.runtime._execution import RunResult, load_json
 from little.runtime._recorded import SIMULATING, Simulating
 from little.runtime._registry import AnyWorkflow
-from little.runtime._runner import RunResult, _start_facts, load_json, run
+from little.runtime._runner import run
 
 _UNSET: Any = object()
 

@@ -1,4 +1,4 @@
-"""The run writer: assigns seq and epoch, appends write-ahead, and holds the crash hooks.
+"""The run writer: assigns seq and epoch, appends write-ahead, and calls the crash hooks.
 
 One writer per execution of a run. ``emit`` takes the next seq and submits the event (with
 every event deferred before it) with no ``await`` in between, so submit order is seq order
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import socket
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -26,6 +25,7 @@ from little.events import (
 )
 from little.log import PendingAppend, Position
 from little.runtime._control import RunControl
+from little.runtime._faults import FAULTS
 
 if TYPE_CHECKING:
     from little._world import World
@@ -33,41 +33,6 @@ if TYPE_CHECKING:
 E = TypeVar("E", bound=Event)
 
 PRODUCER = f"little/{socket.gethostname()}/{os.getpid()}"
-
-
-def _env_int(name: str) -> int | None:
-    value = os.environ.get(name)
-    return int(value) if value else None
-
-
-class FaultInjection:
-    """Real crashes for crash tests: SIGKILL this process at a chosen point.
-
-    ``LITTLE_CRASH_AFTER_EVENT=k``: right after the k-th event (0-based) this process appends
-    is acked (counted over every run of the process, in ack order). ``LITTLE_CRASH_AFTER_CALL=n``:
-    right after the n-th model or tool invocation (0-based) returns, before its terminal event
-    is written. Unset in normal use.
-    """
-
-    def __init__(self) -> None:
-        self.after_event = _env_int("LITTLE_CRASH_AFTER_EVENT")
-        self.after_call = _env_int("LITTLE_CRASH_AFTER_CALL")
-        self.events = 0
-        self.calls = 0
-
-    def events_acked(self, count: int) -> None:
-        after = self.after_event
-        if after is not None and self.events <= after < self.events + count:
-            os.kill(os.getpid(), signal.SIGKILL)
-        self.events += count
-
-    def call_returned(self) -> None:
-        if self.after_call is not None and self.calls == self.after_call:
-            os.kill(os.getpid(), signal.SIGKILL)
-        self.calls += 1
-
-
-FAULTS = FaultInjection()
 
 
 MAX_EVENT_TEXT = 900_000

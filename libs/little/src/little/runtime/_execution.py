@@ -1,0 +1,256 @@
+"""The per-run kernel: one execution of one run (``Execution``), its result, and payloads.
+
+``Execution`` holds what every context, session and wait of an execution shares: the writer,
+the state as claimed, the agent-call admission, budgets, patches and waits. It sits below the
+author API and the executor: it must never import ``_context``, ``_runner``, ``_session`` or
+the client and host modules (the executor hands it ``run_sub``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from little._canonical import canonical_json
+from little._world import World
+from little.events import ArtifactRef, ValueRecorded
+from little.harness import Model
+from little.replay import (
+    MaterializedRunState,
+    RecordedValue,
+    ReplayEnvelope,
+    fold_run,
+    replay_envelope,
+)
+from little.runtime._errors import BudgetExceededError
+from little.runtime._patches import Patches
+from little.runtime._recorded import AgentCalls, Receipt, RecordedCalls
+from little.runtime._registry import AnyWorkflow
+from little.runtime._waits import HOLD_SECONDS, RunWaits
+from little.runtime._writer import RunWriter
+
+LARGE_PAYLOAD = 64 * 1024
+"""Outputs and bodies larger than this (bytes of canonical JSON) go to the artifact store."""
+
+SubRun = Callable[["Execution", AnyWorkflow, str, Any, str], Awaitable[Any]]
+"""How an execution runs a sub-run: ``(execution, workflow, sub_run_id, input, call_id)`` to
+the sub-run's output (the executor's, handed in so this module never imports it)."""
+
+
+@dataclass(frozen=True)
+class RunResult:
+    run_id: str
+    status: str
+    output: Any = None
+    error: str | None = None
+    served_calls: int = 0
+    """Model calls of this execution answered from the log (recorded before), not invoked."""
+    reinvoked_calls: int = 0
+    """Model calls invoked again because the log holds their request but no answer (they were
+    in flight when the previous writer stopped: the provider may have billed them twice)."""
+    replay: ReplayEnvelope | None = None
+    """Recorded-call replay of the run (``little.replay.ReplayEnvelope``): set on every result
+    ``run``, ``resume`` and ``execute`` return, a run that is not a replay included (its
+    ``source_run_id`` is None, ``replayed`` False); None only for a result built by hand."""
+    wake_at: datetime | None = None
+    """A ``waiting`` run's earliest due time (None: only a signal can wake it)."""
+    waiting_for: tuple[str, ...] = ()
+    """What a ``waiting`` run waits for: ``timer``, ``signal:<name>``, ``approval:<call>``."""
+
+
+async def store_json(
+    world: World, run_id: str, value: Any
+) -> tuple[str | None, ArtifactRef | None]:
+    """Canonical JSON inline, or in the artifact store when larger than LARGE_PAYLOAD."""
+    return await store_text(world, run_id, canonical_json(value))
+
+
+async def store_text(world: World, run_id: str, text: str) -> tuple[str | None, ArtifactRef | None]:
+    """``store_json`` for text that is already canonical JSON (a large one is written and
+    fsynced off the event loop, and is durable before the record naming it is written)."""
+    if len(text) <= LARGE_PAYLOAD:
+        return text, None
+    ref = await asyncio.to_thread(world.artifacts.put, run_id, text.encode(), "application/json")
+    return None, ref
+
+
+async def load_json(world: World, text: str | None, ref: ArtifactRef | None) -> Any:
+    """The value ``store_json`` stored: inline text or the artifact ``ref`` points to (read
+    off the event loop)."""
+    if ref is not None:
+        return await asyncio.to_thread(read_json, world, text, ref)
+    return read_json(world, text, ref)
+
+
+def read_json(world: World, text: str | None, ref: ArtifactRef | None) -> Any:
+    """``load_json``, blocking (tooling, worker threads)."""
+    if ref is not None:
+        return json.loads(world.artifacts.get(ref))
+    return None if text is None else json.loads(text)
+
+
+async def load_text(world: World, text: str | None, ref: ArtifactRef | None) -> str | None:
+    if ref is not None:
+        return bytes(await asyncio.to_thread(world.artifacts.get, ref)).decode()
+    return text
+
+
+async def fold_run_off_loop(world: World, run_id: str) -> MaterializedRunState:
+    """``fold_run`` on a worker thread: reading and folding a long run never blocks the loop."""
+    state, _, _ = await asyncio.to_thread(fold_run, world, run_id)
+    return state
+
+
+class Execution:
+    """One execution of one run: its writer, its replayed state, its budget counters."""
+
+    def __init__(
+        self,
+        world: World,
+        run_id: str,
+        replayed: MaterializedRunState,
+        writer: RunWriter,
+        owner: str,
+        source: RecordedCalls | None = None,
+        hold: float = HOLD_SECONDS,
+        model: Model | None = None,
+        *,
+        run_sub: SubRun,
+    ) -> None:
+        self.world = world
+        self.run_id = run_id
+        self.replayed = replayed
+        self.writer = writer
+        self.owner = owner
+        self.billed_calls = replayed.usage.calls
+        self.billed_tokens = replayed.usage.input_tokens + replayed.usage.output_tokens
+        self.served_calls = 0
+        self.reinvoked_calls = 0
+        self.reserved_calls = 0
+        """Model calls reserved by fresh panels' legs and not made yet (``reserve_calls``)."""
+        self.agent_calls = AgentCalls.of(replayed, source)
+        """Agent-call admission, and recorded-call replay from ``source``."""
+        self.patches = Patches(replayed, None if source is None else source.state, writer)
+        """``ctx.patched`` answers, decided against the state as claimed."""
+        self.values: dict[tuple[str | None, int], RecordedValue | ValueRecorded] = {}
+        """This run's recorded values by place: those of its log, then those it records now
+        (a retried step's second attempt reads the first attempt's)."""
+        for v in replayed.values:
+            self.values.setdefault((v.step_path, v.ordinal), v)
+        self.waits = RunWaits(world, writer, self.agent_calls, replayed, hold)
+        """Durable waits and the signals sent to the run (``little.runtime._waits``)."""
+        self.model = model
+        """A full replay's model: every session of the run uses it (``FullReplay``)."""
+        self.receipts = (
+            source.receipts
+            if source is not None and source.full and not replayed.replay_live_tools
+            else None
+        )
+        """A full replay's tool receipts, when it serves tools from them."""
+        self._run_sub = run_sub
+
+    def receipt(
+        self, session_id: str, tool: str, arguments_json: str, used: dict[tuple[str, str], int]
+    ) -> tuple[Receipt | None, bool]:
+        """For a full replay's tool call: the outcome of the source's next call of the same
+        tool with the same arguments in the session of the same id (None if it made no more
+        such calls), and whether tools are served from receipts at all. ``used`` is the
+        session's count so far: every tool call of it counts, those served from this run's
+        own log too, so a resume (which walks the session's recorded turns again) takes the
+        receipts in the order the first execution did."""
+        if self.receipts is None:
+            return None, False
+        key = (tool, arguments_json)
+        n = used.get(key, 0)
+        used[key] = n + 1
+        found = self.receipts.get((session_id, tool, arguments_json), [])
+        return (found[n] if n < len(found) else None), True
+
+    def replay(self) -> ReplayEnvelope:
+        """The run's replay envelope now: the state as claimed plus the agent calls this
+        execution's writer landed (neither a read nor a fold of the run)."""
+        return replay_envelope(self.replayed, after=self.writer.agent_events)
+
+    def count_served(self) -> None:
+        self.served_calls += 1
+        if self.writer.control is not None:
+            self.writer.control.served_calls += 1
+
+    def count_reinvoked(self) -> None:
+        self.reinvoked_calls += 1
+        if self.writer.control is not None:
+            self.writer.control.reinvoked_calls += 1
+
+    # -- payloads ------------------------------------------------------------------------
+
+    async def store_json(self, value: Any) -> tuple[str | None, ArtifactRef | None]:
+        return await store_json(self.world, self.run_id, value)
+
+    async def store_text(self, text: str) -> tuple[str | None, ArtifactRef | None]:
+        return await store_text(self.world, self.run_id, text)
+
+    async def load_json(self, text: str | None, ref: ArtifactRef | None) -> Any:
+        return await load_json(self.world, text, ref)
+
+    async def load_text(self, text: str | None, ref: ArtifactRef | None) -> str | None:
+        return await load_text(self.world, text, ref)
+
+    # -- budget --------------------------------------------------------------------------
+
+    def check_budget(self, *, reserved: bool = False) -> None:
+        """Before a fresh model call: calls served from the log never count here. Calls
+        reserved by fresh panels count as spent, except the caller's own (``reserved``: a
+        panel leg's first call, which its reservation covers and consumes)."""
+        cap_calls, cap_tokens = self.replayed.max_agent_calls, self.replayed.max_tokens
+        held = self.reserved_calls - (1 if reserved else 0)
+        if cap_calls is not None and self.billed_calls + held >= cap_calls:
+            raise BudgetExceededError(
+                f"run {self.run_id}: budget of {cap_calls} agent call(s) spent "
+                f"({self.billed_calls} made, {held} reserved by panels; "
+                f"{self.served_calls} more served from the log, free)"
+            )
+        if cap_tokens is not None and self.billed_tokens >= cap_tokens:
+            raise BudgetExceededError(
+                f"run {self.run_id}: budget of {cap_tokens:,} tokens spent ({self.billed_tokens:,})"
+            )
+        if reserved:
+            self.reserved_calls -= 1
+
+    def reserve_calls(self, count: int, where: str) -> None:
+        """A fresh panel's worst case, up front: one call per leg, or BudgetExceededError
+        before any leg runs. Each leg's first model call consumes its reservation (a leg that
+        ends without one gives it back, ``release_call``)."""
+        cap_calls, cap_tokens = self.replayed.max_agent_calls, self.replayed.max_tokens
+        left = None if cap_calls is None else cap_calls - self.billed_calls - self.reserved_calls
+        if left is not None and count > left:
+            raise BudgetExceededError(
+                f"run {self.run_id}: the panel at {where} has {count} fresh leg(s) but the "
+                f"budget of {cap_calls} agent call(s) has {max(left, 0)} left "
+                f"({self.billed_calls} made, {self.reserved_calls} reserved): no leg was run"
+            )
+        if cap_tokens is not None and self.billed_tokens >= cap_tokens:
+            raise BudgetExceededError(
+                f"run {self.run_id}: budget of {cap_tokens:,} tokens spent "
+                f"({self.billed_tokens:,}): the panel at {where} ran no leg"
+            )
+        self.reserved_calls += count
+
+    def release_call(self) -> None:
+        self.reserved_calls -= 1
+
+    def billed(self, input_tokens: int, output_tokens: int) -> None:
+        self.billed_calls += 1
+        self.billed_tokens += input_tokens + output_tokens
+
+    # -- sub-runs ------------------------------------------------------------------------
+
+    async def run_sub(
+        self, workflow: AnyWorkflow, sub_run_id: str, input: Any, call_id: str
+    ) -> Any:
+        """Run ``workflow`` as the sub-run ``sub_run_id`` of this run, started at ``call_id``;
+        its output (the executor decides how: ``SubRun``)."""
+        return await self._run_sub(self, workflow, sub_run_id, input, call_id)
