@@ -38,7 +38,7 @@ from little.runtime._registry import (
     workflow,
 )
 from little.runtime._runner import RunResult, claim, execute, fold_run_off_loop, resume, run
-from little.runtime._session import AgentSession, workflow_tool
+from little.runtime._session import AgentSession
 from little.runtime._simulate import Divergence, Simulation, simulate
 from little.runtime._waits import (
     Waker,
@@ -48,6 +48,7 @@ from little.runtime._waits import (
     prepare_signal,
     send_signal,
 )
+from little.runtime._workflow_tool import workflow_tool
 
 __all__ = [
     "AgentSession",

@@ -49,6 +49,7 @@ from little.runtime._errors import (
 )
 from little.runtime._recorded import MISS_SUB_RUN
 from little.runtime._registry import lookup
+from little.runtime._spans import NOT_FAILURES
 from little.runtime._waits import ScopeWaits, seconds, utcnow
 
 if TYPE_CHECKING:
@@ -61,15 +62,6 @@ log = get_logger("little.runtime")
 
 LARGE_PAYLOAD = 64 * 1024
 """Outputs and bodies larger than this (bytes of canonical JSON) go to the artifact store."""
-
-NOT_FAILURES: tuple[type[BaseException], ...] = (
-    ExecutionSuspended,
-    ExecutionStopped,
-    BranchStopped,
-)
-"""What ends a span without failing it: a run suspending on a durable wait, a supervisor's
-stop or cancel, a parallel branch stopped because a sibling failed (whose span has the
-failure)."""
 
 
 @dataclass(frozen=True)
@@ -627,9 +619,9 @@ class StepContext(_ValuesMixin, _WaitsMixin):
         reserves one agent call per leg against ``max_agent_calls`` before any leg runs; a
         served one costs nothing. If a leg fails, the others run to their settlement first.
         """
-        from little.runtime._session import run_panel
+        from little.runtime._panels import run_panel
 
-        return await run_panel(self, legs, max_turns)
+        return await run_panel(self._x, self, legs, max_turns)
 
     async def artifact(
         self, name: str, data: bytes, media_type: str = "application/octet-stream"
