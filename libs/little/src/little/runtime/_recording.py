@@ -87,7 +87,7 @@ R = TypeVar("R", bound=Response)
 
 
 @dataclass(frozen=True, slots=True)
-class Request:
+class TurnRequest:
     """A model request as the log records it: its link in the session's request hash chain."""
 
     turn: int
@@ -161,7 +161,10 @@ class Recorder:
         self.exchange_tokens = [0, 0, 0, 0]  # this exchange's usage, served turns included
         self.exchange_calls = 0  # this exchange's model calls, served turns included
         self.reserved = False  # a panel leg holding a budget reservation for its first call
-        self._tool_calls: dict[tuple[str, str], int] = {}  # calls per (tool, arguments JSON)
+        self._tool_calls: dict[tuple[str, str], int] = {}
+        """Tool calls so far per (tool, arguments JSON), those served from the log too: a tool
+        call's occurrence, which a full replay takes receipts by (a resume walks the session's
+        recorded turns again, so it takes them in the order the first execution did)."""
 
     def redacted(self, where: str, value: Any) -> Any:
         """What is recorded of ``value`` (``World.redact``; the value itself without one)."""
@@ -387,7 +390,7 @@ class Recorder:
 
     async def model_turn(
         self,
-        request: Request,
+        request: TurnRequest,
         invoke: Callable[[], Awaitable[R]],
         decode: Callable[[str, Usage], R],
     ) -> R:
@@ -412,7 +415,7 @@ class Recorder:
 
     async def _fresh_turn(
         self,
-        request: Request,
+        request: TurnRequest,
         invoke: Callable[[], Awaitable[R]],
         decode: Callable[[str, Usage], R],
         again: bool,

@@ -416,10 +416,15 @@ class Receipts(Source):
 
 
 class Serving:
-    """Where the answers of one session come from. The run's own log answers first (what this
-    run recorded is never asked for again); an agent call it does not answer goes to the record
-    the run was started against (a recorded run, or a golden run in a simulation), and a tool
-    call to a full replay's receipts; what no source answers is ``Fresh``."""
+    """Where the answers of one session come from, asked in this order (what no source answers
+    is ``Fresh``)::
+
+        agent call   own log, then the record the run was started against (a recorded run,
+                     or in a simulation the golden run)
+        model turn   own log (a recorded run answers whole agent calls, never one turn)
+        tool call    own log, then a full replay's receipts
+
+    The run's own log always comes first: what this run recorded is never asked for again."""
 
     def __init__(self, own: OwnLog, record: Source | None, receipts: Source | None) -> None:
         self.own = own

@@ -22,8 +22,8 @@ from little.runtime._recording import (
     AgentCallTicket,
     ApprovalPolicy,
     Recorder,
-    Request,
     SessionStep,
+    TurnRequest,
 )
 
 if TYPE_CHECKING:
@@ -224,7 +224,7 @@ class AgentSession:
         request_hash = chain_hash(self._chain, appended_text)
         self._chain = request_hash
         self._hashed_messages = len(messages)
-        request = Request(
+        request = TurnRequest(
             turn, request_hash, previous_hash, appended_text, len(messages), self._tools_hash
         )
         return await self._recorder.model_turn(
