@@ -503,14 +503,13 @@ class Recorder:
         counted = (call.name, arguments_json)
         occurrence = self._tool_calls.get(counted, 0)
         self._tool_calls[counted] = occurrence + 1
-        key = f"{self._x.run_id}/{self._step.step_path}/{call_id}"
+        key = f"{self._x.run_id}/{self._step.step_path}/{call_id}"  # derived: never change it
         answer = self.serving.tool_call(
             ToolAsk(turn, call_id, call.name, arguments_json, key, occurrence)
         )
         from_log = isinstance(answer, Served) and answer.source == OWN_LOG
         with self.spans.tool(call.name, call.id, call_id, turn, from_log, answer.again) as span:
-            if from_log:
-                assert isinstance(answer, Served)
+            if isinstance(answer, Served) and from_log:  # recorded by this run: nothing to write
                 return await self._served_tool_call(answer)
             arguments = (call if live is None else live.pop(call.id, call)).arguments
             self._step._check_group()
