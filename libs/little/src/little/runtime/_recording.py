@@ -127,7 +127,21 @@ class AgentCallTicket:
 
 
 class Recorder:
-    """The recording of one conversation (an agent session) of one step."""
+    """The recording of one conversation (an agent session) of one step. A caller (the
+    session's loop, or a framework adapter around its own) drives it in this order::
+
+        await recorder.start(name, system)
+        ticket = recorder.admit(request)               # per agent call, before any await
+        if ticket.served:                              # answered whole from a record
+            result = await recorder.served_result(ticket)
+            ...                                        # (recorder.served_turn per turn in it)
+            await recorder.settle_served(ticket)
+        else:                                          # its turns run, each asked again
+            response = await recorder.model_turn(turn_request, invoke, decode)
+            content = await recorder.tool_call(turn, call, tool, live)
+            await recorder.settle(ticket, "succeeded", result)
+        await recorder.finish(turns, output, exc)
+    """
 
     def __init__(
         self,
