@@ -30,22 +30,6 @@ ROOTS = {
 }
 MAX_LINES = 800
 
-# Issue 25 is re-flooring these in other branches at the same time as this test lands: the
-# circle of ``little.runtime`` (``_context`` <-> ``_runner`` <-> ``_session`` <-> ``_waits``
-# <-> ``_patches``) and the modules over 800 lines below. A circle is let through only when
-# every module in it is listed here; a listed module may be long. The lead deletes this set
-# when the branches are merged: from then on every circle and every long module fails.
-KNOWN_UNTIL_REFLOOR = frozenset(
-    {
-        # the runtime circle (also: _runner 1,156 lines, _session 1,100)
-        "little.runtime._context",
-        "little.runtime._patches",
-        "little.runtime._runner",
-        "little.runtime._session",
-        "little.runtime._waits",
-    }
-)
-
 
 def find_modules(roots: Mapping[str, Path]) -> dict[str, Path]:
     """Dotted name -> file, for every module under the roots (a package is its __init__)."""
@@ -178,7 +162,7 @@ def circles(graph: Mapping[str, set[str]], allowed: frozenset[str] = frozenset()
 
 
 def test_the_house_has_no_import_circle() -> None:
-    found = circles(import_graph(ROOTS), KNOWN_UNTIL_REFLOOR)
+    found = circles(import_graph(ROOTS))
     assert not found, "import circles:\n" + "\n".join(found)
 
 
@@ -186,7 +170,7 @@ def test_no_module_is_over_800_lines() -> None:
     long = {
         name: n
         for name, path in find_modules(ROOTS).items()
-        if (n := len(path.read_text().splitlines())) > MAX_LINES and name not in KNOWN_UNTIL_REFLOOR
+        if (n := len(path.read_text().splitlines())) > MAX_LINES
     }
     assert not long, f"modules over {MAX_LINES} lines: {long}"
 

@@ -43,8 +43,9 @@ from little.runtime._registry import (
     workflow,
 )
 from little.runtime._runner import execute, resume, run
-from little.runtime._session import AgentSession, workflow_tool
+from little.runtime._session import AgentSession
 from little.runtime._simulate import Divergence, Simulation, simulate
+from little.runtime._workflow_tool import workflow_tool
 
 __all__ = [
     "AgentSession",

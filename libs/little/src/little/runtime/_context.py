@@ -564,9 +564,9 @@ class StepContext(_ValuesMixin, _WaitsMixin):
         reserves one agent call per leg against ``max_agent_calls`` before any leg runs; a
         served one costs nothing. If a leg fails, the others run to their settlement first.
         """
-        from little.runtime._session import run_panel
+        from little.runtime._panels import run_panel
 
-        return await run_panel(self, legs, max_turns)
+        return await run_panel(self._x, self, legs, max_turns)
 
     async def artifact(
         self, name: str, data: bytes, media_type: str = "application/octet-stream"

@@ -28,7 +28,7 @@ from little.replay import (
 )
 from little.runtime._errors import BudgetExceededError
 from little.runtime._patches import Patches
-from little.runtime._recorded import AgentCalls, Receipt, RecordedCalls
+from little.runtime._recorded import AgentCalls, RecordedCalls
 from little.runtime._registry import AnyWorkflow
 from little.runtime._waits import HOLD_SECONDS, RunWaits
 from little.runtime._writer import RunWriter
@@ -145,30 +145,7 @@ class Execution:
         """Durable waits and the signals sent to the run (``little.runtime._waits``)."""
         self.model = model
         """A full replay's model: every session of the run uses it (``FullReplay``)."""
-        self.receipts = (
-            source.receipts
-            if source is not None and source.full and not replayed.replay_live_tools
-            else None
-        )
-        """A full replay's tool receipts, when it serves tools from them."""
         self._run_sub = run_sub
-
-    def receipt(
-        self, session_id: str, tool: str, arguments_json: str, used: dict[tuple[str, str], int]
-    ) -> tuple[Receipt | None, bool]:
-        """For a full replay's tool call: the outcome of the source's next call of the same
-        tool with the same arguments in the session of the same id (None if it made no more
-        such calls), and whether tools are served from receipts at all. ``used`` is the
-        session's count so far: every tool call of it counts, those served from this run's
-        own log too, so a resume (which walks the session's recorded turns again) takes the
-        receipts in the order the first execution did."""
-        if self.receipts is None:
-            return None, False
-        key = (tool, arguments_json)
-        n = used.get(key, 0)
-        used[key] = n + 1
-        found = self.receipts.get((session_id, tool, arguments_json), [])
-        return (found[n] if n < len(found) else None), True
 
     def replay(self) -> ReplayEnvelope:
         """The run's replay envelope now: the state as claimed plus the agent calls this

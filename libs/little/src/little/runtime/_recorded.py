@@ -266,9 +266,17 @@ class RecordedCalls:
         )
 
     def lookup(
-        self, place: Place, request_key: str, node: Node, side_effecting: bool
+        self,
+        place: Place,
+        request_key: str,
+        node: Node,
+        side_effecting: bool,
+        *,
+        serve_side_effecting: bool = False,
     ) -> tuple[AgentCall | None, str | None]:
-        """The recorded call to serve at ``place``, or why there is none."""
+        """The recorded call to serve at ``place``, or why there is none. A side-effecting
+        call is served only with ``serve_side_effecting`` (a simulation, which invokes
+        nothing: serving the record repeats no effect)."""
         if self.full:
             return None, MISS_FULL_REPLAY
         recorded = self._by_place.get(place)
@@ -284,8 +292,7 @@ class RecordedCalls:
             return None, MISS_KEY
         if recorded.outcome != "succeeded":
             return None, MISS_RECORDED_FAILURE
-        if (side_effecting or recorded.side_effecting) and SIMULATING.get() is None:
-            # (a simulation invokes nothing: serving the record repeats no effect)
+        if (side_effecting or recorded.side_effecting) and not serve_side_effecting:
             return None, MISS_SIDE_EFFECTING
         return recorded, None
 
@@ -470,18 +477,19 @@ class AgentCalls:
             self.misses.append(miss)
 
     def decide(
-        self, ordinal: int, place: Place, request_key: str, node: Node, side_effecting: bool
+        self,
+        ordinal: int,
+        place: Place,
+        request_key: str,
+        node: Node,
+        side_effecting: bool,
+        *,
+        serve_side_effecting: bool = False,
     ) -> tuple[AgentCall | None, str | None]:
-        """For a replay: the source's call to serve, or the miss reason (which latches)."""
+        """For a replay: the source's call to serve, or the miss reason (which latches).
+        Which of the two a call gets, and what a miss means (a fresh call, or a simulation's
+        divergence), is ``little.runtime._serving``'s to say."""
         if self.source is None:
-            if SIMULATING.get() is not None:
-                raise SimulationDivergedError(
-                    f"agent call {ordinal} ({node[0]}/{node[1]}#{node[2]}) would be invoked: "
-                    "the simulated run has no record to serve it from",
-                    ordinal=ordinal,
-                    miss_reason=None,
-                    place=place,
-                )
             return None, None
         scope, index = place
         latching = [m for m in self.misses if _after(m, ordinal, scope, index)]
@@ -492,16 +500,11 @@ class AgentCalls:
             reason: str | None = cause or MISS_DIVERGED
             recorded = None
         else:
-            recorded, reason = self.source.lookup(place, request_key, node, side_effecting)
+            recorded, reason = self.source.lookup(
+                place, request_key, node, side_effecting, serve_side_effecting=serve_side_effecting
+            )
         if reason is not None and (ordinal, scope, index) not in self.misses:
             self.misses.append((ordinal, scope, index))
-        if reason is not None and SIMULATING.get() is not None:
-            raise SimulationDivergedError(
-                f"agent call {ordinal} ({node[0]}/{node[1]}#{node[2]}) would be invoked: {reason}",
-                ordinal=ordinal,
-                miss_reason=reason,
-                place=place,
-            )
         return recorded, reason
 
 

@@ -1,0 +1,658 @@
+"""The recording kernel: one conversation's agent calls admitted, its model turns and tool calls
+recorded write-ahead and answered (served from a record, or invoked), and its calls settled.
+
+Framework-neutral: it knows a model request by its link in the request hash chain and a response
+by its JSON, not by a chat loop (``AgentSession`` is one caller; a framework adapter is
+another). Where an answer comes from is ``little.runtime._serving``'s decision; this module
+writes what it decides, and never asks itself whether the run resumes, replays or simulates.
+Budgets, redaction, approvals and the crash hooks are called from here, at named points.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from little import tracing
+from little._canonical import canonical_hash, canonical_json
+from little.errors import RunInterrupt
+from little.events import (
+    AgentCallAdmitted,
+    AgentCallSettled,
+    ModelCalled,
+    ModelFailed,
+    ModelResponded,
+    SessionCompacted,
+    SessionCompleted,
+    SessionStarted,
+    ToolCallFailed,
+    ToolCallStarted,
+    ToolCallSucceeded,
+    Usage,
+)
+from little.harness import Tool, ToolCallRequest, ToolContext, ToolError
+from little.replay import assert_harness_manifest_consistent, manifest_hash
+from little.runtime._errors import ENDS_THE_RUN, BranchStopped, BudgetExceededError
+from little.runtime._faults import FAULTS
+from little.runtime._recorded import MISS_RECORD_UNUSABLE
+from little.runtime._serving import OWN_LOG, Fresh, Served, Serving, ToolAsk
+from little.runtime._spans import SessionSpans
+
+if TYPE_CHECKING:
+    from little.runtime._execution import Execution
+
+ApprovalPolicy = bool | Callable[[str, dict[str, Any]], bool]
+"""A session's approval policy: True asks a person before every tool call, a function
+``(tool name, arguments) -> bool`` before the calls it names; tools declared
+``requires_approval=True`` are always asked for."""
+
+SETTLING = (BranchStopped, BudgetExceededError)
+"""What ends an agent call's exchange and settles it as failed: a branch stopped between turns,
+or a spent budget (it did not finish, and the run is ending). An interrupt that stops the
+writer (a stop, a fence) leaves the call in flight instead, for the resume to run on."""
+
+
+class SessionStep(Protocol):
+    """What the recording needs of the step its calls are made in (``StepContext`` is one)."""
+
+    @property
+    def step_path(self) -> str: ...
+
+    @property
+    def scope(self) -> str:
+        """The workflow scope the step runs in: "" the run, else a parallel branch's path."""
+        ...
+
+    _sessions: set[str]
+    """The session ids the step opened (each is one conversation)."""
+
+    def _check_group(self) -> None:
+        """Raise ``BranchStopped`` if the step's parallel group is draining."""
+
+
+class Response(Protocol):
+    """What the kernel reads of a model response: it records ``to_json()`` and its usage."""
+
+    @property
+    def usage(self) -> Usage: ...
+
+    @property
+    def finish_reason(self) -> str | None: ...
+
+    def to_json(self) -> str: ...
+
+
+R = TypeVar("R", bound=Response)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRequest:
+    """A model request as the log records it: its link in the session's request hash chain."""
+
+    turn: int
+    request_hash: str
+    previous_hash: str | None
+    """None on a session's first request (never after a compaction relinked the chain)."""
+    appended_text: str
+    """Canonical JSON of the messages appended since the previous request."""
+    message_count: int
+    tools_hash: str
+
+
+class AgentCallTicket:
+    """One admitted agent call on its way to settlement."""
+
+    __slots__ = ("answer", "ordinal", "text")
+
+    def __init__(self, ordinal: int, answer: Served | Fresh) -> None:
+        self.ordinal = ordinal
+        self.answer = answer
+        """``Served``: answered whole from a record; ``Fresh``: its turns run."""
+        self.text: str | None = None
+        """A served call's recorded result, once read."""
+
+    @property
+    def settled(self) -> bool:
+        """Settled in this run's log already: nothing more is written for it."""
+        return self.answer.settled
+
+    @property
+    def served(self) -> bool:
+        return isinstance(self.answer, Served)
+
+    @property
+    def miss(self) -> str | None:
+        return self.answer.miss if isinstance(self.answer, Fresh) else None
+
+
+class Recorder:
+    """The recording of one conversation (an agent session) of one step. A caller (the
+    session's loop, or a framework adapter around its own) drives it in this order::
+
+        await recorder.start(name, system)
+        ticket = recorder.admit(request)               # per agent call, before any await
+        if ticket.served:                              # answered whole from a record
+            result = await recorder.served_result(ticket)
+            ...                                        # (recorder.served_turn per turn in it)
+            await recorder.settle_served(ticket)
+        else:                                          # its turns run, each asked again
+            response = await recorder.model_turn(turn_request, invoke, decode)
+            content = await recorder.tool_call(turn, call, tool, live)
+            await recorder.settle(ticket, "succeeded", result)
+        await recorder.finish(turns, output, exc)
+    """
+
+    def __init__(
+        self,
+        execution: Execution,
+        step: SessionStep,
+        session_id: str,
+        provider: str,
+        model: str,
+        manifest: Mapping[str, Any],
+        side_effecting: bool,
+        approval: ApprovalPolicy = False,
+    ) -> None:
+        self._x = execution
+        self._step = step
+        self.session_id = session_id
+        self.provider = provider
+        self.model = model
+        self.manifest = manifest
+        self.manifest_hash = manifest_hash(manifest)
+        self.side_effecting = side_effecting
+        self._approval = approval
+        self._redact = execution.world.redact
+        self.serving = Serving.of(
+            execution, session_id, manifest, self.manifest_hash, side_effecting
+        )
+        self.spans = SessionSpans(
+            execution.run_id, step.step_path, session_id, execution.writer.epoch
+        )
+        self.tokens = [0, 0, 0, 0]  # input, output, cached input, reasoning: this execution's
+        self.exchanges = 0  # agent calls admitted so far: the occurrence of each one's node
+        self.exchange_tokens = [0, 0, 0, 0]  # this exchange's usage, served turns included
+        self.exchange_calls = 0  # this exchange's model calls, served turns included
+        self.reserved = False  # a panel leg holding a budget reservation for its first call
+        self._tool_calls: dict[tuple[str, str], int] = {}
+        """Tool calls so far per (tool, arguments JSON), those served from the log too: a tool
+        call's occurrence, which a full replay takes receipts by (a resume walks the session's
+        recorded turns again, so it takes them in the order the first execution did)."""
+
+    def redacted(self, where: str, value: Any) -> Any:
+        """What is recorded of ``value`` (``World.redact``; the value itself without one)."""
+        return value if self._redact is None else self._redact(where, value)
+
+    async def _emit(self, cls: Any, **fields: Any) -> Any:
+        """Append and await the ack: write-ahead records, before the call they announce."""
+        event, _ = await self._x.writer.emit(
+            cls, step_path=self._step.step_path, session_id=self.session_id, **fields
+        )
+        return event
+
+    def _defer(self, cls: Any, **fields: Any) -> Any:
+        """A call's terminal record: it reaches the log with the next acked event."""
+        return self._x.writer.defer(
+            cls, step_path=self._step.step_path, session_id=self.session_id, **fields
+        )
+
+    async def flush(self) -> None:
+        """Make every deferred record durable now."""
+        await self._x.writer.flush()
+
+    # -- the session ---------------------------------------------------------------------
+
+    async def start(self, name: str, system: str | None) -> None:
+        """Open the session: checked against the log if it started before, else recorded."""
+        resumed = self.serving.own.session is not None
+        if resumed:
+            assert_harness_manifest_consistent(self._x.replayed, self.session_id, self.manifest)
+        else:
+            # Deferred: nothing acts on it before the session's first write-ahead record, which
+            # carries it; a crash before that leaves no session, and the resume starts it anew.
+            # The system prompt is recorded (the manifest has its hash only), so every request
+            # can be rebuilt from the log (``little export --format chat-jsonl``).
+            system_json, system_ref = await self._x.store_text(canonical_json(system))
+            self._defer(
+                SessionStarted,
+                session_name=name,
+                model=f"{self.provider}:{self.model}",
+                manifest_json=canonical_json(self.manifest),
+                manifest_hash=self.manifest_hash,
+                system_json=system_json,
+                system_ref=system_ref,
+            )
+        self.spans.open(name, self.provider, self.model, resumed)
+
+    async def finish(self, turns: int, output: Any, exc: BaseException | None) -> None:
+        """Close the session: completed (with ``output``) unless ``exc`` left it unfinished."""
+        self.spans.close(turns, self.tokens, exc)
+        if exc is not None:
+            return  # not completed: a resume runs the session on from its log
+        own = self.serving.own.session
+        if own is None or own.status != "completed":
+            # Deferred: it reaches the log with the step's next acked event. Every result of
+            # the session is already durable (each exchange flushes its last one).
+            output_json, output_ref = await self._x.store_text(canonical_json(output))
+            self._defer(
+                SessionCompleted,
+                turns=turns,
+                output_json=output_json,
+                output_ref=output_ref,
+                usage=_usage(self.tokens),
+            )
+
+    async def recorded_history(
+        self, exchange: int, policy_hash: str, conversation: str
+    ) -> tuple[Any, str] | None:
+        """The history this run's log compacted the conversation (its canonical JSON) to
+        before ``exchange`` and the chain's link after it; None if it did not compact there."""
+        recorded = self.serving.own.compaction(exchange, policy_hash, conversation)
+        if recorded is None:
+            return None
+        text = await self._x.load_text(recorded.history_json, recorded.history_ref)
+        return json.loads(text or "[]"), recorded.history_hash
+
+    async def compacted(self, history: str, **fields: Any) -> None:
+        """Record a compaction of the history (``harness.session.compacted``)."""
+        history_json, history_ref = await self._x.store_text(history)
+        # Deferred: the exchange's first write-ahead record carries it. A kill before loses it
+        # with that record; the resume compacts again the same way (a trim is a function of
+        # the conversation, and a summary is served from its own recorded agent call).
+        self._defer(SessionCompacted, history_json=history_json, history_ref=history_ref, **fields)
+
+    # -- agent calls ---------------------------------------------------------------------
+
+    def admit(self, request: Mapping[str, Any]) -> AgentCallTicket:
+        """Admit the next agent call (synchronous: no await, so its ordinal and place never
+        depend on timing): its node, its request key (the manifest, the node and ``request``,
+        everything else that decides its answer), and where its answer comes from."""
+        calls = self._x.agent_calls
+        occurrence = self.exchanges
+        self.exchanges += 1
+        label = self.session_id.split("#", 1)[1]  # the name, with @visit on later visits
+        node = (self._step.step_path, label, occurrence)
+        key = canonical_hash({"manifest": self.manifest_hash, "node": list(node), **request})
+        ordinal, place = calls.admit(node, self._step.scope)
+        answer = self.serving.exchange(ordinal, place, node, key)
+        ticket = AgentCallTicket(ordinal, answer)
+        self.exchange_tokens = [0, 0, 0, 0]
+        self.exchange_calls = 0
+        if answer.settled:
+            return ticket
+        if ordinal not in calls.own and ordinal not in calls.admitted:
+            self._defer(
+                AgentCallAdmitted,
+                ordinal=ordinal,
+                request_key=key,
+                node_phase=node[0],
+                node_label=node[1],
+                node_occurrence=node[2],
+                side_effecting=self.side_effecting,
+                scope=place[0],
+            )
+        calls.admitted.add(ordinal)
+        return ticket
+
+    async def served_result(self, ticket: AgentCallTicket) -> Any:
+        """A call answered whole: its recorded result. One that cannot be read fails the call
+        and ends the replay there, even if the workflow catches the error: no later call may
+        be answered from the record."""
+        served = ticket.answer
+        assert isinstance(served, Served)
+        assert served.call is not None
+        try:
+            text = await self._x.load_text(served.call.result_json, served.call.result_ref) or "{}"
+            result = json.loads(text)
+        except Exception as exc:
+            if isinstance(exc, ENDS_THE_RUN):  # the writer or the run ending: not the record's
+                raise
+            self._x.agent_calls.refuse(ticket.ordinal)
+            if not ticket.settled:
+                self._defer(
+                    AgentCallSettled,
+                    ordinal=ticket.ordinal,
+                    outcome="failed",
+                    replayed=False,
+                    source_run_id=served.source_run_id,
+                    miss_reason=MISS_RECORD_UNUSABLE,
+                    provider=self.provider,
+                    model=self.model,
+                    model_calls=0,
+                )
+                await self.flush()
+            raise
+        ticket.text = text
+        return result
+
+    async def settle_served(self, ticket: AgentCallTicket) -> None:
+        """Settle a call answered whole: what the record says it cost is counted as avoided,
+        never billed, and the settlement is durable before the answer is returned."""
+        served = ticket.answer
+        assert isinstance(served, Served)
+        assert served.call is not None
+        assert ticket.text is not None
+        call = served.call
+        self.spans.replayed_exchange(
+            call.provider or self.provider,
+            call.model or self.model,
+            call.usage,
+            served.source_run_id,
+            ticket.ordinal,
+            call.model_calls,
+        )
+        if ticket.settled:
+            return
+        result_json, result_ref = await self._x.store_text(ticket.text)
+        self._defer(
+            AgentCallSettled,
+            ordinal=ticket.ordinal,
+            outcome="succeeded",
+            result_json=result_json,
+            result_ref=result_ref,
+            usage=call.usage,
+            replayed=True,
+            source_run_id=served.source_run_id,
+            provider=call.provider,
+            model=call.model,
+            model_calls=call.model_calls,
+        )
+        await self.flush()
+
+    async def settle(self, ticket: AgentCallTicket, outcome: str, result: Any) -> None:
+        """Settle a call whose turns ran (deferred: the caller flushes when it needs it)."""
+        if ticket.settled:
+            return
+        result_json, result_ref = await self._x.store_text(canonical_json(result))
+        self._defer(
+            AgentCallSettled,
+            ordinal=ticket.ordinal,
+            outcome=outcome,
+            result_json=result_json,
+            result_ref=result_ref,
+            usage=_usage(self.exchange_tokens),
+            replayed=False,
+            miss_reason=ticket.miss,
+            provider=self.provider,
+            model=self.model,
+            model_calls=self.exchange_calls,
+        )
+
+    def refuse(self, ticket: AgentCallTicket, miss: str | None) -> None:
+        """Settle an admitted call that will not run (its panel was refused) as failed, and
+        latch the replay there: nothing is left in flight, no later call is served."""
+        if ticket.settled:
+            return
+        self._x.agent_calls.refuse(ticket.ordinal)
+        self._defer(
+            AgentCallSettled,
+            ordinal=ticket.ordinal,
+            outcome="failed",
+            replayed=False,
+            miss_reason=miss,
+            provider=self.provider,
+            model=self.model,
+            model_calls=0,
+        )
+
+    def served_turn(self, ticket: AgentCallTicket, turn: int, request_hash: str) -> None:
+        """A turn inside a call answered whole builds ``request_hash``: checked by the source."""
+        self.serving.served_turn(ticket.ordinal, turn, request_hash)
+
+    # -- model turns ---------------------------------------------------------------------
+
+    async def model_turn(
+        self,
+        request: TurnRequest,
+        invoke: Callable[[], Awaitable[R]],
+        decode: Callable[[str, Usage], R],
+    ) -> R:
+        """One model turn: answered from the log, or ``harness.model.called`` acked, then
+        ``invoke()``, then ``harness.model.responded`` deferred (``harness.model.failed`` if
+        it raised). ``decode`` rebuilds a response from its recorded JSON and usage."""
+        answer = self.serving.turn(request.turn, request.request_hash)
+        if isinstance(answer, Served):
+            usage = answer.usage
+            assert usage is not None
+            text = await self._x.load_text(answer.text, answer.ref)
+            self._x.count_served()
+            self._count_exchange(usage)
+            self.spans.served_turn(self.provider, self.model, usage, request.turn)
+            return decode(text or "{}", usage)
+        with self.spans.chat(self.provider, self.model, request.turn, answer.again) as span:
+            response = await self._fresh_turn(request, invoke, decode, answer.again, span)
+            self.spans.answered(
+                span, self.provider, self.model, response.usage, response.finish_reason
+            )
+            return response
+
+    async def _fresh_turn(
+        self,
+        request: TurnRequest,
+        invoke: Callable[[], Awaitable[R]],
+        decode: Callable[[str, Usage], R],
+        again: bool,
+        span: Any,
+    ) -> R:
+        self._step._check_group()
+        self._x.check_budget(reserved=self.reserved)
+        self.reserved = False
+        if again:  # in flight at a stop: the provider may bill it twice
+            self._x.count_reinvoked()
+        appended_json, appended_ref = await self._x.store_text(request.appended_text)
+        called = await self._emit(
+            ModelCalled,
+            turn=request.turn,
+            provider=self.provider,
+            model=self.model,
+            request_hash=request.request_hash,
+            previous_request_hash=request.previous_hash,
+            appended_messages_json=appended_json,
+            appended_messages_ref=appended_ref,
+            message_count=request.message_count,
+            tools_hash=request.tools_hash,
+        )
+        tracing.set_attributes(span, little_seq=called.seq)
+        try:
+            response = await invoke()
+        except Exception as exc:  # (an interrupt, a BaseException, leaves the call in flight)
+            FAULTS.call_returned()
+            await self._emit(
+                ModelFailed,
+                turn=request.turn,
+                provider=self.provider,
+                model=self.model,
+                request_hash=request.request_hash,
+                error_type=type(exc).__name__,
+                message=self.redacted("model_error", str(exc)),
+                retryable=True,
+            )
+            raise
+        FAULTS.call_returned()
+        text = response.to_json()  # canonical
+        if self._redact is not None:
+            # the conversation goes on with what is recorded, so a resume rebuilds the same
+            # requests (the caller kept what the model asked, for the tools it calls)
+            text = canonical_json(self._redact("model_response", json.loads(text)))
+            response = decode(text, response.usage)
+        response_json, response_ref = await self._x.store_text(text)
+        self._defer(
+            ModelResponded,
+            turn=request.turn,
+            provider=self.provider,
+            model=self.model,
+            request_hash=request.request_hash,
+            response_json=response_json,
+            response_ref=response_ref,
+            usage=response.usage,
+            finish_reason=response.finish_reason,
+        )
+        self._x.billed(response.usage.input_tokens, response.usage.output_tokens)
+        _add_usage(self.tokens, response.usage)
+        self._count_exchange(response.usage)
+        return response
+
+    def _count_exchange(self, u: Usage) -> None:
+        self.exchange_calls += 1
+        _add_usage(self.exchange_tokens, u)
+
+    # -- tool calls ----------------------------------------------------------------------
+
+    async def tool_call(
+        self,
+        turn: int,
+        call: ToolCallRequest,
+        tool: Tool | None,
+        live: dict[str, ToolCallRequest] | None = None,
+    ) -> str | None:
+        """One tool call of ``turn`` (as recorded: redacted) to ``tool`` (None: the model named
+        no known tool, which fails as the tool's error); returns the result's JSON, or the
+        error's, for the model. Answered from a record, or: approved if it must be,
+        ``harness.tool_call.started`` acked (with the call's idempotency key), invoked (with
+        the arguments the model asked for, ``live[call.id]``), and its outcome deferred."""
+        call_id = f"{turn}:{call.id}"
+        # as recorded (redacted): the form a full replay finds its source's receipts by
+        arguments_json = canonical_json(self.redacted("tool_arguments", call.arguments))
+        counted = (call.name, arguments_json)
+        occurrence = self._tool_calls.get(counted, 0)
+        self._tool_calls[counted] = occurrence + 1
+        key = f"{self._x.run_id}/{self._step.step_path}/{call_id}"  # derived: never change it
+        answer = self.serving.tool_call(
+            ToolAsk(turn, call_id, call.name, arguments_json, key, occurrence)
+        )
+        from_log = isinstance(answer, Served) and answer.source == OWN_LOG
+        with self.spans.tool(call.name, call.id, call_id, turn, from_log, answer.again) as span:
+            if isinstance(answer, Served) and from_log:  # recorded by this run: nothing to write
+                return await self._served_tool_call(answer)
+            arguments = (call if live is None else live.pop(call.id, call)).arguments
+            self._step._check_group()
+            if isinstance(answer, Served):  # another run's record, written into this run's
+                tracing.set_attributes(
+                    span,
+                    little_replayed=answer.replayed,
+                    little_replay_source_run_id=answer.source_run_id,
+                )
+                return await self._served_tool_call(answer)
+            if tool is not None and self._needs_approval(tool, arguments):
+                rejected = await self._approval_of(call_id, call)
+                if rejected is not None:
+                    return canonical_json({"error": rejected})
+            started = await self._emit(
+                ToolCallStarted,
+                call_id=call_id,
+                tool=call.name,
+                turn=turn,
+                arguments_json=arguments_json,
+                idempotency_key=key,
+            )
+            tracing.set_attributes(span, little_seq=started.seq, little_idempotency_key=key)
+            return await self._invoke_tool(call, call_id, key, tool, arguments, answer, span)
+
+    async def _invoke_tool(
+        self,
+        call: ToolCallRequest,
+        call_id: str,
+        key: str,
+        tool: Tool | None,
+        arguments: dict[str, Any],
+        answer: Fresh,
+        span: Any,
+    ) -> str | None:
+        try:
+            if tool is None:
+                raise ToolError(f"the model called unknown tool {call.name!r}")
+            attempt = 2 if answer.again else 1
+            ctx = ToolContext(self._x.run_id, self._step.step_path, call_id, key, attempt)
+            result = await tool.invoke(arguments, ctx)
+        except RunInterrupt:  # a sub-run it started suspended or stopped: not its failure
+            FAULTS.call_returned()
+            raise
+        except Exception as exc:
+            FAULTS.call_returned()
+            if isinstance(exc, ENDS_THE_RUN):  # the writer or the run ending: not the tool's
+                raise
+            error = f"{type(exc).__name__}: {self.redacted('tool_error', str(exc))}"
+            tracing.set_error(span, type(exc).__name__)
+            self._defer(
+                ToolCallFailed,
+                call_id=call_id,
+                tool=call.name,
+                error_type=type(exc).__name__,
+                message=self.redacted("tool_error", str(exc)),
+                retryable=False,
+            )
+            return canonical_json({"error": error})
+        FAULTS.call_returned()
+        result_text = canonical_json(result)
+        if self._redact is not None:
+            result_text = canonical_json(self._redact("tool_result", json.loads(result_text)))
+        result_json, result_ref = await self._x.store_text(result_text)
+        self._defer(
+            ToolCallSucceeded,
+            call_id=call_id,
+            tool=call.name,
+            result_json=result_json,
+            result_ref=result_ref,
+        )
+        return result_text
+
+    async def _served_tool_call(self, served: Served) -> str | None:
+        """Write what a served tool call writes (acked records first, then its answer is read,
+        then the deferred ones) and return its answer."""
+        for record in served.records:
+            if record.ack:
+                await self._emit(record.cls, **record.fields)
+        content: str | None
+        if served.error is not None:
+            content = canonical_json({"error": served.error})
+        else:
+            content = await self._x.load_text(served.text, served.ref)
+        for record in served.records:
+            if not record.ack:
+                self._defer(record.cls, **record.fields)
+        return content
+
+    def _needs_approval(self, tool: Tool, arguments: dict[str, Any]) -> bool:
+        if tool.requires_approval:
+            return True
+        policy = self._approval
+        return bool(policy(tool.name, arguments)) if callable(policy) else bool(policy)
+
+    async def _approval_of(self, call_id: str, call: ToolCallRequest) -> str | None:
+        """Record the approval request (tool, arguments, call id) and wait for the decision,
+        durably; None if approved, else the rejection the model is told as the tool's error."""
+        approval_id = f"{self.session_id}/{call_id}"
+        details = {
+            "tool": call.name,
+            "arguments": call.arguments,
+            "call_id": approval_id,
+            "session_id": self.session_id,
+        }
+        wait = await self._x.waits.approval(self.session_id, approval_id, details)
+        if wait.outcome == "approved":
+            return None
+        decision = None
+        if wait.signal_id is not None:
+            decision = json.loads(self._x.waits.signals[wait.signal_id].payload_json)
+        reason = decision.get("reason") if isinstance(decision, dict) else None
+        return f"rejected by a person: {reason}" if reason else "rejected by a person"
+
+
+def _add_usage(totals: list[int], u: Usage) -> None:
+    """Add ``u`` to ``[input, output, cached input, reasoning]`` token totals (ints: building a
+    Usage per model call was a measurable share of the harness's own time)."""
+    totals[0] += u.input_tokens
+    totals[1] += u.output_tokens
+    totals[2] += u.cached_input_tokens
+    totals[3] += u.reasoning_tokens
+
+
+def _usage(totals: list[int]) -> Usage:
+    return Usage(
+        input_tokens=totals[0],
+        output_tokens=totals[1],
+        cached_input_tokens=totals[2],
+        reasoning_tokens=totals[3],
+    )
