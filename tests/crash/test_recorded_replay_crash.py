@@ -12,7 +12,7 @@ from little.events import AgentCallSettled
 from tests.crash.support import Scenario, child
 
 SOURCE = "run_replay_source"
-REPLAY = "run_replay"
+REPLAY = "replay_in_mode"
 INPUT = json.dumps("Kafka")
 EDIT = json.dumps({"write": "Write a short post from: "})
 

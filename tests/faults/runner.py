@@ -13,7 +13,7 @@ import json
 import sys
 
 import tests.faults.workflows
-from little.logs import configure
+from little.logging_setup import configure
 from little.runtime import lookup, resume, run
 from little.settings import LittleSettings
 

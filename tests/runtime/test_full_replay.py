@@ -48,7 +48,7 @@ def test_a_full_replay_is_a_new_linked_run_asking_the_named_model_and_serving_to
 ) -> None:
     source = recorded(world)
     before = len(events(world, source))
-    result = asyncio.run(little.run_replay(world, source, mode="full", model=SAME))
+    result = asyncio.run(little.replay_in_mode(world, source, mode="full", model=SAME))
     assert result.status == "completed"
     assert result.output == "kafka, in other words"  # the named model's answer
     assert result.run_id != source
@@ -74,7 +74,7 @@ def test_a_tool_call_the_recorded_run_never_made_fails_as_the_tools_error(
     world: little.World,
 ) -> None:
     source = recorded(world)
-    result = asyncio.run(little.run_replay(world, source, mode="full", model=NEW))
+    result = asyncio.run(little.replay_in_mode(world, source, mode="full", model=NEW))
     assert result.status == "completed"
     assert fw.LOOKUPS == []
     failed = [e for e in events(world, result.run_id) if isinstance(e, ToolCallFailed)]
@@ -87,7 +87,9 @@ def test_a_tool_call_the_recorded_run_never_made_fails_as_the_tools_error(
 
 def test_live_tools_run_every_tool(world: little.World) -> None:
     source = recorded(world)
-    result = asyncio.run(little.run_replay(world, source, mode="full", model=NEW, live_tools=True))
+    result = asyncio.run(
+        little.replay_in_mode(world, source, mode="full", model=NEW, live_tools=True)
+    )
     assert result.status == "completed"
     assert fw.LOOKUPS == ["kafka", "raft"]
     served = [e for e in events(world, result.run_id) if isinstance(e, ToolCallSucceeded)]
@@ -127,13 +129,15 @@ def test_a_stopped_full_replay_resumes_with_its_recorded_model_and_receipts(
 def test_a_full_replay_is_refused_up_front_when_it_cannot_be_made(world: little.World) -> None:
     source = recorded(world)
     with pytest.raises(ConfigurationError, match="'nosuch'"):
-        asyncio.run(little.run_replay(world, source, mode="full", model="nosuch"))
+        asyncio.run(little.replay_in_mode(world, source, mode="full", model="nosuch"))
     with pytest.raises(ConfigurationError, match="target-changed"):
-        asyncio.run(little.run_replay(world, source, mode="full", model=SAME, workflow=fw.other))
+        asyncio.run(
+            little.replay_in_mode(world, source, mode="full", model=SAME, workflow=fw.other)
+        )
     with pytest.raises(ConfigurationError, match="needs the model"):
-        asyncio.run(little.run_replay(world, source, mode="full"))
+        asyncio.run(little.replay_in_mode(world, source, mode="full"))
     with pytest.raises(ConfigurationError, match="for mode full"):
-        asyncio.run(little.run_replay(world, source, model=SAME))  # type: ignore[call-overload]
+        asyncio.run(little.replay_in_mode(world, source, model=SAME))  # type: ignore[call-overload]
     assert world.run_ids() == [source]  # nothing was started
 
 
@@ -184,7 +188,7 @@ def test_a_model_name_that_builds_nothing_is_one_clear_error(
 
 def test_the_full_replay_does_the_recorded_task_under_its_budgets(world: little.World) -> None:
     source = asyncio.run(run(world, fw.research, "kafka", max_agent_calls=7)).run_id
-    result = asyncio.run(little.run_replay(world, source, mode="full", model=SAME))
+    result = asyncio.run(little.replay_in_mode(world, source, mode="full", model=SAME))
     assert fw.REQUESTS[0].messages[0]["content"] == "research kafka"  # the source's input
     started = next(e for e in events(world, result.run_id) if isinstance(e, RunStarted))
     assert started.max_agent_calls == 7
@@ -225,7 +229,7 @@ def test_a_sub_run_of_a_full_replay_is_a_full_replay_of_the_recorded_sub_run(
     assert source.status == "completed"
     assert fw.LOOKUPS == ["kafka"]
     fw.LOOKUPS.clear()
-    result = asyncio.run(little.run_replay(world, source.run_id, mode="full", model=SAME))
+    result = asyncio.run(little.replay_in_mode(world, source.run_id, mode="full", model=SAME))
     assert result.status == "completed"
     assert fw.LOOKUPS == []  # the sub-run's tool was served too
     (source_child,) = little.replay_run(world, source.run_id).state.sub_runs
@@ -242,9 +246,11 @@ def test_a_sub_run_of_a_full_replay_is_a_full_replay_of_the_recorded_sub_run(
 def test_an_existing_run_is_never_taken_for_a_full_replay(world: little.World) -> None:
     source = recorded(world)
     with pytest.raises(ConfigurationError, match="is not this full replay"):
-        asyncio.run(little.run_replay(world, source, mode="full", model=SAME, new_run_id=source))
-    first = asyncio.run(little.run_replay(world, source, mode="full", model=SAME))
+        asyncio.run(
+            little.replay_in_mode(world, source, mode="full", model=SAME, new_run_id=source)
+        )
+    first = asyncio.run(little.replay_in_mode(world, source, mode="full", model=SAME))
     with pytest.raises(ConfigurationError, match="replay_model"):
         asyncio.run(
-            little.run_replay(world, source, mode="full", model=NEW, new_run_id=first.run_id)
+            little.replay_in_mode(world, source, mode="full", model=NEW, new_run_id=first.run_id)
         )

@@ -62,7 +62,7 @@ class GatedModel(ScriptedModel):
 @contextlib.contextmanager
 def on_log(event: str, callback: Callable[[], None]) -> Iterator[None]:
     """Call ``callback`` when little logs ``event`` (through structlog if the process
-    configured it, else through the standard library, as ``little.logs`` does)."""
+    configured it, else through the standard library, as ``little.logging_setup`` does)."""
     if structlog.is_configured():
 
         def notify(_: Any, __: str, event_dict: Any) -> Any:

@@ -21,8 +21,8 @@ from little import (
     ReplayResult,
     World,
     local_world,
+    replay_in_mode,
     replay_run,
-    run_replay,
 )
 from little.events import Usage
 from little.harness import ModelResponse, ScriptedModel, Tool, ToolContext, tool
@@ -122,12 +122,12 @@ async def main(data_dir: Path) -> MaterializedRunState:
         assert_type(envelope.diverged_at_node, tuple[str | None, str | None, int | None] | None)
         assert not envelope.replayed
         # one API for the replay modes, typed by mode
-        skipped = await run_replay(world, result.run_id)
+        skipped = await replay_in_mode(world, result.run_id)
         assert_type(skipped, ReplayResult)
-        partial = await run_replay(world, result.run_id, mode="partial", from_seq=1)
+        partial = await replay_in_mode(world, result.run_id, mode="partial", from_seq=1)
         assert_type(partial, PartialReplay)
         assert_type(partial.state, MaterializedRunState | None)
-        projected = await run_replay(world, None, mode="projection-only")
+        projected = await replay_in_mode(world, None, mode="projection-only")
         assert_type(projected, ProjectionReplay)
         assert [s.run_id for s in projected.states] == [result.run_id]
     assert lookup("typed_brief") is brief is typed

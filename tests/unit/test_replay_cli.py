@@ -193,7 +193,7 @@ def test_partial_from_the_snapshot_folds_only_what_came_after_it(
         cut = next(i for i, x in enumerate(rows) if x.event.seq == seq)
         before = materialize_run_state_from_events(rows[:cut], run_id=run_id)
         world.snapshots.put(run_id, encode_snapshot(Snapshot.of(before)))
-        api = asyncio.run(little.run_replay(world, run_id, mode="partial", from_snapshot=True))
+        api = asyncio.run(little.replay_in_mode(world, run_id, mode="partial", from_snapshot=True))
         whole = replay_run(world, run_id, use_snapshot=False).state
     assert api.cursor.startswith(f"snapshot at {rows[cut - 1].partition}:{rows[cut - 1].offset}")
     assert next(a.event.event.seq for a in api.applied) == seq  # nothing before the snapshot
@@ -211,8 +211,8 @@ def test_projection_only_folds_one_run_or_every_run_and_executes_nothing(
     with little.local_world(data_dir) as world:
         second = asyncio.run(run(world, rw.version(f"replay-cli-{next(_versions)}"), "Raft"))
         events = {r: len(list(world.read_run(r))) for r in (run_id, second.run_id)}
-        one = asyncio.run(little.run_replay(world, run_id, mode="projection-only"))
-        every = asyncio.run(little.run_replay(world, None, mode="projection-only"))
+        one = asyncio.run(little.replay_in_mode(world, run_id, mode="projection-only"))
+        every = asyncio.run(little.replay_in_mode(world, None, mode="projection-only"))
         expected = {r: replay_run(world, r).state for r in (run_id, second.run_id)}
     assert one.states == (expected[run_id],)
     assert {s.run_id: s for s in every.states} == expected

@@ -7,7 +7,7 @@ import sys
 import structlog
 
 from little.errors import LittleError
-from little.logs import configure
+from little.logging_setup import configure
 from little.tracing import configure_from_env
 from little_services._entry import handle_arguments
 from little_services.projector._service import serve

@@ -294,7 +294,7 @@ def create_app(
         response_model=ReplayPlanOut,
         responses={**_RUN_404, 409: {"model": ErrorOut}},
     )
-    def run_replay(run_id: str, source: Source = "projection") -> Any:
+    def replay_in_mode(run_id: str, source: Source = "projection") -> Any:
         """The replay plan: each step's status and whether a resume would run it."""
         result = _replay(run_id, source)
         if isinstance(result, JSONResponse):

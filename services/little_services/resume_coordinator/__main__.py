@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from little import tune_gc
 from little.errors import ConfigurationError, LittleError
-from little.logs import configure
+from little.logging_setup import configure
 from little.runtime import load_workflows
 from little.tracing import configure_from_env
 from little_services._entry import handle_arguments

@@ -28,7 +28,13 @@ from little.errors import (
 from little.events import ArtifactRef, Event, EventCodec, LoggedEvent, Usage
 from little.log import EventLog, Position, TopicNames
 from little.replay import MaterializedRunState, ReplayResult, replay_run
-from little.replays import REPLAY_MODES, PartialReplay, ProjectionReplay, ReplayMode, run_replay
+from little.replay_modes import (
+    REPLAY_MODES,
+    PartialReplay,
+    ProjectionReplay,
+    ReplayMode,
+    replay_in_mode,
+)
 
 __all__ = [
     "REPLAY_MODES",
@@ -67,7 +73,7 @@ __all__ = [
     "events",
     "kafka_world",
     "local_world",
+    "replay_in_mode",
     "replay_run",
-    "run_replay",
     "tune_gc",
 ]

@@ -241,7 +241,7 @@ def export(
 
 
 class ReplayModeName(StrEnum):
-    """``little replay --mode``: the replay modes of seed 004 (``little.run_replay``)."""
+    """``little replay --mode``: the replay modes of seed 004 (``little.replay_in_mode``)."""
 
     inference_skipping = "inference-skipping"
     partial = "partial"
@@ -419,11 +419,11 @@ def _inference_skipping(
     import asyncio
     import json
 
-    from little.replays import run_replay
+    from little.replay_modes import replay_in_mode
     from little.report import report_data
 
     with open_world(data_dir, bootstrap_servers) as world:
-        result = asyncio.run(run_replay(world, run_id))
+        result = asyncio.run(replay_in_mode(world, run_id))
     if as_json:
         print(json.dumps(report_data(result), indent=2))
         return
@@ -446,11 +446,11 @@ def _partial(
     import json
 
     from little.replay import state_changes
-    from little.replays import run_replay
+    from little.replay_modes import replay_in_mode
 
     with open_world(data_dir, bootstrap_servers) as world:
         partial = asyncio.run(
-            run_replay(
+            replay_in_mode(
                 world,
                 run_id,
                 mode="partial",
@@ -520,7 +520,7 @@ def _projection_only(
     import asyncio
     import json
 
-    from little.replays import run_replay
+    from little.replay_modes import replay_in_mode
 
     if rebuild:
         command = _plugin_command("projections")
@@ -537,7 +537,7 @@ def _projection_only(
         command.main(args, prog_name="little projections", standalone_mode=False)
         return
     with open_world(data_dir, bootstrap_servers) as world:
-        projected = asyncio.run(run_replay(world, run_id, mode="projection-only"))
+        projected = asyncio.run(replay_in_mode(world, run_id, mode="projection-only"))
         where = world.description
     if run_id is not None and not as_json:
         from types import SimpleNamespace
@@ -600,7 +600,7 @@ def _full(
 
     from little.cli._local import finish, resolve
     from little.replay import fold_run
-    from little.replays import run_replay
+    from little.replay_modes import replay_in_mode
 
     if model is None:
         raise ConfigurationError(
@@ -622,7 +622,7 @@ def _full(
             wf = resolve(target, workflows)
         quiet()
         result = asyncio.run(
-            run_replay(
+            replay_in_mode(
                 world,
                 run_id,
                 mode="full",

@@ -34,7 +34,7 @@ CRASH_AFTER_CALL = 2
 
 def child(argv: list[str]) -> None:
     """``python -m little.cli._demo <data_dir> <run_id> [resume]``: one process of the demo."""
-    from little.logs import configure
+    from little.logging_setup import configure
 
     configure()
     data_dir, run_id = argv[0], argv[1]

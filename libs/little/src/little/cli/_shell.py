@@ -53,7 +53,7 @@ def _root(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks.")] = False,
 ) -> None:
     _state["verbose"] = verbose
-    from little.logs import configure
+    from little.logging_setup import configure
 
     configure(json=False, level=None if verbose else os.environ.get("LITTLE_LOG_LEVEL", "warning"))
     from little.tracing import configure_from_env
@@ -77,7 +77,7 @@ def open_world(data_dir: Path | None, bootstrap: str | None) -> World:
 def quiet() -> None:
     """A run's failure is the command's last line: the runtime's warning about it (with a
     traceback) shows only with ``--verbose`` or ``LITTLE_LOG_LEVEL``."""
-    from little.logs import configure
+    from little.logging_setup import configure
 
     if not _state["verbose"] and "LITTLE_LOG_LEVEL" not in os.environ:
         configure(json=False, level="error")

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from little.errors import ArtifactError, RuntimeIntegrityError
 from little.events import ArtifactRef, LoggedEvent
-from little.logs import get_logger
+from little.logging_setup import get_logger
 from little.replay._fold import materialize_run_state_from_events
 from little.replay._snapshot import Snapshot, SnapshotError, decode_snapshot
 from little.replay._state import LogPosition, MaterializedRunState, StepStatus

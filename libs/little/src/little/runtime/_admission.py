@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from little._world import RecordDecodeError, World
 from little.errors import ConfigurationError
 from little.events import LoggedEvent
-from little.logs import get_logger
+from little.logging_setup import get_logger
 from little.replay import (
     MaterializedRunState,
     StreamIntegrityError,

@@ -17,7 +17,7 @@ from little._world import World
 from little.errors import RuntimeIntegrityError
 from little.events import LoggedEvent, RunClaimed
 from little.log import Position
-from little.logs import get_logger
+from little.logging_setup import get_logger
 from little.replay import MaterializedRunState, materialize_run_state_from_events
 from little.runtime._errors import ClaimRejectedError
 from little.runtime._execution import fold_run_off_loop

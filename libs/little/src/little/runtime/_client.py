@@ -16,7 +16,7 @@ from typing import Any
 from little._canonical import canonical_json
 from little._world import World
 from little.events import SignalSent
-from little.logs import get_logger
+from little.logging_setup import get_logger
 from little.replay import MaterializedRunState
 from little.runtime._errors import SignalRefusedError
 from little.runtime._execution import fold_run_off_loop

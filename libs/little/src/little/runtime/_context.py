@@ -32,7 +32,7 @@ from little.events import (
     SubRunReserved,
     ValueRecorded,
 )
-from little.logs import get_logger
+from little.logging_setup import get_logger
 from little.replay import (
     MaterializedRunState,
     assert_completed_parallel_replay_matches_input,

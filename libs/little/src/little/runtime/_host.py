@@ -14,7 +14,7 @@ from datetime import datetime
 from functools import partial
 
 from little._world import World
-from little.logs import get_logger
+from little.logging_setup import get_logger
 from little.replay import MaterializedRunState, fold_run
 from little.runtime._execution import RunResult, fold_run_off_loop
 from little.runtime._registry import AnyWorkflow

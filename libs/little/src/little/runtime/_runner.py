@@ -19,7 +19,7 @@ from little._world import World
 from little.errors import ConfigurationError
 from little.events import LoggedEvent, RunCompleted, RunFailed, RunStarted, RunStartFacts
 from little.harness import Model, model_from_spec
-from little.logs import get_logger
+from little.logging_setup import get_logger
 from little.replay import (
     MaterializedRunState,
     assert_completed_step_artifacts_valid,

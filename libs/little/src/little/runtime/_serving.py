@@ -24,7 +24,7 @@ from little.events import (
     ToolCallSucceeded,
     Usage,
 )
-from little.logs import get_logger
+from little.logging_setup import get_logger
 from little.replay import AgentCall, HistoryCompaction, SessionState
 from little.runtime._errors import SessionDivergedError, SimulationDivergedError
 from little.runtime._recorded import (

@@ -19,7 +19,7 @@ from importlib.machinery import ModuleSpec, PathFinder
 from pathlib import Path
 from typing import Any
 
-from little.logs import get_logger
+from little.logging_setup import get_logger
 
 __all__ = [
     "COVERAGE_ENTRY_ONLY",

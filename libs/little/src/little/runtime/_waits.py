@@ -29,7 +29,7 @@ from little._world import World
 from little.errors import ConfigurationError
 from little.events import RunSuspended, SignalSent, WaitEnded, WaitStarted
 from little.log import Position
-from little.logs import get_logger
+from little.logging_setup import get_logger
 from little.replay import (
     MaterializedRunState,
     SignalState,

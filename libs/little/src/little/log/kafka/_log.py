@@ -45,7 +45,7 @@ from little.log.kafka.client import (
     topic_partitions,
     watermarks,
 )
-from little.logs import get_logger
+from little.logging_setup import get_logger
 
 log = get_logger("little.log.kafka")
 

@@ -14,7 +14,7 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 from little.errors import ConfigurationError, LogError
 from little.log._topics import TopicSpec
 from little.log.kafka.client import client_config, connect_admin
-from little.logs import get_logger
+from little.logging_setup import get_logger
 
 log = get_logger("little.log.provision")
 

@@ -26,7 +26,7 @@ from little.errors import (
     LogError,
 )
 from little.log._records import Position, StoredRecord
-from little.logs import get_logger
+from little.logging_setup import get_logger
 
 __all__ = [
     "BROKERS_DOWN_LOG_EVERY",

@@ -1,4 +1,4 @@
-"""One API for every replay mode of seed 004: ``await little.run_replay(world, run_id, mode=...)``.
+"""One API for every replay mode of seed 004: ``await little.replay_in_mode(world, run_id, mode=...)``.
 
 =====================  =====================================================================
 mode                   what it does
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 
     AnyWorkflow = Workflow[..., Any]
 
-__all__ = ["REPLAY_MODES", "PartialReplay", "ProjectionReplay", "ReplayMode", "run_replay"]
+__all__ = ["REPLAY_MODES", "PartialReplay", "ProjectionReplay", "ReplayMode", "replay_in_mode"]
 
 ReplayMode = Literal["inference-skipping", "partial", "projection-only", "full", "simulate"]
 REPLAY_MODES: tuple[ReplayMode, ...] = (
@@ -88,7 +88,7 @@ class ProjectionReplay:
 
 
 @overload
-async def run_replay(
+async def replay_in_mode(
     world: World,
     run_id: str,
     *,
@@ -98,7 +98,7 @@ async def run_replay(
 
 
 @overload
-async def run_replay(
+async def replay_in_mode(
     world: World,
     run_id: str,
     *,
@@ -111,7 +111,7 @@ async def run_replay(
 
 
 @overload
-async def run_replay(
+async def replay_in_mode(
     world: World,
     run_id: str | None,
     *,
@@ -121,7 +121,7 @@ async def run_replay(
 
 
 @overload
-async def run_replay(
+async def replay_in_mode(
     world: World,
     run_id: str,
     *,
@@ -134,7 +134,7 @@ async def run_replay(
 
 
 @overload
-async def run_replay(
+async def replay_in_mode(
     world: World | None,
     run_id: str | Path | GoldenRun,
     *,
@@ -143,7 +143,7 @@ async def run_replay(
 ) -> Simulation: ...
 
 
-async def run_replay(
+async def replay_in_mode(
     world: World | None,
     run_id: str | Path | GoldenRun | None,
     *,
