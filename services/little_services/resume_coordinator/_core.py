@@ -1,7 +1,7 @@
 """The coordinator's run table: which run executes here, when, and which commands it settles.
 
 Plain values in (run events, commands, ``now``, the lease), changed run records and the
-effects to carry out out: executions to start, commands to settle, snapshots to drop. The
+effects to carry out: executions to start, commands to settle, snapshots to drop. The
 transitions are claim, lease expiry, wake-up, park or retry, and settling a command. It must
 never touch Kafka, a thread or the event loop: the shells (``_executions``, ``_intake``,
 ``_ownership``) do, with what it returns.
@@ -90,7 +90,8 @@ class Tracked:
 
 @dataclass
 class Effects:
-    """What the shells carry out after a transition, in this order."""
+    """What the shells carry out after a transition (``Executions.apply``: stalls and fences
+    reported first, then commands settled, snapshots dropped, executions started)."""
 
     started: list[tuple[Tracked, LocalRun]] = field(default_factory=list)
     """New executions: the shell runs each (``LocalRun.reason`` says why)."""
@@ -122,7 +123,7 @@ class Verdict:
     """Why it is parked; None when it is retried."""
 
 
-def park_or_retry(exc: Exception) -> Verdict:
+def verdict_of(exc: BaseException) -> Verdict:
     """An execution ended on ``exc``: retry the run if the error is ``retryable`` (it is
     resumed once its lease runs out with no progress, the lease being the backoff), else
     park it until a ResumeRun."""
@@ -136,9 +137,9 @@ def park_or_retry(exc: Exception) -> Verdict:
     return Verdict("error", error)
 
 
-def retry_or_park(entry: Tracked, exc: Exception) -> str:
-    """``park_or_retry`` applied to ``entry`` and logged; returns the outcome."""
-    verdict = park_or_retry(exc)
+def retry_or_park(entry: Tracked, exc: BaseException) -> str:
+    """``verdict_of`` applied to ``entry`` and logged; returns the outcome."""
+    verdict = verdict_of(exc)
     error = f"{type(exc).__name__}: {exc}"
     if verdict.parked is None:
         if verdict.outcome == "claim_rejected":
@@ -256,7 +257,7 @@ class RunTable:
 
     # -- an execution ended: park or retry, settle its commands ----------------------------
 
-    def failed(self, entry: Tracked, exc: Exception) -> str:
+    def failed(self, entry: Tracked, exc: BaseException) -> str:
         """The execution ended on ``exc``: parked or left for a retry (returns the outcome)."""
         outcome = retry_or_park(entry, exc)
         self.set_parked(entry, entry.parked)

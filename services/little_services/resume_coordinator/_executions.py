@@ -18,7 +18,7 @@ import structlog
 
 from little import World, tracing
 from little.commands import StartRun
-from little.errors import LittleError
+from little.errors import LittleError, RunInterrupt
 from little.replay import MaterializedRunState, Snapshot, SnapshotError, encode_snapshot
 from little.runtime import (
     ExecutionStopped,
@@ -123,7 +123,9 @@ class Executions:
             outcome = "abandoned"
         except ExecutionStopped as exc:  # asked for (a command, a fence, a revocation): no error
             outcome = "cancelled" if exc.cancelled else ("fenced" if local.fenced else "stopped")
-        except Exception as exc:
+        except (Exception, RunInterrupt) as exc:
+            # an interrupt no execution asks for (a BranchStopped raised by a workflow at its
+            # top level) is an error of the run's code: parked like any other
             outcome = self.table.failed(entry, exc)
         finally:
             self._tasks.pop(local, None)

@@ -18,7 +18,7 @@ from little_services.resume_coordinator._core import (
     LocalRun,
     RunTable,
     Tracked,
-    park_or_retry,
+    verdict_of,
 )
 from little_services.resume_coordinator._intake import Refused, route
 from little_services.resume_coordinator._scheduling import Ledger
@@ -210,14 +210,14 @@ def test_a_claim_elsewhere_takes_a_waiting_run_under_a_lease_again() -> None:
 # -- park or retry -------------------------------------------------------------------------
 
 
-def test_park_or_retry_retries_what_is_retryable_and_parks_the_rest() -> None:
-    assert park_or_retry(ClaimRejectedError("claim rejected")).parked is None
-    assert park_or_retry(LogError("log closed")).outcome == "log_error"
-    integrity = park_or_retry(WorkflowVersionError("started on w v1"))
+def test_verdict_of_retries_what_is_retryable_and_parks_the_rest() -> None:
+    assert verdict_of(ClaimRejectedError("claim rejected")).parked is None
+    assert verdict_of(LogError("log closed")).outcome == "log_error"
+    integrity = verdict_of(WorkflowVersionError("started on w v1"))
     assert integrity.outcome == "integrity_error"
     assert integrity.parked == "WorkflowVersionError: started on w v1"
-    assert park_or_retry(UnknownWorkflowError("w", ["x"], run_id="r")).outcome == "error"
-    assert park_or_retry(RuntimeError("a bug")).parked == "RuntimeError: a bug"
+    assert verdict_of(UnknownWorkflowError("w", ["x"], run_id="r")).outcome == "error"
+    assert verdict_of(RuntimeError("a bug")).parked == "RuntimeError: a bug"
 
 
 def test_a_parked_run_waits_for_a_resume_run_and_a_retried_one_for_its_lease() -> None:

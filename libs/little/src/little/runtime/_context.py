@@ -45,16 +45,17 @@ from little.runtime._errors import (
     StepFailedError,
 )
 from little.runtime._groups import _Group, drain
+from little.runtime._panels import run_panel
 from little.runtime._patches import Reached, ScopeKey
 from little.runtime._recorded import MISS_SUB_RUN
 from little.runtime._registry import lookup
+from little.runtime._session import AgentSession, ApprovalPolicy
 from little.runtime._waits import ScopeWaits, seconds, utcnow
 
 if TYPE_CHECKING:
     from little.harness import Model, Tool
     from little.runtime._compaction import CompactionPolicy
     from little.runtime._execution import Execution
-    from little.runtime._session import AgentSession, ApprovalPolicy
 
 log = get_logger("little.runtime")
 
@@ -525,8 +526,6 @@ class StepContext(_ValuesMixin, _WaitsMixin):
         name and arguments: those it says), besides tools declared ``requires_approval``. The
         request is recorded and the run waits for ``little approve`` / ``little reject``,
         holding no process; a rejection reaches the model as the tool's error."""
-        from little.runtime._session import AgentSession
-
         session_id = f"{self.step_path}#{name}" + (f"@{self.visit}" if self.visit > 1 else "")
         if session_id in self._sessions:
             # its turns and calls would be recorded under the first one's keys
@@ -564,8 +563,6 @@ class StepContext(_ValuesMixin, _WaitsMixin):
         reserves one agent call per leg against ``max_agent_calls`` before any leg runs; a
         served one costs nothing. If a leg fails, the others run to their settlement first.
         """
-        from little.runtime._panels import run_panel
-
         return await run_panel(self._x, self, legs, max_turns)
 
     async def artifact(

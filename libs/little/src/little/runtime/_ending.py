@@ -2,7 +2,8 @@
 
 A host (the resume coordinator) that lacks a run's workflow or version records why through
 ``end_unrunnable``, which claims the run (fencing any writer) and appends ``RunParked`` or
-``RunFailed``; a host never writes run events itself. It must never execute the run.
+``RunFailed``; a host never writes a run's ending events itself (a signal it delivers is
+the client side's ``SignalSent``). It must never execute the run.
 """
 
 from __future__ import annotations

@@ -379,7 +379,13 @@ class AgentCalls:
                 fresh = c.outcome is not None and not c.replayed
                 in_flight_miss = (
                     c.outcome is None
-                    and source.lookup(place, c.request_key, _node(c), c.side_effecting)[1]
+                    and source.lookup(
+                        place,
+                        c.request_key,
+                        _node(c),
+                        c.side_effecting,
+                        serve_side_effecting=SIMULATING.get() is not None,
+                    )[1]
                     is not None
                 )
                 if fresh or in_flight_miss:

@@ -457,7 +457,10 @@ class Recorder:
         tracing.set_attributes(span, little_seq=called.seq)
         try:
             response = await invoke()
-        except Exception as exc:  # (an interrupt, a BaseException, leaves the call in flight)
+        except RunInterrupt:  # the call ends unanswered and stays in flight, for the resume
+            FAULTS.call_returned()
+            raise
+        except Exception as exc:
             FAULTS.call_returned()
             await self._emit(
                 ModelFailed,

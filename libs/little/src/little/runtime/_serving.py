@@ -3,8 +3,9 @@ tool call, between the run's own log (a resume), a recorded run (``replay_from``
 (a simulation) and a full replay's tool receipts, or none of them (the call is made fresh).
 
 Each source is one object behind ``Source``; ``Serving`` asks them in a fixed order and returns
-``Served`` (with the records a served answer writes) or ``Fresh``. It decides only: it writes
-nothing, loads nothing and invokes nothing (``little.runtime._recording`` does all three).
+``Served`` (with the records a served answer writes) or ``Fresh``. It decides only: it
+appends nothing to the log, loads nothing and invokes nothing (``little.runtime._recording``
+does all three); a recorded run's latch (the strict prefix) moves as it decides.
 """
 
 from __future__ import annotations
