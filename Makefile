@@ -36,14 +36,14 @@ system-deps: ## Install from Debian what is missing: a JDK and Maven (local Kafk
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless maven; \
 	  else echo "need java 17+ and mvn for the local Kafka broker (or set LITTLE_TEST_KAFKA_BOOTSTRAP)"; fi; \
 	fi
-	@# The PostgreSQL tests start their own server with initdb + pg_ctl (tests/postgres_server.py),
+	@# The PostgreSQL tests start their own server with initdb + postgres (tests/postgres_server.py),
 	@# found on PATH or in /usr/lib/postgresql/<version>/bin. The package also creates the
 	@# unprivileged `postgres` user the server runs as when the tests run as root.
 	@if ! command -v initdb >/dev/null && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
 	    && [ -z "$${LITTLE_TEST_POSTGRES_URL:-}" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql; \
-	  else echo "need PostgreSQL's initdb and pg_ctl for the store tests (or set LITTLE_TEST_POSTGRES_URL)"; fi; \
+	  else echo "need PostgreSQL's initdb and postgres for the store tests (or set LITTLE_TEST_POSTGRES_URL)"; fi; \
 	fi
 	@if [ "$$(id -u)" = 0 ] && ! id postgres >/dev/null 2>&1 && [ -z "$${LITTLE_TEST_POSTGRES_URL:-}" ]; then \
 	  useradd --system --no-create-home --shell /usr/sbin/nologin postgres; \
