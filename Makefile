@@ -1,6 +1,6 @@
 # little: durable, replayable LLM agent runs on Kafka.
 # `make demo` runs the main job on the embedded world; `make test` runs everything against a
-# real Kafka broker. Both set up what they need from a clean clone. `make help` lists targets.
+# real Kafka broker (`make test-fast`: the quick loop, no broker and no browser). Both set up what they need from a clean clone. `make help` lists targets.
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -73,6 +73,10 @@ test: setup system-deps lint typecheck ## Lint, types and the whole suite agains
 	$(VENV)/bin/pytest $(PYTEST_ARGS) || status=$$?; \
 	$(KAFKA) stop >/dev/null 2>&1 || true; \
 	exit $$status
+
+.PHONY: test-fast
+test-fast: setup ## The quick loop while working: pytest on what needs no broker and no browser
+	$(VENV)/bin/pytest -m "not kafka and not browser" $(PYTEST_ARGS)
 
 .PHONY: screenshot
 screenshot: setup system-deps ## Save the run inspector's page of a crashed-and-resumed run as docs/run-inspector.png
