@@ -21,6 +21,7 @@ from typing import Any
 from little.events import LoggedEvent, SubRunReserved
 from little.replay import MaterializedRunState, fold_run
 from tests.crash.runner import RESULT, WORLD_ENV, open_world
+from tests.forkserver import ForkedChild, server_for
 
 REPO = Path(__file__).resolve().parents[2]
 CHILD_TIMEOUT = 120.0
@@ -70,11 +71,25 @@ def child_env(calls_dir: Path, **extra: str | int | float) -> dict[str, str]:
     return env
 
 
+IMPORT_TIME_ENV = ("LITTLE_WAIT_HOLD_SECONDS",)
+"""Variables the runner's modules read when imported: a child whose value differs from the
+fork server's starts a fresh interpreter instead."""
+
+
 def spawn(
     data_dir: Path, run_id: str, mode: str, *args: str, env: dict[str, str]
-) -> subprocess.Popen[str]:
+) -> subprocess.Popen[str] | ForkedChild:
+    """``python -m tests.crash.runner DATA_DIR RUN_ID MODE *ARGS``: a process of its own,
+    forked from a server that has imported the runner (``tests/forkserver.py``)."""
+    argv = [str(data_dir), run_id, mode, *args]
+    base = {k: v for k, v in child_env(REPO).items() if k != "LITTLE_EXAMPLE_CALLS_DIR"}
+    server = None
+    if all(env.get(k) == base.get(k) for k in IMPORT_TIME_ENV):
+        server = server_for("tests.crash.runner", base, REPO)
+    if server is not None:
+        return server.spawn("tests.crash.runner", argv, env, REPO)
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.crash.runner", str(data_dir), run_id, mode, *args],
+        [sys.executable, "-m", "tests.crash.runner", *argv],
         cwd=REPO,
         env=env,
         stdout=subprocess.PIPE,
@@ -83,7 +98,7 @@ def spawn(
     )
 
 
-def finish(proc: subprocess.Popen[str]) -> Child:
+def finish(proc: subprocess.Popen[str] | ForkedChild) -> Child:
     try:
         out, err = proc.communicate(timeout=CHILD_TIMEOUT)
     except subprocess.TimeoutExpired:
