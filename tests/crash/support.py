@@ -14,9 +14,11 @@ import signal
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from little.events import LoggedEvent, SubRunReserved
 from little.replay import MaterializedRunState, fold_run
@@ -109,6 +111,19 @@ def finish(proc: subprocess.Popen[str] | ForkedChild) -> Child:
 
 def child(data_dir: Path, run_id: str, mode: str, *args: str, env: dict[str, str]) -> Child:
     return finish(spawn(data_dir, run_id, mode, *args, env=env))
+
+
+T = TypeVar("T")
+R = TypeVar("R")
+WORKERS = 2
+"""Crash points checked at once: each has its own directory and processes, and the machine
+the suite is sized for has two cores."""
+
+
+def each_crash_point(points: Iterable[T], check: Callable[[T], R]) -> list[R]:
+    """``check(point)`` for every point, ``WORKERS`` at a time; the first failure is raised."""
+    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+        return list(pool.map(check, points))
 
 
 def start_args(workflow: str, input: Any) -> tuple[str, str, str]:
