@@ -33,6 +33,7 @@ import tempfile
 import threading
 import time
 import traceback
+import types
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +108,9 @@ class ForkServer:
             cwd=cwd,
             env=env,
             stdin=subprocess.DEVNULL,
+            # as a fresh interpreter's would be under a test: not a terminal
+            stdout=subprocess.DEVNULL,
+            stderr=(self.dir / "server.log").open("wb"),
             preexec_fn=_die_with_parent,
         )
         deadline = time.monotonic() + 120
@@ -115,14 +119,17 @@ class ForkServer:
                 raise RuntimeError(f"the fork server for {preload} did not start")
             time.sleep(0.02)
 
-    def spawn(self, module: str, args: list[str], env: dict[str, str], cwd: Path) -> ForkedChild:
+    def spawn(
+        self, module: str | None, args: list[str], env: dict[str, str], cwd: Path, code: str = ""
+    ) -> ForkedChild:
+        """``python -m module *args``, or ``python -c code *args`` when ``module`` is None."""
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         conn.connect(self.address)
         fd, out = tempfile.mkstemp(dir=self.dir, suffix=".out")
         os.close(fd)
         fd, err = tempfile.mkstemp(dir=self.dir, suffix=".err")
         os.close(fd)
-        request = {"module": module, "args": args, "env": env, "cwd": str(cwd)}
+        request = {"module": module, "code": code, "args": args, "env": env, "cwd": str(cwd)}
         request.update(out=out, err=err)
         body = json.dumps(request).encode()
         conn.sendall(struct.pack("!I", len(body)) + body)
@@ -146,14 +153,41 @@ _servers: dict[tuple[str, str], ForkServer] = {}
 _lock = threading.Lock()
 
 
+IMPORT_TIME_ENV = (
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "PYTHONHASHSEED",
+    "PYTHONIOENCODING",
+    "PYTHONUTF8",
+    "PYTHONWARNINGS",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TERMINAL_WIDTH",
+    "FORCE_COLOR",
+    "NO_COLOR",
+    "GITHUB_ACTIONS",
+    "_TYPER_STANDARD_TRACEBACK",
+    "_TYPER_FORCE_DISABLE_TERMINAL",
+)
+"""What the interpreter or a preloaded module reads when it starts or is imported: a child
+whose values differ from its server's starts as a fresh interpreter instead."""
+
+
 def server_for(preload: str, env: dict[str, str], cwd: Path) -> ForkServer | None:
-    """One server per preloaded module and PYTHONPATH, started on first use, stopped at exit."""
+    """The server of ``preload`` for a child with environment ``env``, if one fits: started on
+    first use with this process's environment (less ``LITTLE_*``), stopped at exit. None
+    when ``env`` differs in what is read at start-up, or off Linux: start a fresh one."""
     if sys.platform != "linux":
         return None
-    key = (preload, env.get("PYTHONPATH", ""))
+    base = {k: v for k, v in os.environ.items() if not k.startswith("LITTLE_")}
+    base["PYTHONPATH"] = env.get("PYTHONPATH", "")
+    if any(env.get(k) != base.get(k) for k in IMPORT_TIME_ENV if k != "PYTHONPATH"):
+        return None
+    key = (preload, base["PYTHONPATH"])
     with _lock:
         if key not in _servers:
-            _servers[key] = ForkServer(preload, env, cwd)
+            _servers[key] = ForkServer(preload, base, cwd)
         return _servers[key]
 
 
@@ -187,9 +221,17 @@ def _child(request: dict[str, Any]) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.set_wakeup_fd(-1)
-        sys.argv = [request["module"], *request["args"]]
         try:
-            runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+            if request["module"] is None:  # python -c CODE ARGS
+                sys.argv = ["-c", *request["args"]]
+                sys.path[0] = ""
+                main = types.ModuleType("__main__")
+                sys.modules["__main__"] = main
+                exec(compile(request["code"], "<string>", "exec"), main.__dict__)
+            else:  # python -m MODULE ARGS
+                sys.argv = [request["module"], *request["args"]]
+                sys.path[0] = os.getcwd()
+                runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
             code = 0
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)

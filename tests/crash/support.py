@@ -73,21 +73,13 @@ def child_env(calls_dir: Path, **extra: str | int | float) -> dict[str, str]:
     return env
 
 
-IMPORT_TIME_ENV = ("LITTLE_WAIT_HOLD_SECONDS",)
-"""Variables the runner's modules read when imported: a child whose value differs from the
-fork server's starts a fresh interpreter instead."""
-
-
 def spawn(
     data_dir: Path, run_id: str, mode: str, *args: str, env: dict[str, str]
 ) -> subprocess.Popen[str] | ForkedChild:
     """``python -m tests.crash.runner DATA_DIR RUN_ID MODE *ARGS``: a process of its own,
-    forked from a server that has imported the runner (``tests/forkserver.py``)."""
+    forked from a server that has imported the runner's dependencies (``tests/forkserver.py``)."""
     argv = [str(data_dir), run_id, mode, *args]
-    base = {k: v for k, v in child_env(REPO).items() if k != "LITTLE_EXAMPLE_CALLS_DIR"}
-    server = None
-    if all(env.get(k) == base.get(k) for k in IMPORT_TIME_ENV):
-        server = server_for("tests.crash.runner", base, REPO)
+    server = server_for("tests.crash.runner", env, REPO)
     if server is not None:
         return server.spawn("tests.crash.runner", argv, env, REPO)
     return subprocess.Popen(
