@@ -313,11 +313,12 @@ def _serve(address: str, preload: str) -> None:
                 break
             if pid == 0:
                 break
-            conn = children.pop(pid, None)
-            if conn is not None:
+            waiting = children.pop(pid, None)
+            if waiting is not None:
                 with contextlib.suppress(OSError):
-                    conn.sendall(json.dumps({"returncode": _returncode(status)}).encode() + b"\n")
-                conn.close()
+                    message = json.dumps({"returncode": _returncode(status)}).encode() + b"\n"
+                    waiting.sendall(message)
+                waiting.close()
 
 
 def _returncode(status: int) -> int:

@@ -98,6 +98,7 @@ def finish(proc: subprocess.Popen[str] | ForkedChild) -> Child:
     except subprocess.TimeoutExpired:
         proc.kill()
         out, err = proc.communicate()
+    assert proc.returncode is not None
     return Child(proc.pid, proc.returncode, out, err)
 
 
