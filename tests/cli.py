@@ -24,8 +24,8 @@ def little_cli(
     unless ``env`` sets it: the CLI under test is the one these tests import).
 
     The process is forked from a server that has imported the CLI's third-party dependencies
-    (``tests/forkserver.py``; it imports ``little`` itself, as a fresh interpreter does), or is
-    a fresh interpreter when its environment differs in what is read at start-up."""
+    under the same start-up environment (``tests/forkserver.py``); it imports ``little``
+    itself, as a fresh interpreter does. Off Linux it is a fresh interpreter."""
     if env is not None:
         env = dict(env)
         if "PYTHONPATH" in os.environ:

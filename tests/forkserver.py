@@ -149,7 +149,7 @@ class ForkServer:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-_servers: dict[tuple[str, str], ForkServer] = {}
+_servers: dict[tuple[str | None, ...], ForkServer] = {}
 _lock = threading.Lock()
 
 
@@ -170,23 +170,25 @@ IMPORT_TIME_ENV = (
     "_TYPER_STANDARD_TRACEBACK",
     "_TYPER_FORCE_DISABLE_TERMINAL",
 )
-"""What the interpreter or a preloaded module reads when it starts or is imported: a child
-whose values differ from its server's starts as a fresh interpreter instead."""
+"""What the interpreter or a preloaded module reads when it starts or is imported: children
+that differ in any of these fork from different servers."""
 
 
 def server_for(preload: str, env: dict[str, str], cwd: Path) -> ForkServer | None:
-    """The server of ``preload`` for a child with environment ``env``, if one fits: started on
-    first use with this process's environment (less ``LITTLE_*``), stopped at exit. None
-    when ``env`` differs in what is read at start-up, or off Linux: start a fresh one."""
+    """The server of ``preload`` for a child with environment ``env``: one per preloaded module
+    and per value of what is read at start-up (``IMPORT_TIME_ENV``, the server started with
+    the child's values of those), started on first use, stopped at exit. None off Linux."""
     if sys.platform != "linux":
         return None
-    base = {k: v for k, v in os.environ.items() if not k.startswith("LITTLE_")}
-    base["PYTHONPATH"] = env.get("PYTHONPATH", "")
-    if any(env.get(k) != base.get(k) for k in IMPORT_TIME_ENV if k != "PYTHONPATH"):
-        return None
-    key = (preload, base["PYTHONPATH"])
+    startup = tuple(env.get(k) for k in IMPORT_TIME_ENV)
+    key = (preload, *startup)
     with _lock:
         if key not in _servers:
+            base = {k: v for k, v in os.environ.items() if not k.startswith("LITTLE_")}
+            for name, value in zip(IMPORT_TIME_ENV, startup, strict=True):
+                base.pop(name, None)
+                if value is not None:
+                    base[name] = value
             _servers[key] = ForkServer(preload, base, cwd)
         return _servers[key]
 
