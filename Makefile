@@ -74,9 +74,19 @@ test: setup system-deps lint typecheck ## Lint, types and the whole suite agains
 	$(KAFKA) stop >/dev/null 2>&1 || true; \
 	exit $$status
 
-.PHONY: test-fast
+# test-fast runs as two pytest processes at once, one per core: the process-heavy suites
+# (crash, conformance, fuzz, golden) beside the rest; each half's output is shown when it ends.
+FAST := -m "not kafka and not browser"
+FAST_A := tests/crash tests/conformance tests/fuzz tests/golden
+FAST_B := $(foreach d,$(FAST_A),--ignore=$(d))
+
+.PHONY: test-fast test-fast-a test-fast-b
 test-fast: setup ## The quick loop while working: pytest on what needs no broker and no browser
-	$(VENV)/bin/pytest -m "not kafka and not browser" $(PYTEST_ARGS)
+	@$(MAKE) --no-print-directory -j2 --output-sync=target test-fast-a test-fast-b
+test-fast-a:
+	$(VENV)/bin/pytest $(FAST) $(FAST_A) $(PYTEST_ARGS)
+test-fast-b:
+	$(VENV)/bin/pytest $(FAST) $(FAST_B) $(PYTEST_ARGS)
 
 .PHONY: screenshot
 screenshot: setup system-deps ## Save the run inspector's page of a crashed-and-resumed run as docs/run-inspector.png
