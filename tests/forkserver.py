@@ -104,14 +104,18 @@ class ForkServer:
         self.dir = Path(tempfile.mkdtemp(prefix="little-fork-"))
         self.address = str(self.dir / "sock")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.forkserver", self.address, preload],
+            [sys.executable, "-m", "tests.forkserver", self.address, preload, str(os.getpid())],
             cwd=cwd,
             env=env,
             stdin=subprocess.DEVNULL,
             # as a fresh interpreter's would be under a test: not a terminal
             stdout=subprocess.DEVNULL,
             stderr=(self.dir / "server.log").open("wb"),
-            preexec_fn=_die_with_parent,
+            # the kernel's parent-death signal follows the thread that forks: only the main
+            # thread lives as long as this process (the server also watches its parent)
+            preexec_fn=_die_with_parent
+            if threading.current_thread() is threading.main_thread()
+            else None,
         )
         deadline = time.monotonic() + 120
         while not os.path.exists(self.address):
@@ -201,7 +205,7 @@ def _stop_all() -> None:
 
 
 # ------------------------------------------------------------------------------------------
-# The server side (``python -m tests.forkserver ADDRESS PRELOAD``)
+# The server side (``python -m tests.forkserver ADDRESS PRELOAD PARENT_PID``)
 
 
 def _child(request: dict[str, Any]) -> None:
@@ -269,9 +273,8 @@ def _preload(module: str) -> None:
         raise SystemExit(f"importing {module}'s dependencies started a thread")
 
 
-def _serve(address: str, preload: str) -> None:
+def _serve(address: str, preload: str, parent: int) -> None:
     _preload(preload)
-    _die_with_parent(signal.SIGTERM)
     children: dict[int, socket.socket] = {}
 
     def end(signum: int, frame: object) -> None:
@@ -293,7 +296,9 @@ def _serve(address: str, preload: str) -> None:
     sel.register(listener, selectors.EVENT_READ)
     sel.register(wake_r, selectors.EVENT_READ)
     while True:
-        for key, _ in sel.select():
+        if os.getppid() != parent:  # the test process is gone: so are we and our children
+            end(signal.SIGTERM, None)
+        for key, _ in sel.select(timeout=1.0):
             if key.fileobj is listener:
                 conn, _ = listener.accept()
                 conn.setblocking(True)
@@ -349,4 +354,4 @@ def _read_line(conn: socket.socket) -> bytes:
 
 
 if __name__ == "__main__":
-    _serve(sys.argv[1], sys.argv[2])
+    _serve(sys.argv[1], sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else os.getppid())
