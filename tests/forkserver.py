@@ -24,6 +24,7 @@ import os
 import runpy
 import select
 import selectors
+import shutil
 import signal
 import socket
 import struct
@@ -148,8 +149,6 @@ class ForkServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        import shutil
-
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -281,6 +280,8 @@ def _serve(address: str, preload: str, parent: int) -> None:
         for pid in children:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+        if os.getppid() != parent:  # no client left to remove the directory
+            shutil.rmtree(os.path.dirname(address), ignore_errors=True)
         os._exit(0)
 
     signal.signal(signal.SIGTERM, end)
