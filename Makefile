@@ -1,6 +1,6 @@
 # little: durable, replayable LLM agent runs on Kafka.
 # `make demo` runs the main job on the embedded world; `make test` runs everything against a
-# real Kafka broker. Both set up what they need from a clean clone. `make help` lists targets.
+# real Kafka broker (`make test-fast`: the quick loop, no broker and no browser). Both set up what they need from a clean clone. `make help` lists targets.
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -36,14 +36,14 @@ system-deps: ## Install from Debian what is missing: a JDK and Maven (local Kafk
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless maven; \
 	  else echo "need java 17+ and mvn for the local Kafka broker (or set LITTLE_TEST_KAFKA_BOOTSTRAP)"; fi; \
 	fi
-	@# The PostgreSQL tests start their own server with initdb + pg_ctl (tests/postgres_server.py),
+	@# The PostgreSQL tests start their own server with initdb + postgres (tests/postgres_server.py),
 	@# found on PATH or in /usr/lib/postgresql/<version>/bin. The package also creates the
 	@# unprivileged `postgres` user the server runs as when the tests run as root.
 	@if ! command -v initdb >/dev/null && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
 	    && [ -z "$${LITTLE_TEST_POSTGRES_URL:-}" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql; \
-	  else echo "need PostgreSQL's initdb and pg_ctl for the store tests (or set LITTLE_TEST_POSTGRES_URL)"; fi; \
+	  else echo "need PostgreSQL's initdb and postgres for the store tests (or set LITTLE_TEST_POSTGRES_URL)"; fi; \
 	fi
 	@if [ "$$(id -u)" = 0 ] && ! id postgres >/dev/null 2>&1 && [ -z "$${LITTLE_TEST_POSTGRES_URL:-}" ]; then \
 	  useradd --system --no-create-home --shell /usr/sbin/nologin postgres; \
@@ -73,6 +73,20 @@ test: setup system-deps lint typecheck ## Lint, types and the whole suite agains
 	$(VENV)/bin/pytest $(PYTEST_ARGS) || status=$$?; \
 	$(KAFKA) stop >/dev/null 2>&1 || true; \
 	exit $$status
+
+# test-fast runs as two pytest processes at once, one per core: the process-heavy suites
+# (crash, conformance, fuzz, golden) beside the rest; each half's output is shown when it ends.
+FAST := -m "not kafka and not browser"
+FAST_A := tests/crash tests/conformance tests/fuzz tests/golden
+FAST_B := $(foreach d,$(FAST_A),--ignore=$(d))
+
+.PHONY: test-fast test-fast-a test-fast-b
+test-fast: setup ## The quick loop while working: pytest on what needs no broker and no browser
+	@$(MAKE) --no-print-directory -j2 --output-sync=target test-fast-a test-fast-b
+test-fast-a:
+	$(VENV)/bin/pytest $(FAST) $(FAST_A) $(PYTEST_ARGS)
+test-fast-b:
+	$(VENV)/bin/pytest $(FAST) $(FAST_B) $(PYTEST_ARGS)
 
 .PHONY: screenshot
 screenshot: setup system-deps ## Save the run inspector's page of a crashed-and-resumed run as docs/run-inspector.png

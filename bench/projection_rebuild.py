@@ -13,7 +13,7 @@ Then, on the same topic:
   (``workers=1``) and once per ``--workers`` count with that many worker processes, each a
   projector in the group, all writing the one store; for each store of ``--stores``: the
   sqlite file, and a PostgreSQL database (a server started for the run, as the tests do:
-  initdb + pg_ctl on 127.0.0.1, with fsync on; ``LITTLE_TEST_POSTGRES_URL`` for your own).
+  initdb + postgres on 127.0.0.1, with fsync on; ``LITTLE_TEST_POSTGRES_URL`` for your own).
   Two worker processes on PostgreSQL is two projector processes writing one database.
 
 Raw and decode-only stay one process: they are what one consumer can do. Prints a markdown

@@ -1,7 +1,9 @@
-"""Shared fixtures: a real Kafka broker (session-wide) and fresh topics per test."""
+"""Shared fixtures: a real Kafka broker, PostgreSQL and S3 (one each per session, stopped when\nthe session ends however it ends), the markers a test that needs a broker or a browser carries."""
 
 from __future__ import annotations
 
+import signal
+import threading
 import uuid
 from collections.abc import Iterator
 
@@ -34,20 +36,39 @@ def unique() -> str:
     return uuid.uuid4().hex[:10]
 
 
+NEEDS_MARKER = {"kafka_bootstrap_servers": "kafka", "browser": "browser"}
+"""A fixture that needs a Kafka broker or Chromium, and the marker a test using it carries."""
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """A test that needs a broker carries the ``kafka`` marker (so ``-m "not kafka"`` selects
-    what runs without one, and nothing that needs one hides among them): one that asks for the
-    broker fixture, directly or through another fixture, without the marker fails collection."""
+    """A test that needs a broker carries the ``kafka`` marker, one that needs Chromium the
+    ``browser`` marker (so ``-m "not kafka and not browser"``, ``make test-fast``, selects what
+    runs without them, and nothing that needs one hides among them): one that asks for the
+    fixture, directly or through another fixture, without the marker fails collection."""
     unmarked = [
-        item.nodeid
+        f"{item.nodeid} (@pytest.mark.{marker})"
         for item in items
-        if "kafka_bootstrap_servers" in getattr(item, "fixturenames", ())
-        and item.get_closest_marker("kafka") is None
+        for fixture, marker in NEEDS_MARKER.items()
+        if fixture in getattr(item, "fixturenames", ()) and item.get_closest_marker(marker) is None
     ]
     if unmarked:
         raise pytest.UsageError(
-            "tests that use the Kafka broker without @pytest.mark.kafka: " + ", ".join(unmarked)
+            "tests that use the Kafka broker or the browser without their marker: "
+            + ", ".join(unmarked)
         )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """SIGTERM and SIGHUP (a CI job or a terminal ending the run) stop the run as Ctrl-C does:
+    pytest then tears down every fixture, so the servers the session started are stopped."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(sig) in (signal.SIG_DFL, None):
+                signal.signal(sig, interrupt)
 
 
 @pytest.fixture(scope="session")
@@ -59,7 +80,7 @@ def s3() -> Iterator[S3Server]:
 
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[PostgresServer]:
-    """A real PostgreSQL server (initdb + pg_ctl in a temp dir) on 127.0.0.1, one per session."""
+    """A real PostgreSQL server (initdb + postgres in a temp dir, a child of this process) on 127.0.0.1, one per session."""
     try:
         cm = postgres_server()
         server = cm.__enter__()

@@ -54,16 +54,20 @@ def kafka_bootstrap() -> Iterator[str]:
             yield container.get_bootstrap_server()
         return
     if shutil.which("java") and shutil.which("mvn"):
-        started = subprocess.run(
-            [str(KAFKA_SH), "start"], capture_output=True, text=True, timeout=600
-        )
-        if started.returncode != 0:
-            raise NoBrokerError(
-                f"deploy/local-kafka/kafka.sh start failed:\n{started.stdout}\n{started.stderr}"
+        try:
+            started = subprocess.run(
+                [str(KAFKA_SH), "start"], capture_output=True, text=True, timeout=600
             )
-        bootstrap = subprocess.run(
-            [str(KAFKA_SH), "bootstrap"], capture_output=True, text=True, check=True
-        ).stdout.strip()
+            if started.returncode != 0:
+                raise NoBrokerError(
+                    f"deploy/local-kafka/kafka.sh start failed:\n{started.stdout}\n{started.stderr}"
+                )
+            bootstrap = subprocess.run(
+                [str(KAFKA_SH), "bootstrap"], capture_output=True, text=True, check=True
+            ).stdout.strip()
+        except BaseException:  # a start cut short may have left the JVM up
+            subprocess.run([str(KAFKA_SH), "stop"], capture_output=True, timeout=120)
+            raise
         try:
             yield bootstrap
         finally:
@@ -95,11 +99,15 @@ class PrivateBroker:
                 "this test needs a broker of its own from deploy/local-kafka/kafka.sh: "
                 + HOW_TO_GET_A_BROKER.split("(3) ", 1)[1]
             )
-        done = subprocess.run(
-            [str(KAFKA_SH), "start"], capture_output=True, text=True, timeout=600, env=self.env
-        )
-        if done.returncode != 0:
-            raise NoBrokerError(f"private broker did not start:\n{done.stdout}\n{done.stderr}")
+        try:
+            done = subprocess.run(
+                [str(KAFKA_SH), "start"], capture_output=True, text=True, timeout=600, env=self.env
+            )
+            if done.returncode != 0:
+                raise NoBrokerError(f"private broker did not start:\n{done.stdout}\n{done.stderr}")
+        except BaseException:  # a start cut short may have left the JVM up
+            self.stop()
+            raise
 
     @property
     def pid(self) -> int:

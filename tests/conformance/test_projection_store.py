@@ -1,7 +1,7 @@
 """ProjectionStore conformance: every store (memory, sqlite, PostgreSQL) behaves the same.
 
 The suite lives here once; each store only supplies a factory. PostgreSQL is a real server
-(``tests/postgres_server.py``: initdb + pg_ctl on 127.0.0.1), a fresh database per test.
+(``tests/postgres_server.py``: initdb + postgres on 127.0.0.1), a fresh database per test.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 a run; ``python -m tests.crash.runner DATA_DIR RUN_ID resume`` resumes one by the workflow
 name in its log; ``... PREFIX many N`` starts (or resumes) the runs ``PREFIX-0..N-1`` of the
 ``busy`` workflow all at once in this one process; ``... replay-pipeline VERSION EDITS_JSON INPUT_JSON [SOURCE_RUN_ID]`` starts
-or resumes a run of the recorded-call replay tests' pipeline (``tests.runtime``); ``... changes
+or resumes a run of the recorded-call replay tests' pipeline (``tests.little.runtime``); ``... changes
 FORM WORKFLOW INPUT_JSON`` registers one deploy of the code-change tests' pipeline
 (``tests.crash.changes``) and starts or resumes a run of WORKFLOW on it; ``... panel VERSION EDITS_JSON INPUT_JSON [SOURCE_RUN_ID]`` the
 same for the panel tests' workflow (research, then a panel of three judges); ``... compaction POLICY INPUT_JSON`` starts or
@@ -65,7 +65,7 @@ def main(argv: list[str]) -> int:
             changes.deploy(form)
             result = asyncio.run(run(world, lookup(name), json.loads(input_json), run_id=run_id))
         elif mode == "replay-pipeline":  # VERSION EDITS_JSON INPUT_JSON [SOURCE_RUN_ID]
-            from tests.runtime import replay_workflows
+            from tests.little.runtime import replay_workflows
 
             version, edits, input_json, *source = rest
             wf = replay_workflows.version(version, **json.loads(edits))
@@ -79,7 +79,7 @@ def main(argv: list[str]) -> int:
                 )
             )
         elif mode == "panel":  # VERSION EDITS_JSON INPUT_JSON [SOURCE_RUN_ID]
-            from tests.runtime import panel_workflows
+            from tests.little.runtime import panel_workflows
 
             version, edits, input_json, *source = rest
             wf = panel_workflows.panel_flow("tests.crash.panel", version, **json.loads(edits))
@@ -93,7 +93,7 @@ def main(argv: list[str]) -> int:
                 )
             )
         elif mode == "compaction":  # POLICY INPUT_JSON: the compaction tests' conversation
-            from tests.runtime import compaction_workflows
+            from tests.little.runtime import compaction_workflows
 
             policy, input_json = rest
             compaction_workflows.POLICY["policy"] = (

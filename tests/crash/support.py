@@ -14,13 +14,16 @@ import signal
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from little.events import LoggedEvent, SubRunReserved
 from little.replay import MaterializedRunState, fold_run
 from tests.crash.runner import RESULT, WORLD_ENV, open_world
+from tests.forkserver import ForkedChild, server_for
 
 REPO = Path(__file__).resolve().parents[2]
 CHILD_TIMEOUT = 120.0
@@ -72,9 +75,15 @@ def child_env(calls_dir: Path, **extra: str | int | float) -> dict[str, str]:
 
 def spawn(
     data_dir: Path, run_id: str, mode: str, *args: str, env: dict[str, str]
-) -> subprocess.Popen[str]:
+) -> subprocess.Popen[str] | ForkedChild:
+    """``python -m tests.crash.runner DATA_DIR RUN_ID MODE *ARGS``: a process of its own,
+    forked from a server that has imported the runner's dependencies (``tests/forkserver.py``)."""
+    argv = [str(data_dir), run_id, mode, *args]
+    server = server_for("tests.crash.runner", env, REPO)
+    if server is not None:
+        return server.spawn("tests.crash.runner", argv, env, REPO)
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.crash.runner", str(data_dir), run_id, mode, *args],
+        [sys.executable, "-m", "tests.crash.runner", *argv],
         cwd=REPO,
         env=env,
         stdout=subprocess.PIPE,
@@ -83,17 +92,31 @@ def spawn(
     )
 
 
-def finish(proc: subprocess.Popen[str]) -> Child:
+def finish(proc: subprocess.Popen[str] | ForkedChild) -> Child:
     try:
         out, err = proc.communicate(timeout=CHILD_TIMEOUT)
     except subprocess.TimeoutExpired:
         proc.kill()
         out, err = proc.communicate()
+    assert proc.returncode is not None
     return Child(proc.pid, proc.returncode, out, err)
 
 
 def child(data_dir: Path, run_id: str, mode: str, *args: str, env: dict[str, str]) -> Child:
     return finish(spawn(data_dir, run_id, mode, *args, env=env))
+
+
+T = TypeVar("T")
+R = TypeVar("R")
+WORKERS = 2
+"""Crash points checked at once: each has its own directory and processes, and the machine
+the suite is sized for has two cores."""
+
+
+def each_crash_point(points: Iterable[T], check: Callable[[T], R]) -> list[R]:
+    """``check(point)`` for every point, ``WORKERS`` at a time; the first failure is raised."""
+    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+        return list(pool.map(check, points))
 
 
 def start_args(workflow: str, input: Any) -> tuple[str, str, str]:

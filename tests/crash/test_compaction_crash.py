@@ -12,7 +12,7 @@ from typing import Any
 from little import local_world
 from little.chat import model_exchanges
 from little.events import SessionCompacted
-from tests.crash.support import Scenario, child
+from tests.crash.support import Scenario, child, each_crash_point
 
 RUN = "run_compaction"
 INPUT = json.dumps({"prompts": [f"p{i}" for i in range(6)]})
@@ -56,7 +56,9 @@ def test_a_compacting_conversation_killed_anywhere_resumes_to_the_uncrashed_outc
 
     crashes: list[dict[str, int]] = [{"LITTLE_CRASH_AFTER_EVENT": k} for k in range(appended)]
     crashes += [{"LITTLE_CRASH_AFTER_CALL": n} for n in range(9)]
-    for n, crash in enumerate(crashes):
+
+    def crash_and_resume(numbered: tuple[int, dict[str, int]]) -> None:
+        n, crash = numbered
         scenario = Scenario(tmp_path / f"crash-{n}")
         conversation(scenario, **crash)
         resumed = conversation(scenario)
@@ -68,3 +70,5 @@ def test_a_compacting_conversation_killed_anywhere_resumes_to_the_uncrashed_outc
         summaries = len(scenario.calls("compaction-summary"))
         answers = len(scenario.calls("compaction-chat"))
         assert 9 <= summaries + answers <= 10, (crash, summaries, answers)
+
+    each_crash_point(enumerate(crashes), crash_and_resume)

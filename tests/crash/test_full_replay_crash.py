@@ -17,9 +17,9 @@ import little
 from little.events import ModelCalled, ToolCallFailed, ToolCallSucceeded
 from little.runtime import run
 from tests.cli import LITTLE, little_cli
-from tests.runtime import full_replay_workflows as fw
+from tests.little.runtime import full_replay_workflows as fw
 
-MODEL = "tests.runtime.full_replay_workflows:hanging_calls"
+MODEL = "tests.little.runtime.full_replay_workflows:hanging_calls"
 
 
 def test_a_killed_full_replay_resumes_with_its_model_and_runs_no_tool(tmp_path: Path) -> None:
@@ -33,7 +33,7 @@ def test_a_killed_full_replay_resumes_with_its_model_and_runs_no_tool(tmp_path: 
         "LITTLE_DATA_DIR": str(data),
         fw.CALLS_DIR: str(calls),
     }
-    flows = ["--workflows", "tests.runtime.full_replay_workflows"]
+    flows = ["--workflows", "tests.little.runtime.full_replay_workflows"]
     args = ["replay", source, "--mode", "full", "--model", MODEL, "--run-id", "full-k", *flows]
     proc = subprocess.Popen(
         [*LITTLE, *args], env={**env, fw.HANG_AT: "2"}, stdout=subprocess.PIPE,

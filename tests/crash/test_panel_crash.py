@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 from little.events import AgentCallSettled
-from tests.crash.support import Scenario, child
+from tests.crash.support import Scenario, child, each_crash_point
 
 SOURCE = "run_panel_source"
 REPLAY = "run_panel_replay"
@@ -49,13 +49,13 @@ def test_a_fresh_panel_killed_anywhere_resumes_to_the_uncrashed_outcome(tmp_path
 
     crashes = [{"LITTLE_CRASH_AFTER_EVENT": k} for k in range(appended)]
     crashes += [{"LITTLE_CRASH_AFTER_CALL": n} for n in range(4)]  # research, then each leg
-    mid_panel = 0
-    for n, crash in enumerate(crashes):
+
+    def crash_and_resume(numbered: tuple[int, dict[str, int]]) -> bool:
+        """Whether the kill fell between the panel's first and last settlement."""
+        n, crash = numbered
         scenario = Scenario(tmp_path / f"crash-{n}")
         panel(scenario, SOURCE, "1", "{}", INPUT, **crash)
         landed = settled(scenario, SOURCE)
-        if 1 in landed and len(landed) < 4:
-            mid_panel += 1
         resumed = panel(scenario, SOURCE, "1", "{}", INPUT)
         assert resumed == expected, crash
         assert settled(scenario, SOURCE) == {o: ("succeeded", False) for o in range(4)}, crash
@@ -64,6 +64,9 @@ def test_a_fresh_panel_killed_anywhere_resumes_to_the_uncrashed_outcome(tmp_path
             # a leg settled before the kill is served from the log; one in flight runs again
             assert calls == (1 if ordinal in landed else calls), crash
             assert 1 <= calls <= 2, (crash, leg, calls)
+        return 1 in landed and len(landed) < 4
+
+    mid_panel = sum(each_crash_point(enumerate(crashes), crash_and_resume))
     assert mid_panel > 0, "no crash point fell between the panel's first and last settlement"
 
 
@@ -76,7 +79,7 @@ def test_a_served_panel_killed_anywhere_stays_served(tmp_path: Path) -> None:
     assert settled(reference, REPLAY) == {o: ("succeeded", True) for o in range(4)}
     appended = len(reference.events(REPLAY))
 
-    for k in range(appended):
+    def crash_and_resume(k: int) -> None:
         scenario = copy(base, tmp_path / f"crash-{k}")
         panel(scenario, REPLAY, "2", "{}", INPUT, SOURCE, LITTLE_CRASH_AFTER_EVENT=k)
         resumed = panel(scenario, REPLAY, "2", "{}", INPUT, SOURCE)
@@ -85,3 +88,5 @@ def test_a_served_panel_killed_anywhere_stays_served(tmp_path: Path) -> None:
         # no model of the replay was ever invoked: each one call is the source run's
         for name in ("research", *LEGS):
             assert len(scenario.calls(f"panel-{name}")) == 1, (k, name)
+
+    each_crash_point(range(appended), crash_and_resume)

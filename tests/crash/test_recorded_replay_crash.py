@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 from little.events import AgentCallSettled
-from tests.crash.support import Scenario, child
+from tests.crash.support import Scenario, child, each_crash_point
 
 SOURCE = "run_replay_source"
 REPLAY = "replay_in_mode"
@@ -70,7 +70,9 @@ def test_a_replay_killed_anywhere_resumes_to_the_uncrashed_outcome(tmp_path: Pat
 
     crashes = [{"LITTLE_CRASH_AFTER_EVENT": k} for k in range(appended)]
     crashes.append({"LITTLE_CRASH_AFTER_CALL": 0})  # the fresh model call, before its record
-    for n, crash in enumerate(crashes):
+
+    def crash_and_resume(numbered: tuple[int, dict[str, int]]) -> None:
+        n, crash = numbered
         scenario = copy(base, tmp_path / f"crash-{n}")
         pipeline(scenario, REPLAY, "2", EDIT, INPUT, SOURCE, **crash)
         resumed = pipeline(scenario, REPLAY, "2", EDIT, INPUT, SOURCE)
@@ -82,3 +84,5 @@ def test_a_replay_killed_anywhere_resumes_to_the_uncrashed_outcome(tmp_path: Pat
         # the fresh stage: the source's call, plus the replay's, plus at most one re-run of
         # a call the kill left without its record
         assert 2 <= len(scenario.calls("replay-write")) <= 3, crash
+
+    each_crash_point(enumerate(crashes), crash_and_resume)

@@ -16,7 +16,7 @@ from pathlib import Path
 import little
 from little.events import Event, RunSuspended, WaitEnded, WaitStarted
 from tests.cli import LITTLE, little_cli
-from tests.waits import flows
+from tests.little.runtime.waits import flows
 
 
 def env(tmp_path: Path) -> dict[str, str]:
@@ -67,7 +67,12 @@ def steps(tmp_path: Path) -> list[tuple[str, int]]:
 
 def resume(tmp_path: Path, run_id: str) -> dict[str, object]:
     done = little_cli(
-        "resume", run_id, "--workflows", "tests.waits.flows", "--json", env=env(tmp_path)
+        "resume",
+        run_id,
+        "--workflows",
+        "tests.little.runtime.waits.flows",
+        "--json",
+        env=env(tmp_path),
     )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
@@ -77,7 +82,12 @@ def resume(tmp_path: Path, run_id: str) -> dict[str, object]:
 
 def test_killed_while_sleeping_a_new_process_wakes_it_once_at_its_due_time(tmp_path: Path) -> None:
     run_id = "run_nap_killed"
-    host_until(tmp_path, run_id, ["tests.waits.flows:nap", "--input", '{"seconds": 2}'], suspended)
+    host_until(
+        tmp_path,
+        run_id,
+        ["tests.little.runtime.waits.flows:nap", "--input", '{"seconds": 2}'],
+        suspended,
+    )
     killed_steps = steps(tmp_path)
     assert [s for s, _ in killed_steps] == ["before"]
 
@@ -98,7 +108,7 @@ def test_killed_while_waiting_for_a_signal_the_signal_reaches_it_in_a_new_proces
     tmp_path: Path,
 ) -> None:
     run_id = "run_order_killed"
-    host_until(tmp_path, run_id, ["tests.waits.flows:order"], suspended)
+    host_until(tmp_path, run_id, ["tests.little.runtime.waits.flows:order"], suspended)
     sent = little_cli("signal", run_id, "approved", "--data", '{"by": "ana"}', env=env(tmp_path))
     assert sent.returncode == 0, sent.stderr
     result = resume(tmp_path, run_id)
@@ -116,7 +126,7 @@ def test_killed_while_waiting_for_an_approval_the_tool_runs_once_after_it(tmp_pa
             isinstance(e, WaitStarted) and e.kind == "approval" for e in log
         )
 
-    host_until(tmp_path, run_id, ["tests.waits.flows:pay"], asked)
+    host_until(tmp_path, run_id, ["tests.little.runtime.waits.flows:pay"], asked)
     refused = little_cli("approve", run_id, "no-such-call", env=env(tmp_path))
     assert refused.returncode == 1
     assert "asked for no approval of call 'no-such-call'" in refused.stderr

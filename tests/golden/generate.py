@@ -2,7 +2,7 @@
 
 Run ``.venv/bin/python tests/golden/generate.py`` after adding a schema version. Vectors are
 immutable once committed: this script only adds missing ones and never overwrites a file, so
-bytes written by every release keep being checked by ``tests/unit/test_golden.py`` forever.
+bytes written by every release keep being checked by ``tests/golden/test_vectors.py`` forever.
 
 Each vector is a deterministic sample with every field filled (optional ones too), encoded with
 fastavro against *that* version's schema under its single-object header (``v<N>.bin``), next to

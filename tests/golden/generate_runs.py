@@ -3,7 +3,7 @@
 
 Run ``.venv/bin/python tests/golden/generate_runs.py`` after adding a recipe. Like the byte
 vectors (``generate.py``), golden runs are immutable once committed: this script only adds
-missing files and never overwrites one, so ``tests/unit/test_golden_runs.py`` keeps simulating
+missing files and never overwrites one, so ``tests/golden/test_runs.py`` keeps simulating
 today's code against runs recorded by earlier code. A change to canonical JSON, the request
 hash chain or the agent-call key that would break recorded runs (a resume of one, or a replay
 from one) fails there.

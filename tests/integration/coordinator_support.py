@@ -52,7 +52,7 @@ CALLS_DIR = "COORDINATOR_TEST_CALLS_DIR"
 LATENCY = "COORDINATOR_TEST_LATENCY"
 """Overrides the model latency of the input in one process (a slow writer to SIGSTOP)."""
 WORKFLOWS = "tests.integration.coordinator_support"
-COORDINATOR_WORKFLOWS = f"{WORKFLOWS},tests.runtime.replay_edited"
+COORDINATOR_WORKFLOWS = f"{WORKFLOWS},tests.little.runtime.replay_edited"
 """What the coordinators under test run: this module's workflows and the edited replay pipeline."""
 TOPIC_KEYS = {
     "runs": "little.runs.v1",

@@ -15,7 +15,7 @@ import little
 from little.chat import model_exchanges
 from little.events import RunStarted, SessionCompacted
 from little.runtime import resume, run, send_signal
-from tests.runtime import compaction_workflows as cw
+from tests.little.runtime import compaction_workflows as cw
 
 PROMPTS = [f"p{i}" for i in range(6)]
 

@@ -143,7 +143,7 @@ def test_start_run_with_replay_from_reuses_the_recorded_calls(solo: Solo, unique
     calls its model."""
     from little.events import AgentCallSettled, ModelCalled
     from little.runtime import run
-    from tests.runtime import replay_workflows as rw
+    from tests.little.runtime import replay_workflows as rw
 
     source = f"src-{unique}"
     with open_world(solo.bootstrap, solo.topics, solo.workdir / "data" / "artifacts") as world:
@@ -167,7 +167,7 @@ def test_start_run_in_strict_replay_mode_refuses_a_changed_source(solo: Solo, un
     run executes fresh, every call of it."""
     from little.events import AgentCallSettled, RunStarted
     from little.runtime import run
-    from tests.runtime import replay_workflows as rw
+    from tests.little.runtime import replay_workflows as rw
 
     source = f"src-strict-{unique}"
     with open_world(solo.bootstrap, solo.topics, solo.workdir / "data" / "artifacts") as world:

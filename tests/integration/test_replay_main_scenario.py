@@ -16,7 +16,7 @@ from little.events import AgentCallSettled
 from little.harness import count_invocations
 from little.replay import replay_run
 from little.runtime import run
-from tests.runtime import replay_workflows as rw
+from tests.little.runtime import replay_workflows as rw
 
 _versions = itertools.count()
 

@@ -17,11 +17,11 @@ import little
 from little.runtime import run
 from little_services.projection import open_world
 from tests.cli import little_cli
+from tests.little.runtime import full_replay_workflows as fw
 from tests.projection_runs import fresh_topics, settings_of
-from tests.runtime import full_replay_workflows as fw
 
-MODEL = "tests.runtime.full_replay_workflows:same_calls"
-FLOWS = ["--workflows", "tests.runtime.full_replay_workflows"]
+MODEL = "tests.little.runtime.full_replay_workflows:same_calls"
+FLOWS = ["--workflows", "tests.little.runtime.full_replay_workflows"]
 
 
 @dataclass

@@ -34,8 +34,8 @@ from little_services.projection import (
 )
 from little_services.projector import create_app
 from tests.cli import little_cli
+from tests.little.runtime import replay_workflows as rw
 from tests.projection_runs import fresh_topics, settings_of
-from tests.runtime import replay_workflows as rw
 
 EDITED = "Rewrite from scratch: "
 

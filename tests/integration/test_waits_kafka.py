@@ -53,7 +53,7 @@ class Env:
             workdir=self.workdir,
             lease_seconds=1.5,
             extra_env={
-                "LITTLE_WORKFLOWS": "tests.waits.flows",
+                "LITTLE_WORKFLOWS": "tests.little.runtime.waits.flows",
                 "LITTLE_WAIT_HOLD_SECONDS": "0",
                 "LITTLE_API_TOKEN": TOKEN,
                 "LITTLE_TEST_STEP_LOG": str(self.workdir / "steps.jsonl"),

@@ -1,5 +1,5 @@
 """The public API as a user types against it, checked by ``mypy --strict`` in ``make test``
-(``make typecheck``) and run by tests/unit/test_typed_api.py.
+(``make typecheck``) and run by tests/typecheck/test_typed_api.py.
 
 Only exported names are imported. ``assert_type`` pins what a type checker infers: a
 workflow keeps its function's signature, a replay has a typed state.

@@ -24,6 +24,8 @@ from little.report import dollars
 from tests.ui.checks import check_the_crashed_and_resumed_run, listed, run_url, timeline_rows
 from tests.ui.conftest import HOSTILE, HOSTILE_RUN, LEFT, MAIN, REPLAY, TOKEN, Projector, Runs
 
+pytestmark = pytest.mark.browser
+
 
 def test_the_pages_need_the_api_token(context: BrowserContext, projector: Projector) -> None:
     page = context.new_page()

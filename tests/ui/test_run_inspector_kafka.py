@@ -13,7 +13,7 @@ from tests.projection_runs import fresh_topics
 from tests.ui.checks import check_the_crashed_and_resumed_run, listed
 from tests.ui.conftest import MAIN, TOKEN, Projector, Runs, serve
 
-pytestmark = pytest.mark.kafka
+pytestmark = [pytest.mark.kafka, pytest.mark.browser]
 
 
 @pytest.fixture(scope="module")
