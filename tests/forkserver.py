@@ -226,6 +226,9 @@ def _child(request: dict[str, Any]) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.set_wakeup_fd(-1)
+        # exit handlers are the child's own, run at its end as an interpreter's are (the
+        # OpenTelemetry SDK flushes its spans there); the server's are not inherited
+        atexit._clear()
         try:
             if request["module"] is None:  # python -c CODE ARGS
                 sys.argv = ["-c", *request["args"]]
@@ -245,6 +248,8 @@ def _child(request: dict[str, Any]) -> None:
     except BaseException:
         traceback.print_exc()
     finally:
+        with contextlib.suppress(BaseException):
+            atexit._run_exitfuncs()
         with contextlib.suppress(Exception):
             sys.stdout.flush()
             sys.stderr.flush()
