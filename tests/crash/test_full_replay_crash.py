@@ -46,7 +46,13 @@ def test_a_killed_full_replay_resumes_with_its_model_and_runs_no_tool(tmp_path: 
                 turns = [
                     x.event for x in world.read_run("full-k") if isinstance(x.event, ModelCalled)
                 ]
-            if any(e.turn == 2 for e in turns):
+            log = calls / "model.jsonl"
+            asked = log.read_text().splitlines() if log.exists() else []
+            # turn 2 is in flight once it is recorded AND the model was asked it (its
+            # invocation line): killed between the two, the model was never asked twice
+            if any(e.turn == 2 for e in turns) and any(
+                json.loads(line).get("turn") == 2 for line in asked if line.strip()
+            ):
                 break
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "the full replay never reached turn 2"
