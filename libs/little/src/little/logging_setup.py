@@ -8,6 +8,11 @@ warnings and errors on stderr (Python's last-resort handler) and one that config
 ``logging`` gets little's records where it sends its own.
 ``LITTLE_LOG_LEVEL`` (debug, info, warning, error) and ``LITTLE_LOG_JSON=1`` override
 ``configure``.
+
+structlog is imported by ``configure``, not by ``import little`` (importing it pulls in its
+console renderer and rich, a sizeable part of the import): an application that configured
+structlog has imported it, so a logger that finds it absent from ``sys.modules`` knows it is
+not configured without importing it.
 """
 
 from __future__ import annotations
@@ -15,13 +20,17 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from typing import TYPE_CHECKING, Any
 
-import structlog
+if TYPE_CHECKING:
+    import structlog
 
 __all__ = ["LibraryLogger", "configure", "get_logger"]
 
 
 def configure(*, json: bool | None = None, level: str | None = None) -> None:
+    import structlog
+
     level_name = (level or os.environ.get("LITTLE_LOG_LEVEL") or "info").upper()
     as_json = json if json is not None else os.environ.get("LITTLE_LOG_JSON") == "1"
     renderer: structlog.types.Processor = (
@@ -47,11 +56,12 @@ def configure(*, json: bool | None = None, level: str | None = None) -> None:
 class LibraryLogger:
     """A library logger: structlog once the application configured it, else ``logging``."""
 
-    __slots__ = ("_stdlib", "_structlog")
+    __slots__ = ("_name", "_stdlib", "_structlog")
 
     def __init__(self, name: str) -> None:
+        self._name = name
         self._stdlib = logging.getLogger(name)
-        self._structlog = structlog.get_logger(name)
+        self._structlog: Any = None
 
     def debug(self, event: str, *, exc_info: BaseException | None = None, **fields: object) -> None:
         self._log(logging.DEBUG, "debug", event, fields, exc_info)
@@ -75,7 +85,10 @@ class LibraryLogger:
         fields: dict[str, object],
         exc_info: BaseException | None,
     ) -> None:
-        if structlog.is_configured():
+        configured = sys.modules.get("structlog")
+        if configured is not None and configured.is_configured():
+            if self._structlog is None:
+                self._structlog = configured.get_logger(self._name)
             if exc_info is not None:
                 fields = {**fields, "exc_info": exc_info}
             getattr(self._structlog, method)(event, **fields)

@@ -7,6 +7,10 @@ a report, on a dashboard and in the inspector is the same dollar.
 Prices come from the table bundled with the pinned ``genai-prices`` release, never from the
 network, and each call is priced at its event's ``occurred_at``, so one log always folds to
 the same dollars. An unknown provider or model is unpriced (``None``), never zero.
+
+``genai_prices`` is imported on the first price asked for, not with ``little``: a process
+that resumes a run and prices nothing (a worker, a crashed run's restart) does not pay its
+import (its HTTP client and price tables, a sizeable part of ``import little``).
 """
 
 from __future__ import annotations
@@ -16,10 +20,6 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any, Protocol
 
-from genai_prices import Usage as _PriceUsage
-from genai_prices.data_snapshot import _bundled_snapshot  # the table shipped in the wheel
-from genai_prices.types import TieredPrices as _TieredPrices
-
 from little.events import Usage
 
 
@@ -27,6 +27,8 @@ from little.events import Usage
 def _snapshot() -> Any:
     # Not genai_prices.calc_price: that uses a snapshot downloaded by update_prices() if any
     # code in the process called it, and a fold must not depend on what was fetched when.
+    from genai_prices.data_snapshot import _bundled_snapshot  # the table shipped in the wheel
+
     return _bundled_snapshot()
 
 
@@ -46,6 +48,8 @@ _rates_by_price: dict[int, tuple[Any, tuple[Decimal, Decimal, Decimal] | None]] 
 def _library_price(
     price_model: Any, price_provider: Any, at: datetime, i: int, c: int, o: int
 ) -> Decimal:
+    from genai_prices import Usage as _PriceUsage
+
     usage = _PriceUsage(input_tokens=i, output_tokens=o, cache_read_tokens=c)
     calc = price_model.calc_price(usage, price_provider, genai_request_timestamp=at)
     return Decimal(calc.total_price)
@@ -65,6 +69,8 @@ def _rates(
     cached = _rates_by_price.get(id(model_price))
     if cached is not None and cached[0] is model_price:
         return cached[1]
+    from genai_prices.types import TieredPrices as _TieredPrices
+
     if any(isinstance(p, _TieredPrices) for p in vars(model_price).values()):
         # A probe cannot see a tier that starts below it (tiers start at 32k in the table):
         # unit rates taken above the tier would overcharge every smaller call.
