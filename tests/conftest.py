@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import signal
+import tempfile
 import threading
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from _pytest.mark.expression import Expression
 
-from tests.kafka_broker import NoBrokerError, kafka_bootstrap
+from tests.kafka_broker import BOOTSTRAP_FILE, BrokerForWorkers, NoBrokerError, kafka_bootstrap
 from tests.postgres_server import NoPostgresError, PostgresServer, postgres_server
 from tests.s3_server import S3Server, s3_server
 
@@ -69,6 +73,36 @@ def pytest_configure(config: pytest.Config) -> None:
         for sig in (signal.SIGTERM, signal.SIGHUP):
             if signal.getsignal(sig) in (signal.SIG_DFL, None):
                 signal.signal(sig, interrupt)
+    if _controls_workers(config) and _selects_kafka(config):
+        # one broker for all the workers, coming up while they collect and run the rest
+        where = Path(tempfile.mkdtemp(prefix="little-test-kafka-")) / "bootstrap.json"
+        config.stash[_BROKER] = BrokerForWorkers(where)
+        os.environ[BOOTSTRAP_FILE] = str(where)
+
+
+_BROKER = pytest.StashKey[BrokerForWorkers]()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    broker = config.stash.get(_BROKER, None)
+    if broker is not None:
+        broker.stop()
+
+
+def _controls_workers(config: pytest.Config) -> bool:
+    """This process hands the tests to pytest-xdist workers (``-n N``, N > 0)."""
+    workers = config.getoption("numprocesses", default=None)
+    return bool(workers) and not hasattr(config, "workerinput")
+
+
+def _selects_kafka(config: pytest.Config) -> bool:
+    """A broker is needed: none given, and the ``-m`` expression keeps Kafka tests."""
+    if os.environ.get("LITTLE_TEST_KAFKA_BOOTSTRAP") or os.environ.get(BOOTSTRAP_FILE):
+        return False
+    expression = config.getoption("markexpr", default="")
+    if not expression:
+        return True
+    return Expression.compile(expression).evaluate(lambda name, **_: name == "kafka")
 
 
 @pytest.fixture(scope="session")

@@ -3,13 +3,22 @@
 Order: ``LITTLE_TEST_KAFKA_BOOTSTRAP``; a testcontainers Redpanda if a Docker engine answers;
 the local JVM broker (``deploy/local-kafka/kafka.sh``) if java and mvn exist. With none of
 these the Kafka tests fail with a message that says how to get a broker.
+
+A run spread over pytest-xdist workers (``make test``: ``-n 2``) shares one broker: the
+controlling process starts it in the background (``BrokerForWorkers``) while the workers
+collect and run the tests that need none, and writes its address, or why there is none, to a
+file the workers name in ``LITTLE_TEST_KAFKA_BOOTSTRAP_FILE``; a worker's first Kafka test
+waits for that file. The controller stops the broker when the run ends.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -40,6 +49,12 @@ def _docker_answers() -> bool:
     return True
 
 
+BOOTSTRAP_FILE = "LITTLE_TEST_KAFKA_BOOTSTRAP_FILE"
+"""Where a worker of a distributed run finds the broker its controller started."""
+BROKER_START_TIMEOUT = 900.0
+"""How long a worker waits for the controller's broker (a first start downloads the jars)."""
+
+
 @contextmanager
 def kafka_bootstrap() -> Iterator[str]:
     """Yield a bootstrap address of a real broker for the test session."""
@@ -47,6 +62,16 @@ def kafka_bootstrap() -> Iterator[str]:
     if env:
         yield env
         return
+    shared = os.environ.get(BOOTSTRAP_FILE)
+    if shared:
+        yield _wait_for_controller(Path(shared))
+        return
+    with _own_broker() as bootstrap:
+        yield bootstrap
+
+
+@contextmanager
+def _own_broker() -> Iterator[str]:
     if _docker_answers():
         from testcontainers.kafka import RedpandaContainer
 
@@ -75,6 +100,53 @@ def kafka_bootstrap() -> Iterator[str]:
                 subprocess.run([str(KAFKA_SH), "stop"], capture_output=True, timeout=120)
         return
     raise NoBrokerError(HOW_TO_GET_A_BROKER)
+
+
+def _wait_for_controller(path: Path) -> str:
+    deadline = time.monotonic() + BROKER_START_TIMEOUT
+    while not path.exists():  # written whole by a rename: present means complete
+        if time.monotonic() > deadline:
+            raise NoBrokerError(
+                f"the broker the test run's controller was starting did not come up within "
+                f"{BROKER_START_TIMEOUT:.0f} s (waited for {path})"
+            )
+        time.sleep(0.2)
+    found = json.loads(path.read_text())
+    if "error" in found:
+        raise NoBrokerError(str(found["error"]))
+    return str(found["bootstrap"])
+
+
+class BrokerForWorkers:
+    """The broker of a distributed run, started by its controlling process in a thread (so
+    the workers start meanwhile), its address written to ``path`` for them; ``stop`` ends it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._stop = threading.Event()
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="kafka-for-workers", daemon=True)
+        self._thread.start()
+
+    def _publish(self, found: dict[str, str]) -> None:
+        partial = self.path.with_suffix(".partial")
+        partial.write_text(json.dumps(found))
+        partial.rename(self.path)
+
+    def _run(self) -> None:
+        try:
+            with _own_broker() as bootstrap:
+                self._publish({"bootstrap": bootstrap})
+                self._stop.wait()
+        except BaseException as exc:  # the workers' Kafka tests fail with why
+            if not self.path.exists():
+                self._publish({"error": str(exc) or type(exc).__name__})
+        finally:
+            self._stopped.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._stopped.wait(timeout=180)
 
 
 class PrivateBroker:
