@@ -227,3 +227,23 @@ def test_topics_apply_fix_sets_drifted_configs_and_only_reports_partition_counts
     assert after[names.runs].notes == (
         "replication factor 3 capped at 1: the cluster has 1 broker",
     )
+
+
+def test_a_finished_outer_loop_run_again_appends_nothing_on_kafka(
+    world: little.World, unique: str
+) -> None:
+    import asyncio
+
+    from little.events import RunCompleted
+    from little.runtime import outer_loop
+    from little.runtime._outer_loop import loop_run_id
+    from tests.little.runtime import loops
+
+    loop_id = f"done-{unique}"
+    first = asyncio.run(outer_loop(world, loop_id, loops.cycle, {"goal": "ship"}, cycles=1))
+    before = [(r.offset, r.event.event_id) for r in world.read_run(loop_run_id(loop_id))]
+    again = asyncio.run(outer_loop(world, loop_id, loops.cycle, {"goal": "ship"}, cycles=1))
+    after = list(world.read_run(loop_run_id(loop_id)))
+    assert again == first
+    assert [(r.offset, r.event.event_id) for r in after] == before
+    assert isinstance(after[-1].event, RunCompleted)

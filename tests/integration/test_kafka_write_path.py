@@ -5,6 +5,9 @@ an earlier one failed (the fold would reject the gap)."""
 from __future__ import annotations
 
 import asyncio
+import sys
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -127,5 +130,88 @@ def test_produce_and_wait_says_which_run_the_producer_refused(topics: dict[str, 
     try:
         stored = log.read_partition(0, 0, limit=10, timeout=5)
         assert [(r.run_id, r.payload) for r in stored] == [("r1", b"small")]
+    finally:
+        log.close()
+
+
+class _Report:
+    """What a delivery callback reads of a delivered record: its offset."""
+
+    def __init__(self, offset: int) -> None:
+        self._offset = offset
+
+    def offset(self) -> int:
+        return self._offset
+
+
+def test_settling_from_many_threads_at_once_settles_every_append_once(
+    topics: dict[str, str],
+) -> None:
+    """Delivery reports are settled by whichever thread polls the producer: the pump, an idle
+    loop's waiter (``_poll_here``), a blocking append's own thread. Here completed appends come
+    in bursts, through the delivery callback librdkafka calls, while several threads settle
+    at once from both sides: every append settles once, with its own offset, and no settling
+    thread fails. (Two threads once both saw the last completed append and the slower popped
+    an empty deque: its writer stopped with "pop from an empty deque" and the rest of that
+    thread's batch was never settled, so those waiters hung.)"""
+    from little.log import PendingAppend
+    from little.log.kafka._log import _Append
+
+    log = open_log(topics)
+    bursts, burst, settlers = 400, 25, 3
+    failures: list[BaseException] = []
+    stop = threading.Event()
+
+    def settle(step: Any) -> None:
+        while not stop.is_set():
+            try:
+                step()
+            except Exception as exc:
+                failures.append(exc)
+                return
+
+    def completed_appends(first: int) -> list[tuple[_Append, int]]:
+        made = []
+        for offset in range(first, first + burst):
+            run = f"settle-{offset % 7}"
+            pending = PendingAppend(None)
+            log._flight.add(pending)
+            made.append(
+                (_Append(log, run, log.partition_for(run), [OutgoingRecord(b"x")], pending), offset)
+            )
+            with log._lock:
+                log._busy[run] = log._busy.get(run, 0) + 1
+        return made
+
+    steps = [log._settle_completed] * settlers + [log._poll_here] * settlers
+    threads = [threading.Thread(target=settle, args=(step,)) for step in steps]
+    settled: list[tuple[PendingAppend, int]] = []
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads trade the GIL as often as the interpreter lets them
+    try:
+        for t in threads:
+            t.start()
+        for b in range(bursts):
+            appends = completed_appends(b * burst)
+            for append, offset in appends:
+                append.report(None, _Report(offset))  # as librdkafka calls it, in a poll
+            # wait until the burst is settled or a settling thread failed (its batch is lost)
+            while not failures and not all(a.pending.settled for a, _ in appends):
+                time.sleep(0)  # a spin: lets the settling threads run
+            settled += [(a.pending, offset) for a, offset in appends]
+            if failures:
+                break
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+        sys.setswitchinterval(switch)
+    try:
+        assert failures == []
+        assert len(settled) == bursts * burst
+        for pending, offset in settled:
+            assert [p.offset for p in pending.wait(0)] == [offset]
+        assert log.in_flight() == (0, 0.0)
+        assert log._busy == {}
     finally:
         log.close()

@@ -101,19 +101,21 @@ def test_loop_visits_replay_their_own_outputs(tmp_path: Path, calls: Path) -> No
     assert ran == ["draft-1", "review-1", "draft-2", "review-2", "draft-3", "review-3"]
 
 
-def test_outer_loop_resumes_its_pending_cycle_through_layer_a(tmp_path: Path, calls: Path) -> None:
+def crash_a_loop_in_its_second_cycle(tmp_path: Path, loop_id: str, goal: str) -> Path:
+    """SIGKILL a process running a 3-cycle loop inside cycle 2, after its plan step committed;
+    returns the world's data directory (cycle 2 is left pending in the loop's manifest)."""
     data = tmp_path / "w"
     code = (
         "import asyncio, sys, little; from tests.little.runtime import loops; from little.runtime import outer_loop\n"
         "w = little.local_world(sys.argv[1])\n"
-        "asyncio.run(outer_loop(w, 'L', loops.cycle, {'goal': 'ship'}, cycles=3))\n"
+        f"asyncio.run(outer_loop(w, {loop_id!r}, loops.cycle, {{'goal': {goal!r}}}, cycles=3))\n"
     )
     # Loop stream: claim, start, reserve c1, [cycle 1 run ...], close c1, reserve c2, [cycle 2 ...]:
     # crash inside cycle 2 after its plan step committed.
     plain = child(code, tmp_path / "count", {loops.LOG: str(tmp_path / "count.jsonl")})
     assert plain.returncode == 0, plain.stderr
     with little.local_world(tmp_path / "count") as w:
-        per_cycle = sum(1 for _ in w.read_run("outer~L~cycle-1")) + 1  # + its claim of the next
+        per_cycle = sum(1 for _ in w.read_run(f"outer~{loop_id}~cycle-1")) + 1  # + next's claim
     crash_at = 3 + per_cycle + 2 + 1 + 8  # into cycle 2, after its plan step completed
     first = child(
         code,
@@ -121,6 +123,11 @@ def test_outer_loop_resumes_its_pending_cycle_through_layer_a(tmp_path: Path, ca
         {"LITTLE_CRASH_AFTER_EVENT": str(crash_at), loops.LOG: str(tmp_path / "steps.jsonl")},
     )
     assert first.returncode == -9, first.stderr
+    return data
+
+
+def test_outer_loop_resumes_its_pending_cycle_through_layer_a(tmp_path: Path, calls: Path) -> None:
+    data = crash_a_loop_in_its_second_cycle(tmp_path, "L", "ship")
     with little.local_world(data) as world:
         crashed = load_manifest(world, "L")
         assert crashed.pending_cycle_run_id == "outer~L~cycle-2"
@@ -133,26 +140,8 @@ def test_outer_loop_resumes_its_pending_cycle_through_layer_a(tmp_path: Path, ca
 
 
 def test_outer_loop_context_drift_starts_a_fresh_cycle(tmp_path: Path, calls: Path) -> None:
-    with little.local_world(tmp_path / "w") as world:
-        asyncio.run(outer_loop(world, "D", loops.cycle, {"goal": "a"}, cycles=1))
-        # a cycle left pending (reserved, never closed), as a crash would leave it:
-        from little.events import SubRunReserved
-        from little.runtime import claim
-        from little.runtime._outer_loop import loop_run_id
-
-        async def leave_a_cycle_pending() -> None:
-            _state, writer = await claim(world, loop_run_id("D"), "test")
-            await writer.emit(
-                SubRunReserved,
-                sub_run_id="outer~D~cycle-2",
-                workflow="test.cycle",
-                input_json=json.dumps(
-                    {"context": {"goal": "a"}, "cycle": 2, "outer_loop_context_hash": "old"}
-                ),
-                call_id="cycle-2",
-            )
-
-        asyncio.run(leave_a_cycle_pending())
+    data = crash_a_loop_in_its_second_cycle(tmp_path, "D", "a")
+    with little.local_world(data) as world:
         assert load_manifest(world, "D").pending_cycle_run_id == "outer~D~cycle-2"
         final = asyncio.run(outer_loop(world, "D", loops.cycle, {"goal": "b"}, cycles=2))
     assert [(c.number, c.status) for c in final.cycles] == [
@@ -213,3 +202,28 @@ def test_outer_loop_keeps_large_cycle_outputs_in_the_artifact_store(tmp_path: Pa
     ends = [e for e in events if isinstance(e, StepCompleted | RunCompleted)]
     assert len(ends) == 3
     assert all(e.output_json is None and e.output_ref is not None for e in ends)
+
+
+def test_a_finished_outer_loop_run_again_appends_nothing(tmp_path: Path, calls: Path) -> None:
+    """Its RunCompleted is the loop's last record: running the loop again (same loop id, same
+    or larger count) reads the manifest back and writes nothing, not even a claim."""
+    from little.events import RunCompleted
+    from little.runtime._outer_loop import loop_run_id
+
+    with little.local_world(tmp_path / "w") as world:
+        first = asyncio.run(outer_loop(world, "F", loops.cycle, {"goal": "ship"}, cycles=2))
+        before = list(world.read_run(loop_run_id("F")))
+        again = asyncio.run(outer_loop(world, "F", loops.cycle, {"goal": "ship"}, cycles=2))
+        more = asyncio.run(outer_loop(world, "F", loops.cycle, {"goal": "ship"}, cycles=3))
+        after = list(world.read_run(loop_run_id("F")))
+        third = list(world.read_run("outer~F~cycle-3"))
+    ends = [i for i, logged in enumerate(after) if isinstance(logged.event, RunCompleted)]
+    assert len(ends) == 1
+    assert [logged.event for logged in after[ends[0] + 1 :]] == []
+    assert [logged.offset for logged in after] == [logged.offset for logged in before]
+    assert again == first
+    assert more == first
+    ran = [json.loads(line)["step"] for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
+    assert ran.count("plan-1") == ran.count("plan-2") == 1
+    assert "plan-3" not in ran
+    assert third == []

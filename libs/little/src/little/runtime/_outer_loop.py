@@ -22,7 +22,7 @@ from little._world import World
 from little.events import RunCompleted, RunStarted, StepCompleted, StepFailed, SubRunReserved
 from little.replay import MaterializedRunState, fold_run
 from little.runtime._claim import claim, default_owner
-from little.runtime._execution import RunResult, read_json, store_json
+from little.runtime._execution import RunResult, fold_run_off_loop, read_json, store_json
 from little.runtime._registry import AnyWorkflow
 from little.runtime._runner import execute
 
@@ -97,11 +97,19 @@ async def outer_loop(
     """Run ``cycles`` cycles of ``cycle`` with ``context``, resuming where the loop stopped.
 
     Each cycle gets ``{"context": ..., "cycle": n, "outer_loop_context_hash": h}`` as input;
-    put the hash in the cycle planner's session manifest. Returns the final manifest.
+    put the hash in the cycle planner's session manifest. Returns the final manifest. A loop
+    that already completed is returned as it is, whatever ``cycles`` says now, and nothing is
+    appended after its RunCompleted (a longer loop is a new loop id).
     """
     run_id = loop_run_id(loop_id)
     context_hash = canonical_hash(dict(context))
-    state, writer = await claim(world, run_id, default_owner())
+    state = await fold_run_off_loop(world, run_id)
+    if state.terminal:
+        # finished: its RunCompleted is its last record, so nothing is claimed or written
+        return await asyncio.to_thread(manifest_from_state, world, loop_id, state)
+    state, writer = await claim(world, run_id, default_owner(), state)
+    if state.terminal:  # another process finished it between our fold and our claim
+        return await asyncio.to_thread(manifest_from_state, world, loop_id, state)
     if state.workflow is None:
         await writer.emit(
             RunStarted,

@@ -125,6 +125,8 @@ class KafkaEventLog(EventLog):
         self._lock = threading.Lock()
         self._flight = InFlight(on_settle=self._release_pump)
         self._completed: deque[_Append] = deque()
+        self._settling = threading.Lock()
+        """Held by the one thread settling ``_completed`` (``_settle_completed``)."""
         self._waiting: dict[str, _Waiting] = {}
         """Runs whose next appends wait in order: for their index entry, or for queue room."""
         self._backlog: set[str] = set()
@@ -440,46 +442,64 @@ class KafkaEventLog(EventLog):
                     del self._waiting[run_id]
                     self._send(run_id, list(waiting.appends))
 
-    def _settle_completed(self) -> None:
+    def _settle_completed(self, *, wait: bool = False) -> None:
         """Settle the appends whose last report came (on the pump's thread, or a waiter's),
-        and send what queued behind a run's sequence once it is all acked."""
+        and send what queued behind a run's sequence once it is all acked.
+
+        One thread settles at a time: the one that takes ``_settling``. Another that finds it
+        taken leaves the appends to it (``wait``: waits for it, then settles what is left); the
+        owner looks again after letting go, so an append completed meanwhile is never left
+        behind. (Two threads popping one deque could both see its last append, and the
+        slower one failed on an empty deque, losing what it had popped.)"""
         done = self._completed
+        owner = self._settling
+        while done and owner.acquire(wait):
+            try:
+                self._settle_owned(done)
+            finally:
+                owner.release()
+
+    def _settle_owned(self, done: deque[_Append]) -> None:
+        """Pop and settle every completed append (the caller holds ``_settling``: the only
+        thread popping)."""
         batch: list[tuple[PendingAppend, Outcome]] = []
         bounds = self._bounds
-        while done:
-            append = done.popleft()
-            outcome = append.outcome()
-            run_id = append.run_id
-            with self._lock:
-                if append.settled:  # two threads saw its last report: settle it once
-                    continue
-                append.settled = True
-                busy = self._busy.get(run_id, 1) - 1
-                if busy > 0:
-                    self._busy[run_id] = busy
-                else:
-                    self._busy.pop(run_id, None)
-                waiting = self._waiting.get(run_id)
-                if isinstance(outcome, BaseException):
-                    append.pending.doomed = True  # seen by the writer's next submit (``after``)
-                    if waiting is not None:  # whatever they wait for: none may follow it
-                        self._fail_waiting(run_id, _after_failure(self.topic, run_id))
-                elif busy <= 0 and waiting is not None and waiting.reason == _Waiting.BUSY:
-                    if self._closed:
-                        self._fail_waiting(
-                            run_id, LogError(f"append of run {run_id}: the log closed first")
-                        )
+        try:
+            while done:
+                append = done.popleft()
+                outcome = append.outcome()
+                run_id = append.run_id
+                with self._lock:
+                    if append.settled:  # two threads saw its last report: settle it once
+                        continue
+                    append.settled = True
+                    busy = self._busy.get(run_id, 1) - 1
+                    if busy > 0:
+                        self._busy[run_id] = busy
                     else:
-                        del self._waiting[run_id]
-                        self._send(run_id, list(waiting.appends))
-            if not isinstance(outcome, BaseException) and outcome:
-                if self._watch.down_since is not None:
-                    self._watch.up()
-                last = outcome[-1].offset + 1
-                if last > bounds[append.partition]:
-                    bounds[append.partition] = last
-            batch.append((append.pending, outcome))
-        self._flight.settle(batch)
+                        self._busy.pop(run_id, None)
+                    waiting = self._waiting.get(run_id)
+                    if isinstance(outcome, BaseException):
+                        append.pending.doomed = True  # seen by the writer's next submit (``after``)
+                        if waiting is not None:  # whatever they wait for: none may follow it
+                            self._fail_waiting(run_id, _after_failure(self.topic, run_id))
+                    elif busy <= 0 and waiting is not None and waiting.reason == _Waiting.BUSY:
+                        if self._closed:
+                            self._fail_waiting(
+                                run_id, LogError(f"append of run {run_id}: the log closed first")
+                            )
+                        else:
+                            del self._waiting[run_id]
+                            self._send(run_id, list(waiting.appends))
+                if not isinstance(outcome, BaseException) and outcome:
+                    if self._watch.down_since is not None:
+                        self._watch.up()
+                    last = outcome[-1].offset + 1
+                    if last > bounds[append.partition]:
+                        bounds[append.partition] = last
+                batch.append((append.pending, outcome))
+        finally:  # what was popped is settled, whatever happened after
+            self._flight.settle(batch)
 
     def _refresh_bounds(self) -> None:
         """Ask for the partitions' watermarks without waiting (so the bound of an index entry
@@ -577,7 +597,7 @@ class KafkaEventLog(EventLog):
         self._work.set()
         self._pump_thread.join()
         self._producer.flush(self.timeout)  # serves the last delivery reports on this thread
-        self._settle_completed()
+        self._settle_completed(wait=True)
         with self._lock:
             for run_id, waiting in list(self._waiting.items()):
                 del self._waiting[run_id]
@@ -624,7 +644,9 @@ class _Append:
     ``report`` is the delivery callback of each of its records (a bound method: no closure per
     record); the report that completes it queues the append for settling. Reports may be
     served by two threads at once (the pump, a waiter), so completion is read off the lists
-    (each append to them is atomic) and settling is guarded (``settled``, under the log's lock).
+    (each append to them is atomic) and settling is guarded: one thread at a time pops the
+    completed appends (``_settling``), and an append queued twice settles once (``settled``,
+    under the log's lock).
     """
 
     __slots__ = (
