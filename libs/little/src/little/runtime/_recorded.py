@@ -296,6 +296,12 @@ class RecordedCalls:
             return None, MISS_SIDE_EFFECTING
         return recorded, None
 
+    def ordinal_at(self, place: Place) -> int | None:
+        """The recorded ordinal (the recorded run's admission order) of the call offered at
+        ``place``, or None: the record offers none there."""
+        recorded = self._by_place.get(place)
+        return None if recorded is None else recorded.ordinal
+
     def value(self, place: ValuePlace, kind: str) -> RecordedValue | None:
         """The source's value at ``place`` if it is proven and of this kind."""
         recorded = self._values.get(place)
@@ -355,6 +361,9 @@ class AgentCalls:
     causes: dict[tuple[int, str, int], str] = field(default_factory=dict)
     """Those of ``misses`` that no call set, with the reason the first call they latch
     reports: a value produced fresh, a sub-run started."""
+    bounds: dict[tuple[int, str, int], int] = field(default_factory=dict)
+    """Each miss's place in the recorded run's admission order (``_bound``): everything the
+    recorded run admitted after that ordinal is latched by it, in every branch."""
     admitted: set[int] = field(default_factory=set)
     """Ordinals admitted by this execution (a retried step admits its calls once)."""
     _by_node: dict[Node, int] = field(default_factory=dict)
@@ -389,7 +398,7 @@ class AgentCalls:
                     is not None
                 )
                 if fresh or in_flight_miss:
-                    calls.misses.append((c.ordinal, *place))
+                    calls._miss((c.ordinal, *place), c.ordinal, at_call=True)
             scopes = _workflow_scopes(state)
             latched = [
                 *(
@@ -402,13 +411,64 @@ class AgentCalls:
             for path, admitted, cause in latched:
                 scope = _workflow_scope(scopes, path)
                 index = sum(1 for o, (s, _) in calls._places.items() if s == scope and o < admitted)
-                calls._latch((admitted - 1, scope, index - 1), cause)
+                calls._latch((admitted - 1, scope, index - 1), cause, admitted)
         return calls
 
-    def _latch(self, miss: tuple[int, str, int], cause: str) -> None:
-        if miss not in self.misses:
-            self.misses.append(miss)
+    def _bound(self, scope: str, index: int, before: int, *, at_call: bool) -> int:
+        """Where a miss at ``(scope, index)`` stands in the recorded run's admission order:
+        the recorded ordinal of the call the record offers at that place (a call that missed
+        there); else (a call the record lacks, a value produced fresh, a sub-run) the latest
+        recorded ordinal of the calls admitted before it (replay ordinal below ``before``) in
+        its scope or a scope enclosing it, the calls it certainly came after (-1: none)."""
+        assert self.source is not None
+        if at_call:
+            recorded = self.source.ordinal_at((scope, index))
+            if recorded is not None:
+                return recorded
+        bound = -1
+        for ordinal, place in self._places.items():
+            s, i = place
+            if ordinal < before and scope.startswith(s) and (s != scope or i < index):
+                recorded = self.source.ordinal_at(place)
+                if recorded is not None and recorded > bound:
+                    bound = recorded
+        return bound
+
+    def _miss(self, miss: tuple[int, str, int], before: int, *, at_call: bool) -> bool:
+        """Record ``miss`` (``(ordinal, scope, index)``) and its bound; False if it was known."""
+        if miss in self.misses:
+            return False
+        self.misses.append(miss)
+        if self.source is not None:
+            # a latched point's index is its scope's last call before it; a call's is its own
+            index = miss[2] if at_call else miss[2] + 1
+            self.bounds[miss] = self._bound(miss[1], index, before, at_call=at_call)
+        return True
+
+    def _latch(self, miss: tuple[int, str, int], cause: str, before: int) -> None:
+        if self._miss(miss, before, at_call=False):
             self.causes[miss] = cause
+
+    def _latching(
+        self, ordinal: int, scope: str, index: int, recorded: int | None
+    ) -> list[tuple[int, str, int]]:
+        """The misses that latch a call (or a value) at ``(scope, index)``, admitted now with
+        ``ordinal``, which the recorded run admitted at position ``recorded`` (a call's
+        ordinal; a value's or a sub-run's count of calls admitted before it; None: the record
+        has nothing there). Two rules (strict prefix):
+
+        * what could have seen the missed call's answer in this run (``_after``: later in its
+          scope, or in a scope nested in it or enclosing it, admitted after it here);
+        * what the recorded run admitted after the miss's place in its own admission order
+          (``bounds``), in every branch: a recorded answer produced after an answer that no
+          longer exists is not reused, whichever order the replay's branches admit in.
+        """
+        return [
+            m
+            for m in self.misses
+            if _after(m, ordinal, scope, index)
+            or (recorded is not None and recorded > self.bounds.get(m, recorded))
+        ]
 
     def latch_here(self, scope: str, cause: str, sub_run: tuple[str, str] | None = None) -> None:
         """For a replay: something fresh happened in workflow scope ``scope`` (a sub-run was
@@ -438,7 +498,7 @@ class AgentCalls:
             )
         if self.source is not None:
             index = self._counts.get(scope, 0)
-            self._latch((self.next_ordinal - 1, scope, index - 1), cause)
+            self._latch((self.next_ordinal - 1, scope, index - 1), cause, self.next_ordinal)
 
     def admit(self, node: Node, scope: str) -> tuple[int, Place]:
         """The call's ordinal and place: those the run's own log gave this node, else the
@@ -469,18 +529,17 @@ class AgentCalls:
         if self.source is None:
             return None
         index = self._counts.get(scope, 0)
-        recorded = None
-        if not any(_after(m, self.next_ordinal, scope, index) for m in self.misses):
-            recorded = self.source.value(place, kind)
+        recorded = self.source.value(place, kind)
+        position = None if recorded is None else recorded.admitted_calls
+        if self._latching(self.next_ordinal, scope, index, position):
+            recorded = None
         if recorded is None:
-            self._latch((self.next_ordinal - 1, scope, index - 1), MISS_VALUE)
+            self._latch((self.next_ordinal - 1, scope, index - 1), MISS_VALUE, self.next_ordinal)
         return recorded
 
     def refuse(self, ordinal: int) -> None:
         """Serving call ``ordinal`` failed: latch the replay as after a miss there."""
-        miss = (ordinal, *self._places[ordinal])
-        if miss not in self.misses:
-            self.misses.append(miss)
+        self._miss((ordinal, *self._places[ordinal]), ordinal, at_call=True)
 
     def decide(
         self,
@@ -498,7 +557,7 @@ class AgentCalls:
         if self.source is None:
             return None, None
         scope, index = place
-        latching = [m for m in self.misses if _after(m, ordinal, scope, index)]
+        latching = self._latching(ordinal, scope, index, self.source.ordinal_at(place))
         if latching:
             # latched by no call: the first call after it says by what
             causes = {self.causes.get(m) for m in latching}
@@ -509,8 +568,8 @@ class AgentCalls:
             recorded, reason = self.source.lookup(
                 place, request_key, node, side_effecting, serve_side_effecting=serve_side_effecting
             )
-        if reason is not None and (ordinal, scope, index) not in self.misses:
-            self.misses.append((ordinal, scope, index))
+        if reason is not None:
+            self._miss((ordinal, scope, index), ordinal, at_call=True)
         return recorded, reason
 
 
