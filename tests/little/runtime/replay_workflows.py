@@ -390,14 +390,15 @@ PARENT = "tests.replay.parent"
 CHILD = "tests.replay.child"
 
 
-@workflow(CHILD, version="1")
-async def child(ctx: WorkflowContext, topic: str) -> Any:
-    return await ctx.step("sketch", ask, "sketch", f"Sketch {topic}")
+def parent(v: str, sketch: str = "Sketch ") -> Any:
+    """Research, a sub-run (its own agent call, in a run of its own), then write, whose
+    request does not read the sub-run's answer. The sub-run's workflow is registered as
+    version ``v`` too, asking ``sketch`` (edit it to change the sub-run only)."""
 
+    async def child(ctx: WorkflowContext, topic: str) -> Any:
+        return await ctx.step("sketch", ask, "sketch", f"{sketch}{topic}")
 
-def parent(v: str) -> Any:
-    """Research, a sub-run (its own agent call, fresh in a run of its own), then write, whose
-    request does not read the sub-run's answer."""
+    workflow(CHILD, version=v)(child)
 
     async def flow(ctx: WorkflowContext, topic: str) -> Any:
         found = await ctx.step("research", ask, "research", BASE["research"] + topic)

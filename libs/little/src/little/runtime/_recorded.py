@@ -29,7 +29,6 @@ from little.events import (
     LoggedEvent,
     ModelCalled,
     SessionStarted,
-    SubRunReserved,
     ToolCallFailed,
     ToolCallStarted,
     ToolCallSucceeded,
@@ -39,6 +38,7 @@ from little.replay import (
     MaterializedRunState,
     RecordedValue,
     SignalState,
+    SubRun,
     WaitState,
     accepted_events,
 )
@@ -69,8 +69,10 @@ MISS_VALUE = "recorded-value-missing"
 place (or was of another kind): it was produced fresh, and this is the first call that could
 have seen it. Calls after it are ``diverged``."""
 MISS_SUB_RUN = "sub-run-fresh"
-"""A sub-run started before this call (its calls ran fresh, in a run of its own): this is
-the first call that could have seen what it did. Calls after it are ``diverged``."""
+"""A sub-run started before this call did fresh work (it was started after the latch, the
+record started none like it at its call, or it diverged inside itself from the recorded
+sub-run it replayed): this is the first call that could have seen what it did. Calls after it
+are ``diverged``. A sub-run that replayed the recorded one whole latches nothing."""
 MISS_REQUEST_CHANGED = "request-hash-changed"
 """Simulation only: a served exchange's model turn builds another request hash than the
 golden run recorded for it (the canonical JSON or the request hash chain changed)."""
@@ -296,6 +298,13 @@ class RecordedCalls:
             return None, MISS_SIDE_EFFECTING
         return recorded, None
 
+    def sub_run(self, call_id: str) -> SubRun | None:
+        """The sub-run the source run started at ``call_id`` (its first reservation there):
+        the one a replay's or a simulation's sub-run at the same call replays."""
+        if self.state is None:
+            return None
+        return next((s for s in self.state.sub_runs if s.call_id == call_id), None)
+
     def ordinal_at(self, place: Place) -> int | None:
         """The recorded ordinal (the recorded run's admission order) of the call offered at
         ``place``, or None: the record offers none there."""
@@ -314,13 +323,10 @@ class Simulating:
 
     requests: Mapping[tuple[str, str, int], str] = field(default_factory=dict)
     """``(run, session, turn)``: the request hash the golden run recorded for that turn."""
-    sub_runs: Mapping[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
-    """``(run, call id)``: the sub-run the golden run started there, and its workflow."""
 
     @classmethod
     def of(cls, runs: Mapping[str, Iterable[LoggedEvent]]) -> Simulating:
         requests: dict[tuple[str, str, int], str] = {}
-        sub_runs: dict[tuple[str, str], tuple[str, str]] = {}
         for run_id, events in runs.items():
             for item in accepted_events(events):
                 e = item.event
@@ -331,9 +337,7 @@ class Simulating:
                         del requests[key]
                 elif isinstance(e, ModelCalled) and e.session_id is not None:
                     requests[(run_id, e.session_id, e.turn)] = e.request_hash
-                elif isinstance(e, SubRunReserved) and e.call_id is not None:
-                    sub_runs.setdefault((run_id, e.call_id), (e.sub_run_id, e.workflow))
-        return cls(requests, sub_runs)
+        return cls(requests)
 
 
 SIMULATING: ContextVar[Simulating | None] = ContextVar("little_simulating", default=None)
@@ -366,12 +370,25 @@ class AgentCalls:
     recorded run admitted after that ordinal is latched by it, in every branch."""
     admitted: set[int] = field(default_factory=set)
     """Ordinals admitted by this execution (a retried step admits its calls once)."""
+    sub_run_sources: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """``call id -> (workflow scope, recorded sub-run id)``: the sub-runs of this run that
+    replay (or simulate) the sub-run the record started at the same call (``start_sub_run``)."""
     _by_node: dict[Node, int] = field(default_factory=dict)
     _places: dict[int, Place] = field(default_factory=dict)
     _counts: dict[str, int] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, state: MaterializedRunState, source: RecordedCalls | None = None) -> AgentCalls:
+    def of(
+        cls,
+        state: MaterializedRunState,
+        source: RecordedCalls | None = None,
+        sub_runs_fresh: Mapping[str, bool | None] | None = None,
+    ) -> AgentCalls:
+        """The agent calls of an execution of the run folded to ``state``, replaying
+        ``source``. ``sub_runs_fresh``: for each sub-run the run reserved, whether it did fresh
+        work (True), replayed the recorded one whole (False) or has not ended (None: it
+        replays the recorded one, and latches when it ends if it did not stay whole); a
+        sub-run not named there did fresh work."""
         own = {c.ordinal: c for c in state.agent_calls}
         calls = cls(own=own, source=source)
         calls.next_ordinal = max(own, default=-1) + 1
@@ -400,13 +417,23 @@ class AgentCalls:
                 if fresh or in_flight_miss:
                     calls._miss((c.ordinal, *place), c.ordinal, at_call=True)
             scopes = _workflow_scopes(state)
+            fresh_subs = sub_runs_fresh or {}
+            for sub in state.sub_runs:
+                recorded = source.sub_run(sub.call_id) if sub.call_id is not None else None
+                if fresh_subs.get(sub.sub_run_id, True) is None and recorded is not None:
+                    scope = _workflow_scope(scopes, sub.step_path)
+                    calls.sub_run_sources[sub.call_id or ""] = (scope, recorded.sub_run_id)
             latched = [
                 *(
                     (v.step_path, v.admitted_calls, MISS_VALUE)
                     for v in state.values
                     if v.source_run_id is None
                 ),  # produced fresh: it latched where it stood
-                *((s.step_path, s.admitted_calls, MISS_SUB_RUN) for s in state.sub_runs),
+                *(
+                    (s.step_path, s.admitted_calls, MISS_SUB_RUN)
+                    for s in state.sub_runs
+                    if fresh_subs.get(s.sub_run_id, True)
+                ),  # did fresh work: it latched where it stood (a reused one latches nothing)
             ]
             for path, admitted, cause in latched:
                 scope = _workflow_scope(scopes, path)
@@ -470,35 +497,57 @@ class AgentCalls:
             or (recorded is not None and recorded > self.bounds.get(m, recorded))
         ]
 
-    def latch_here(self, scope: str, cause: str, sub_run: tuple[str, str] | None = None) -> None:
-        """For a replay: something fresh happened in workflow scope ``scope`` (a sub-run was
-        started): latch the replay as a missed call would at this point. In a simulation, a
-        sub-run (``(call id, workflow)``) the golden run started at the same call with the
-        same workflow is simulated against that one, so nothing fresh happens; any other is a
-        divergence."""
-        simulating = SIMULATING.get()
-        if simulating is not None:
-            golden = None
-            if sub_run is not None and self.source is not None:
-                golden = simulating.sub_runs.get((self.source.source_run_id, sub_run[0]))
-            if golden is not None and sub_run is not None and golden[1] == sub_run[1]:
+    def start_sub_run(self, scope: str, call_id: str, workflow: str) -> None:
+        """A sub-run of ``workflow`` is reserved now at ``call_id``, in workflow scope
+        ``scope``. It replays the sub-run the record started at the same call with the same
+        workflow (``sub_run_source``) when the latch has not reached this point (the recorded
+        sub-run came before no miss); it latches nothing then, until it ends having done fresh
+        work (``sub_run_ended``). Any other sub-run runs fresh, in a run of its own, and latches
+        the replay here as a missed call would. In a simulation, a sub-run the golden run did
+        not start at the same call with the same workflow is a divergence."""
+        recorded = None if self.source is None else self.source.sub_run(call_id)
+        index = self._counts.get(scope, 0)
+        if SIMULATING.get() is not None:
+            if recorded is not None and recorded.workflow == workflow:
+                self.sub_run_sources[call_id] = (scope, recorded.sub_run_id)
                 return
-            if sub_run is None:
-                why = "the simulated run would do fresh work"
-            elif golden is None:
-                why = f"the golden run started no sub-run at {sub_run[0]}"
-            else:
-                why = f"the golden run's sub-run at {sub_run[0]} ran workflow {golden[1]}"
-            what = f"sub-run {sub_run[1]}" if sub_run is not None else cause
-            raise SimulationDivergedError(
-                f"{what} before call {self.next_ordinal}: {why}",
-                ordinal=self.next_ordinal,
-                miss_reason=cause,
-                place=(scope, self._counts.get(scope, 0)),
+            why = (
+                f"the golden run started no sub-run at {call_id}"
+                if recorded is None
+                else f"the golden run's sub-run at {call_id} ran workflow {recorded.workflow}"
             )
-        if self.source is not None:
-            index = self._counts.get(scope, 0)
-            self._latch((self.next_ordinal - 1, scope, index - 1), cause, self.next_ordinal)
+            raise SimulationDivergedError(
+                f"sub-run {workflow} before call {self.next_ordinal}: {why}",
+                ordinal=self.next_ordinal,
+                miss_reason=MISS_SUB_RUN,
+                place=(scope, index),
+            )
+        if self.source is None:
+            return
+        if (
+            recorded is not None
+            and recorded.workflow == workflow
+            and not self.source.full
+            and not self._latching(self.next_ordinal, scope, index, recorded.admitted_calls)
+        ):
+            self.sub_run_sources[call_id] = (scope, recorded.sub_run_id)
+            return
+        self._latch((self.next_ordinal - 1, scope, index - 1), MISS_SUB_RUN, self.next_ordinal)
+
+    def sub_run_source(self, call_id: str) -> str | None:
+        """The recorded sub-run the sub-run at ``call_id`` replays (or simulates), if any."""
+        found = self.sub_run_sources.get(call_id)
+        return None if found is None else found[1]
+
+    def sub_run_ended(self, call_id: str, fresh: bool) -> None:
+        """The sub-run at ``call_id``, replaying the recorded one, ended: if it did fresh work
+        (it diverged inside itself), the replay latches here, as after a missed call."""
+        found = self.sub_run_sources.get(call_id)
+        if found is None or not fresh:
+            return
+        scope = found[0]
+        index = self._counts.get(scope, 0)
+        self._latch((self.next_ordinal - 1, scope, index - 1), MISS_SUB_RUN, self.next_ordinal)
 
     def admit(self, node: Node, scope: str) -> tuple[int, Place]:
         """The call's ordinal and place: those the run's own log gave this node, else the
