@@ -8,9 +8,11 @@ far, the prompt and ``max_turns``), and settled with its answer and the messages
 run started with ``replay_from=<run>`` serves a call from that run's record when the recorded
 call at the same place settled successfully under the same node and key: no model or tool is
 invoked. Replay is a strict prefix: the first call that does not resolve from the record runs
-fresh, and so does every call that could have seen its answer (the latch: later calls of its
-scope, of the branches it encloses and of the scopes enclosing it), because a later recorded
-answer was produced after an earlier answer that no longer exists.
+fresh, and so does every call admitted from then on that could have seen its answer (later
+calls of its scope, of the branches it encloses and of the scopes enclosing it) or that the
+recorded run admitted after it, in any branch (the latch, ``AgentCalls._latching``), because a
+later recorded answer was produced after an earlier answer that no longer exists. A sub-run
+replays the recorded run's sub-run at the same call (``AgentCalls.start_sub_run``).
 
 Refused replays (the source run cannot be used, has no recorded calls, or the replaying
 workflow's module reads the clock or randomness directly) are written on ``RunStarted`` and
