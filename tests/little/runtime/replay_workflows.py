@@ -4,6 +4,7 @@ stages read the earlier stages' answers, in versions that edit one stage's promp
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 from typing import Any
@@ -139,6 +140,36 @@ def fanned(v: str, slow: str = "a", **edits: str) -> Any:
         return [angles, merged]
 
     return workflow(FANNED, version=v)(flow)
+
+
+HANDOFF = "tests.replay.handoff"
+HANDOFF_BASE = {"a1": "Angle A on ", "b1": "Angle B on ", "a2": "Go on with: "}
+
+
+def handoff(v: str, **edits: str) -> Any:
+    """Two parallel branches taking turns, so every run admits a1, b1, a2 in that order:
+    branch b asks once a1 answered, and branch a asks again once b1 answered. a2's request
+    reads a1's answer only (edit b1: a2's own request is unchanged)."""
+    prompts = {**HANDOFF_BASE, **edits}
+
+    async def flow(ctx: WorkflowContext, topic: str) -> Any:
+        b_may_ask, a_may_go_on = asyncio.Event(), asyncio.Event()
+
+        async def branch_a(bctx: WorkflowContext) -> Any:
+            first = await bctx.step("first", ask, "a1", prompts["a1"] + topic)
+            b_may_ask.set()
+            await a_may_go_on.wait()
+            return [first, await bctx.step("second", ask, "a2", prompts["a2"] + str(first))]
+
+        async def branch_b(bctx: WorkflowContext) -> Any:
+            await b_may_ask.wait()
+            answer = await bctx.step("first", ask, "b1", prompts["b1"] + topic)
+            a_may_go_on.set()
+            return answer
+
+        return await ctx.parallel("turns", {"a": branch_a, "b": branch_b})
+
+    return workflow(HANDOFF, version=v)(flow)
 
 
 SESSION = "tests.replay.two_exchanges"
@@ -359,14 +390,15 @@ PARENT = "tests.replay.parent"
 CHILD = "tests.replay.child"
 
 
-@workflow(CHILD, version="1")
-async def child(ctx: WorkflowContext, topic: str) -> Any:
-    return await ctx.step("sketch", ask, "sketch", f"Sketch {topic}")
+def parent(v: str, sketch: str = "Sketch ") -> Any:
+    """Research, a sub-run (its own agent call, in a run of its own), then write, whose
+    request does not read the sub-run's answer. The sub-run's workflow is registered as
+    version ``v`` too, asking ``sketch`` (edit it to change the sub-run only)."""
 
+    async def child(ctx: WorkflowContext, topic: str) -> Any:
+        return await ctx.step("sketch", ask, "sketch", f"{sketch}{topic}")
 
-def parent(v: str) -> Any:
-    """Research, a sub-run (its own agent call, fresh in a run of its own), then write, whose
-    request does not read the sub-run's answer."""
+    workflow(CHILD, version=v)(child)
 
     async def flow(ctx: WorkflowContext, topic: str) -> Any:
         found = await ctx.step("research", ask, "research", BASE["research"] + topic)

@@ -342,7 +342,9 @@ def test_parallel_branches_are_served_by_place_whatever_the_order(world: little.
         ("a1", "a2", "b1", "b2", "merge"), 1
     )
 
-    # edit branch b's angle: b's calls and the merge run fresh, branch a is still served
+    # edit branch b's angle: b1 misses at recorded ordinal 1, so every call the recorded run
+    # admitted after it runs fresh, in every branch: b2 (2), a2 (3, branch a's own prompt is
+    # unchanged) and the merge (4); a1 (0) came before the miss and is still served
     edited = asyncio.run(
         run(
             world,
@@ -361,18 +363,51 @@ def test_parallel_branches_are_served_by_place_whatever_the_order(world: little.
     }
     assert marks == {
         "a1": (True, None),
-        "a2": (True, None),
+        "a2": (False, "diverged"),
         "b1": (False, "key-mismatch"),
         "b2": (False, "diverged"),
         "merge": (False, "diverged"),
     }
     assert {s: rw.invocations(s) for s in ("a1", "a2", "b1", "b2", "merge")} == {
         "a1": 1,
-        "a2": 1,
+        "a2": 2,
         "b1": 2,
         "b2": 2,
         "merge": 2,
     }
+
+
+def test_a_miss_in_one_branch_makes_a_siblings_later_call_fresh(world: little.World) -> None:
+    """Strict prefix by the recorded run's admission order: once b1 misses (recorded ordinal
+    1), a2 (recorded ordinal 2, in the sibling branch) runs fresh although its own request is
+    unchanged, since the recorded a2 answered after a b1 answer that no longer exists; a1
+    (recorded ordinal 0) is still served."""
+    first = asyncio.run(run(world, rw.handoff(f"h{next(_versions)}"), "Kafka"))
+    assert first.status == "completed"
+    admitted = [
+        (e.ordinal, e.node_phase)
+        for x in world.read_run(first.run_id)
+        if isinstance(e := x.event, AgentCallAdmitted)
+    ]
+    assert admitted == [(0, "turns/a/first"), (1, "turns/b/first"), (2, "turns/a/second")]
+    edited = asyncio.run(
+        run(
+            world,
+            rw.handoff(f"h{next(_versions)}", b1="Contrarian angle on "),
+            "Kafka",
+            replay_from=first.run_id,
+        )
+    )
+    assert edited.status == "completed"
+    assert [(e.step_path, e.replayed, e.miss_reason) for e in settled(world, edited.run_id)] == [
+        ("turns/a/first", True, None),
+        ("turns/b/first", False, "key-mismatch"),
+        ("turns/a/second", False, "diverged"),
+    ]
+    assert {s: rw.invocations(s) for s in ("a1", "b1", "a2")} == {"a1": 1, "b1": 2, "a2": 2}
+    assert edited.output["a"] == first.output["a"]  # a2 ran again, answering alike (scripted)
+    assert edited.replay is not None
+    assert (edited.replay.replayed_calls, edited.replay.fresh_calls) == (1, 2)
 
 
 def test_two_sessions_of_one_name_in_a_step_are_refused(world: little.World) -> None:

@@ -15,6 +15,7 @@ from little.events import AgentCallSettled, RunStarted
 from little.replay import replay_run
 from little.runtime import run
 from little.runtime._recorded import AgentCalls, RecordedCalls
+from little.runtime._runner import _sub_runs_fresh
 from tests.little.runtime import replay_workflows as rw
 
 _versions = itertools.count()
@@ -123,27 +124,39 @@ def test_a_recorded_failure_latches_a_later_call_whose_request_is_unchanged(
     assert invoked("research", "outline", "write") == {"research": 1, "outline": 2, "write": 2}
 
 
-def test_a_sub_run_latches_the_calls_after_it(world: little.World) -> None:
-    """A replaying run's sub-run runs fresh, in a run of its own: the parent's later calls
-    came after work that happened again, so they are not served even when unchanged."""
+def test_a_changed_sub_run_latches_the_calls_after_it(world: little.World) -> None:
+    """A replaying run's sub-run whose own call changed diverges inside itself (it replays the
+    recorded sub-run up to there): the parent's later calls came after work that happened
+    again, so they are not served even when unchanged. An unchanged one latches nothing
+    (tests/integration/test_replay_sub_runs.py)."""
     first = asyncio.run(run(world, rw.parent(v()), "Kafka"))
     assert first.status == "completed"
-    second = asyncio.run(run(world, rw.parent(v()), "Kafka", replay_from=first.run_id))
+    second = asyncio.run(
+        run(world, rw.parent(v(), sketch="Draw "), "Kafka", replay_from=first.run_id)
+    )
     assert second.status == "completed"
     assert marks(world, second.run_id) == [
         ("research", True, None),
         ("write", False, "sub-run-fresh"),
     ]
     assert invoked("research", "sketch", "write") == {"research": 1, "sketch": 2, "write": 2}
-    # a resume rebuilds that latch from the log: the reservation stands where it was made
-    state = replay_run(world, second.run_id).state
-    (sub,) = state.sub_runs
-    assert sub.admitted_calls == 1
-    before_write = state.model_copy(
-        update={"agent_calls": tuple(c for c in state.agent_calls if c.ordinal < 1)}
-    )
+    (sub,) = replay_run(world, second.run_id).state.sub_runs
+    assert marks(world, sub.sub_run_id) == [("sketch", False, "key-mismatch")]
+
+    # a resume rebuilds that latch from the logs: the sub-run did fresh work, and it stands
+    # where it was reserved; had it replayed whole, nothing would be latched
+    unchanged = asyncio.run(run(world, rw.parent(v()), "Kafka", replay_from=first.run_id))
     source = RecordedCalls.of(replay_run(world, first.run_id).state)
     write = source.calls[1]
     node = (write.node_phase, write.node_label, write.node_occurrence)
-    calls = AgentCalls.of(before_write, source)
-    assert calls.decide(1, ("", 1), write.request_key, node, False) == (None, "sub-run-fresh")
+    for run_id, expected in ((second.run_id, "sub-run-fresh"), (unchanged.run_id, None)):
+        state = replay_run(world, run_id).state
+        (sub,) = state.sub_runs
+        assert sub.admitted_calls == 1
+        before_write = state.model_copy(
+            update={"agent_calls": tuple(c for c in state.agent_calls if c.ordinal < 1)}
+        )
+        fresh = _sub_runs_fresh(world, before_write, source)
+        assert fresh == {sub.sub_run_id: expected is not None}
+        calls = AgentCalls.of(before_write, source, fresh)
+        assert calls.decide(1, ("", 1), write.request_key, node, False)[1] == expected

@@ -138,9 +138,10 @@ def test_a_resumed_replay_rebuilds_the_latch_of_a_value_produced_fresh(
     assert (served is recorded_write, miss) == (True, None)
 
 
-def test_a_value_in_a_branch_latches_its_own_branch_only() -> None:
-    """Sibling branches never see each other's values: a fresh value in one ends reuse in
-    that branch and after the group, not in its sibling."""
+def test_a_value_in_a_branch_latches_what_the_record_admitted_after_it() -> None:
+    """A fresh value ends reuse by the recorded run's admission order, in every branch: a
+    sibling's call the recorded run admitted before the value's place is still served, one it
+    admitted after is not, whichever order the replay's branches admit in."""
     from little.replay import AgentCall, ParallelGroup, RecordedValue
 
     def call(ordinal: int, scope: str) -> AgentCall:
@@ -155,30 +156,33 @@ def test_a_value_in_a_branch_latches_its_own_branch_only() -> None:
             result_json=json.dumps("ok"),
         )
 
-    recorded = {0: call(0, "g/a/"), 1: call(1, "g/b/"), 2: call(2, "g/a/"), 3: call(3, "g/b/")}
+    # recorded: b's first call, then a's, then b's second, then a's second
+    recorded = {0: call(0, "g/b/"), 1: call(1, "g/a/"), 2: call(2, "g/b/"), 3: call(3, "g/a/")}
     source = RecordedCalls("run-src", recorded)
+    # the replay admitted a's first call first (ordinal 0, served), then read a random in
+    # branch a that the record lacks: it stands after recorded call 1
+    served_a1 = recorded[1].model_copy(update={"ordinal": 0, "replayed": True})
     own = MaterializedRunState(
         run_id="run-r",
         parallel_groups=(ParallelGroup(group_path="g", branches=("a", "b"), branch_set_hash="h"),),
-        agent_calls=tuple(
-            c.model_copy(update={"replayed": True}) for c in recorded.values() if c.ordinal < 2
-        ),
+        agent_calls=(served_a1,),
         values=(
             RecordedValue(
-                kind="random", ordinal=0, value_json="0.5", step_path="g/a/s2", admitted_calls=2
+                kind="random", ordinal=0, value_json="0.5", step_path="g/a/s1", admitted_calls=1
             ),
         ),
     )
-    calls = AgentCalls.of(own, source)
 
-    def decide(ordinal: int) -> str | None:
-        c = recorded[ordinal]
-        return calls.decide(
-            ordinal, (c.scope, ordinal // 2), c.request_key, (c.node_phase, "s", 0), False
+    def decide(ordinal: int, recorded_ordinal: int, index: int) -> str | None:
+        """As the resumed replay decides it, that call next (each is asked alone)."""
+        c = recorded[recorded_ordinal]
+        return AgentCalls.of(own, source).decide(
+            ordinal, (c.scope, index), c.request_key, (c.node_phase, "s", 0), False
         )[1]
 
-    assert decide(3) is None  # branch b: served
-    assert decide(2) == "recorded-value-missing"  # branch a, after its fresh value
+    assert decide(1, 0, 0) is None  # branch b's first call: recorded before it, served
+    assert decide(2, 2, 1) == "recorded-value-missing"  # branch b's second: recorded after
+    assert decide(3, 3, 1) == "recorded-value-missing"  # branch a, after its fresh value
 
 
 def test_a_retried_step_keeps_one_record_of_its_call_and_replays_served(

@@ -47,7 +47,6 @@ from little.runtime._errors import (
 from little.runtime._groups import _Group, drain
 from little.runtime._panels import run_panel
 from little.runtime._patches import Reached, ScopeKey
-from little.runtime._recorded import MISS_SUB_RUN
 from little.runtime._registry import lookup
 from little.runtime._session import AgentSession, ApprovalPolicy
 from little.runtime._waits import ScopeWaits, seconds, utcnow
@@ -581,8 +580,8 @@ class StepContext(_ValuesMixin, _WaitsMixin):
             if sub.call_id == call_id and sub.step_path == self.step_path:
                 return sub.sub_run_id
         sub_run_id = f"{self.run_id}~{call_id}"
-        # its calls run fresh, in a run of its own: a replay's later calls could see them
-        self._x.agent_calls.latch_here(self.scope, MISS_SUB_RUN, (call_id, name))
+        # a replay's sub-run replays the recorded one at this call, or runs fresh and latches
+        self._x.agent_calls.start_sub_run(self.scope, call_id, name)
         await self._x.writer.emit(
             SubRunReserved,
             step_path=self.step_path,

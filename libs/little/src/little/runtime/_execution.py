@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -120,6 +120,7 @@ class Execution:
         model: Model | None = None,
         *,
         run_sub: SubRun,
+        sub_runs_fresh: Mapping[str, bool | None] | None = None,
     ) -> None:
         self.world = world
         self.run_id = run_id
@@ -132,7 +133,7 @@ class Execution:
         self.reinvoked_calls = 0
         self.reserved_calls = 0
         """Model calls reserved by fresh panels' legs and not made yet (``reserve_calls``)."""
-        self.agent_calls = AgentCalls.of(replayed, source)
+        self.agent_calls = AgentCalls.of(replayed, source, sub_runs_fresh)
         """Agent-call admission, and recorded-call replay from ``source``."""
         self.patches = Patches(replayed, None if source is None else source.state, writer)
         """``ctx.patched`` answers, decided against the state as claimed."""

@@ -8,9 +8,11 @@ far, the prompt and ``max_turns``), and settled with its answer and the messages
 run started with ``replay_from=<run>`` serves a call from that run's record when the recorded
 call at the same place settled successfully under the same node and key: no model or tool is
 invoked. Replay is a strict prefix: the first call that does not resolve from the record runs
-fresh, and so does every call that could have seen its answer (the latch: later calls of its
-scope, of the branches it encloses and of the scopes enclosing it), because a later recorded
-answer was produced after an earlier answer that no longer exists.
+fresh, and so does every call admitted from then on that could have seen its answer (later
+calls of its scope, of the branches it encloses and of the scopes enclosing it) or that the
+recorded run admitted after it, in any branch (the latch, ``AgentCalls._latching``), because a
+later recorded answer was produced after an earlier answer that no longer exists. A sub-run
+replays the recorded run's sub-run at the same call (``AgentCalls.start_sub_run``).
 
 Refused replays (the source run cannot be used, has no recorded calls, or the replaying
 workflow's module reads the clock or randomness directly) are written on ``RunStarted`` and
@@ -29,7 +31,6 @@ from little.events import (
     LoggedEvent,
     ModelCalled,
     SessionStarted,
-    SubRunReserved,
     ToolCallFailed,
     ToolCallStarted,
     ToolCallSucceeded,
@@ -39,6 +40,7 @@ from little.replay import (
     MaterializedRunState,
     RecordedValue,
     SignalState,
+    SubRun,
     WaitState,
     accepted_events,
 )
@@ -69,8 +71,10 @@ MISS_VALUE = "recorded-value-missing"
 place (or was of another kind): it was produced fresh, and this is the first call that could
 have seen it. Calls after it are ``diverged``."""
 MISS_SUB_RUN = "sub-run-fresh"
-"""A sub-run started before this call (its calls ran fresh, in a run of its own): this is
-the first call that could have seen what it did. Calls after it are ``diverged``."""
+"""A sub-run started before this call did fresh work (it was started after the latch, the
+record started none like it at its call, or it diverged inside itself from the recorded
+sub-run it replayed): this is the first call that could have seen what it did. Calls after it
+are ``diverged``. A sub-run that replayed the recorded one whole latches nothing."""
 MISS_REQUEST_CHANGED = "request-hash-changed"
 """Simulation only: a served exchange's model turn builds another request hash than the
 golden run recorded for it (the canonical JSON or the request hash chain changed)."""
@@ -296,6 +300,19 @@ class RecordedCalls:
             return None, MISS_SIDE_EFFECTING
         return recorded, None
 
+    def sub_run(self, call_id: str) -> SubRun | None:
+        """The sub-run the source run started at ``call_id`` (its first reservation there):
+        the one a replay's or a simulation's sub-run at the same call replays."""
+        if self.state is None:
+            return None
+        return next((s for s in self.state.sub_runs if s.call_id == call_id), None)
+
+    def ordinal_at(self, place: Place) -> int | None:
+        """The recorded ordinal (the recorded run's admission order) of the call offered at
+        ``place``, or None: the record offers none there."""
+        recorded = self._by_place.get(place)
+        return None if recorded is None else recorded.ordinal
+
     def value(self, place: ValuePlace, kind: str) -> RecordedValue | None:
         """The source's value at ``place`` if it is proven and of this kind."""
         recorded = self._values.get(place)
@@ -308,13 +325,10 @@ class Simulating:
 
     requests: Mapping[tuple[str, str, int], str] = field(default_factory=dict)
     """``(run, session, turn)``: the request hash the golden run recorded for that turn."""
-    sub_runs: Mapping[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
-    """``(run, call id)``: the sub-run the golden run started there, and its workflow."""
 
     @classmethod
     def of(cls, runs: Mapping[str, Iterable[LoggedEvent]]) -> Simulating:
         requests: dict[tuple[str, str, int], str] = {}
-        sub_runs: dict[tuple[str, str], tuple[str, str]] = {}
         for run_id, events in runs.items():
             for item in accepted_events(events):
                 e = item.event
@@ -325,9 +339,7 @@ class Simulating:
                         del requests[key]
                 elif isinstance(e, ModelCalled) and e.session_id is not None:
                     requests[(run_id, e.session_id, e.turn)] = e.request_hash
-                elif isinstance(e, SubRunReserved) and e.call_id is not None:
-                    sub_runs.setdefault((run_id, e.call_id), (e.sub_run_id, e.workflow))
-        return cls(requests, sub_runs)
+        return cls(requests)
 
 
 SIMULATING: ContextVar[Simulating | None] = ContextVar("little_simulating", default=None)
@@ -355,14 +367,30 @@ class AgentCalls:
     causes: dict[tuple[int, str, int], str] = field(default_factory=dict)
     """Those of ``misses`` that no call set, with the reason the first call they latch
     reports: a value produced fresh, a sub-run started."""
+    bounds: dict[tuple[int, str, int], int] = field(default_factory=dict)
+    """Each miss's place in the recorded run's admission order (``_bound``): everything the
+    recorded run admitted after that ordinal is latched by it, in every branch."""
     admitted: set[int] = field(default_factory=set)
     """Ordinals admitted by this execution (a retried step admits its calls once)."""
+    sub_run_sources: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """``call id -> (workflow scope, recorded sub-run id)``: the sub-runs of this run that
+    replay (or simulate) the sub-run the record started at the same call (``start_sub_run``)."""
     _by_node: dict[Node, int] = field(default_factory=dict)
     _places: dict[int, Place] = field(default_factory=dict)
     _counts: dict[str, int] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, state: MaterializedRunState, source: RecordedCalls | None = None) -> AgentCalls:
+    def of(
+        cls,
+        state: MaterializedRunState,
+        source: RecordedCalls | None = None,
+        sub_runs_fresh: Mapping[str, bool | None] | None = None,
+    ) -> AgentCalls:
+        """The agent calls of an execution of the run folded to ``state``, replaying
+        ``source``. ``sub_runs_fresh``: for each sub-run the run reserved, whether it did fresh
+        work (True), replayed the recorded one whole (False) or has not ended (None: it
+        replays the recorded one, and latches when it ends if it did not stay whole); a
+        sub-run not named there did fresh work."""
         own = {c.ordinal: c for c in state.agent_calls}
         calls = cls(own=own, source=source)
         calls.next_ordinal = max(own, default=-1) + 1
@@ -389,56 +417,139 @@ class AgentCalls:
                     is not None
                 )
                 if fresh or in_flight_miss:
-                    calls.misses.append((c.ordinal, *place))
+                    calls._miss((c.ordinal, *place), c.ordinal, at_call=True)
             scopes = _workflow_scopes(state)
+            fresh_subs = sub_runs_fresh or {}
+            for sub in state.sub_runs:
+                recorded = source.sub_run(sub.call_id) if sub.call_id is not None else None
+                if fresh_subs.get(sub.sub_run_id, True) is None and recorded is not None:
+                    scope = _workflow_scope(scopes, sub.step_path)
+                    calls.sub_run_sources[sub.call_id or ""] = (scope, recorded.sub_run_id)
             latched = [
                 *(
                     (v.step_path, v.admitted_calls, MISS_VALUE)
                     for v in state.values
                     if v.source_run_id is None
                 ),  # produced fresh: it latched where it stood
-                *((s.step_path, s.admitted_calls, MISS_SUB_RUN) for s in state.sub_runs),
+                *(
+                    (s.step_path, s.admitted_calls, MISS_SUB_RUN)
+                    for s in state.sub_runs
+                    if fresh_subs.get(s.sub_run_id, True)
+                ),  # did fresh work: it latched where it stood (a reused one latches nothing)
             ]
             for path, admitted, cause in latched:
                 scope = _workflow_scope(scopes, path)
                 index = sum(1 for o, (s, _) in calls._places.items() if s == scope and o < admitted)
-                calls._latch((admitted - 1, scope, index - 1), cause)
+                calls._latch((admitted - 1, scope, index - 1), cause, admitted)
         return calls
 
-    def _latch(self, miss: tuple[int, str, int], cause: str) -> None:
-        if miss not in self.misses:
-            self.misses.append(miss)
+    def _bound(self, scope: str, index: int, before: int, *, at_call: bool) -> int:
+        """Where a miss at ``(scope, index)`` stands in the recorded run's admission order:
+        the recorded ordinal of the call the record offers at that place (a call that missed
+        there); else (a call the record lacks, a value produced fresh, a sub-run) the latest
+        recorded ordinal of the calls admitted before it (replay ordinal below ``before``) in
+        its scope or a scope enclosing it, the calls it certainly came after (-1: none)."""
+        assert self.source is not None
+        if at_call:
+            recorded = self.source.ordinal_at((scope, index))
+            if recorded is not None:
+                return recorded
+        bound = -1
+        for ordinal, place in self._places.items():
+            s, i = place
+            if ordinal < before and scope.startswith(s) and (s != scope or i < index):
+                recorded = self.source.ordinal_at(place)
+                if recorded is not None and recorded > bound:
+                    bound = recorded
+        return bound
+
+    def _miss(self, miss: tuple[int, str, int], before: int, *, at_call: bool) -> bool:
+        """Record ``miss`` (``(ordinal, scope, index)``) and its bound; False if it was known."""
+        if miss in self.misses:
+            return False
+        self.misses.append(miss)
+        if self.source is not None:
+            # a latched point's index is its scope's last call before it; a call's is its own
+            index = miss[2] if at_call else miss[2] + 1
+            self.bounds[miss] = self._bound(miss[1], index, before, at_call=at_call)
+        return True
+
+    def _latch(self, miss: tuple[int, str, int], cause: str, before: int) -> None:
+        if self._miss(miss, before, at_call=False):
             self.causes[miss] = cause
 
-    def latch_here(self, scope: str, cause: str, sub_run: tuple[str, str] | None = None) -> None:
-        """For a replay: something fresh happened in workflow scope ``scope`` (a sub-run was
-        started): latch the replay as a missed call would at this point. In a simulation, a
-        sub-run (``(call id, workflow)``) the golden run started at the same call with the
-        same workflow is simulated against that one, so nothing fresh happens; any other is a
-        divergence."""
-        simulating = SIMULATING.get()
-        if simulating is not None:
-            golden = None
-            if sub_run is not None and self.source is not None:
-                golden = simulating.sub_runs.get((self.source.source_run_id, sub_run[0]))
-            if golden is not None and sub_run is not None and golden[1] == sub_run[1]:
+    def _latching(
+        self, ordinal: int, scope: str, index: int, recorded: int | None
+    ) -> list[tuple[int, str, int]]:
+        """The misses that latch a call (or a value) at ``(scope, index)``, admitted now with
+        ``ordinal``, which the recorded run admitted at position ``recorded`` (a call's
+        ordinal; a value's or a sub-run's count of calls admitted before it; None: the record
+        has nothing there). Two rules (strict prefix):
+
+        * what could have seen the missed call's answer in this run (``_after``: later in its
+          scope, or in a scope nested in it or enclosing it, admitted after it here);
+        * what the recorded run admitted after the miss's place in its own admission order
+          (``bounds``), in every branch: a recorded answer produced after an answer that no
+          longer exists is not reused, whichever order the replay's branches admit in.
+        """
+        return [
+            m
+            for m in self.misses
+            if _after(m, ordinal, scope, index)
+            or (recorded is not None and recorded > self.bounds.get(m, recorded))
+        ]
+
+    def start_sub_run(self, scope: str, call_id: str, workflow: str) -> None:
+        """A sub-run of ``workflow`` is reserved now at ``call_id``, in workflow scope
+        ``scope``. It replays the sub-run the record started at the same call with the same
+        workflow (``sub_run_source``) when the latch has not reached this point (the recorded
+        sub-run came before no miss); it latches nothing then, until it ends having done fresh
+        work (``sub_run_ended``). Any other sub-run runs fresh, in a run of its own, and latches
+        the replay here as a missed call would. In a simulation, a sub-run the golden run did
+        not start at the same call with the same workflow is a divergence."""
+        recorded = None if self.source is None else self.source.sub_run(call_id)
+        index = self._counts.get(scope, 0)
+        if SIMULATING.get() is not None:
+            if recorded is not None and recorded.workflow == workflow:
+                self.sub_run_sources[call_id] = (scope, recorded.sub_run_id)
                 return
-            if sub_run is None:
-                why = "the simulated run would do fresh work"
-            elif golden is None:
-                why = f"the golden run started no sub-run at {sub_run[0]}"
-            else:
-                why = f"the golden run's sub-run at {sub_run[0]} ran workflow {golden[1]}"
-            what = f"sub-run {sub_run[1]}" if sub_run is not None else cause
-            raise SimulationDivergedError(
-                f"{what} before call {self.next_ordinal}: {why}",
-                ordinal=self.next_ordinal,
-                miss_reason=cause,
-                place=(scope, self._counts.get(scope, 0)),
+            why = (
+                f"the golden run started no sub-run at {call_id}"
+                if recorded is None
+                else f"the golden run's sub-run at {call_id} ran workflow {recorded.workflow}"
             )
-        if self.source is not None:
-            index = self._counts.get(scope, 0)
-            self._latch((self.next_ordinal - 1, scope, index - 1), cause)
+            raise SimulationDivergedError(
+                f"sub-run {workflow} before call {self.next_ordinal}: {why}",
+                ordinal=self.next_ordinal,
+                miss_reason=MISS_SUB_RUN,
+                place=(scope, index),
+            )
+        if self.source is None:
+            return
+        if (
+            recorded is not None
+            and recorded.workflow == workflow
+            and not self.source.full
+            and not self._latching(self.next_ordinal, scope, index, recorded.admitted_calls)
+        ):
+            self.sub_run_sources[call_id] = (scope, recorded.sub_run_id)
+            return
+        self._latch((self.next_ordinal - 1, scope, index - 1), MISS_SUB_RUN, self.next_ordinal)
+
+    def sub_run_source(self, call_id: str) -> str | None:
+        """The recorded sub-run the sub-run at ``call_id`` replays (or simulates), if any."""
+        found = self.sub_run_sources.get(call_id)
+        return None if found is None else found[1]
+
+    def sub_run_ended(self, call_id: str, fresh: bool) -> None:
+        """The sub-run at ``call_id``, replaying the recorded one, ended: if it did fresh work
+        (it diverged inside itself), the replay latches here, as after a missed call."""
+        found = self.sub_run_sources.get(call_id)
+        if found is None or not fresh:
+            return
+        scope = found[0]
+        index = self._counts.get(scope, 0)
+        self._latch((self.next_ordinal - 1, scope, index - 1), MISS_SUB_RUN, self.next_ordinal)
 
     def admit(self, node: Node, scope: str) -> tuple[int, Place]:
         """The call's ordinal and place: those the run's own log gave this node, else the
@@ -469,18 +580,17 @@ class AgentCalls:
         if self.source is None:
             return None
         index = self._counts.get(scope, 0)
-        recorded = None
-        if not any(_after(m, self.next_ordinal, scope, index) for m in self.misses):
-            recorded = self.source.value(place, kind)
+        recorded = self.source.value(place, kind)
+        position = None if recorded is None else recorded.admitted_calls
+        if self._latching(self.next_ordinal, scope, index, position):
+            recorded = None
         if recorded is None:
-            self._latch((self.next_ordinal - 1, scope, index - 1), MISS_VALUE)
+            self._latch((self.next_ordinal - 1, scope, index - 1), MISS_VALUE, self.next_ordinal)
         return recorded
 
     def refuse(self, ordinal: int) -> None:
         """Serving call ``ordinal`` failed: latch the replay as after a miss there."""
-        miss = (ordinal, *self._places[ordinal])
-        if miss not in self.misses:
-            self.misses.append(miss)
+        self._miss((ordinal, *self._places[ordinal]), ordinal, at_call=True)
 
     def decide(
         self,
@@ -498,7 +608,7 @@ class AgentCalls:
         if self.source is None:
             return None, None
         scope, index = place
-        latching = [m for m in self.misses if _after(m, ordinal, scope, index)]
+        latching = self._latching(ordinal, scope, index, self.source.ordinal_at(place))
         if latching:
             # latched by no call: the first call after it says by what
             causes = {self.causes.get(m) for m in latching}
@@ -509,8 +619,8 @@ class AgentCalls:
             recorded, reason = self.source.lookup(
                 place, request_key, node, side_effecting, serve_side_effecting=serve_side_effecting
             )
-        if reason is not None and (ordinal, scope, index) not in self.misses:
-            self.misses.append((ordinal, scope, index))
+        if reason is not None:
+            self._miss((ordinal, scope, index), ordinal, at_call=True)
         return recorded, reason
 
 

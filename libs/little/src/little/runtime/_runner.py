@@ -24,6 +24,7 @@ from little.replay import (
     MaterializedRunState,
     assert_completed_step_artifacts_valid,
     configuration_json,
+    fold_run,
     materialize_run_state_from_events,
     replay_envelope,
 )
@@ -338,10 +339,22 @@ async def _execute_claimed(
             )
         workflow = resolve_workflow(state, workflow)  # (started by another writer meanwhile)
     recorded = await asyncio.to_thread(_recorded_calls, world, state, source)
+    sub_runs_fresh: dict[str, bool | None] | None = None
+    if recorded is not None and state.sub_runs:
+        sub_runs_fresh = await asyncio.to_thread(_sub_runs_fresh, world, state, recorded)
     if model is None and state.replay_mode == MODE_FULL and state.replay_model is not None:
         model = await asyncio.to_thread(model_from_spec, state.replay_model)
     execution = Execution(
-        world, run_id, state, writer, owner, recorded, hold, model, run_sub=_run_sub
+        world,
+        run_id,
+        state,
+        writer,
+        owner,
+        recorded,
+        hold,
+        model,
+        run_sub=_run_sub,
+        sub_runs_fresh=sub_runs_fresh,
     )
     input = await execution.load_json(state.input_json, state.input_ref)
     log.info("run_executing", run_id=run_id, epoch=writer.epoch, resumed_from_seq=state.last_seq)
@@ -448,17 +461,63 @@ def resolve_workflow(state: MaterializedRunState, workflow: AnyWorkflow | None) 
         ) from None
 
 
+def _sub_run_fresh(world: World, sub_run_id: str) -> bool:
+    """Did the sub-run ``sub_run_id`` do fresh work: anything but replay its recorded sub-run
+    whole (every agent call served, every value taken from the record, every sub-run of its
+    own replayed whole, and completed)? A worker thread: it folds the sub-run's log."""
+    state, _, _ = fold_run(world, sub_run_id)
+    if (
+        state.status != "completed"
+        or state.replay_source_run_id is None
+        or state.replay_refused_reason is not None
+        or state.replay_mode == MODE_FULL
+    ):
+        return True
+    if any(not c.replayed or c.outcome != "succeeded" for c in state.agent_calls):
+        return True
+    if any(v.source_run_id is None for v in state.values):
+        return True
+    return any(_sub_run_fresh(world, s.sub_run_id) for s in state.sub_runs)
+
+
+def _sub_runs_fresh(
+    world: World, state: MaterializedRunState, source: RecordedCalls
+) -> dict[str, bool | None]:
+    """For a replaying run's resume, each sub-run it reserved: fresh work (True), the
+    recorded sub-run replayed whole (False), or replaying it and not ended (None); see
+    ``AgentCalls.of``. Only a sub-run the record started at the same call with the same
+    workflow can be anything but fresh. A worker thread."""
+    verdicts: dict[str, bool | None] = {}
+    for sub in state.sub_runs:
+        recorded = None if sub.call_id is None else source.sub_run(sub.call_id)
+        if recorded is None or recorded.workflow != sub.workflow or source.full:
+            verdicts[sub.sub_run_id] = True
+            continue
+        folded, _, _ = fold_run(world, sub.sub_run_id)
+        if folded.workflow is None:  # reserved, never started: it starts replaying
+            verdicts[sub.sub_run_id] = None
+        elif not folded.terminal:
+            replaying = folded.replay_source_run_id == recorded.sub_run_id
+            verdicts[sub.sub_run_id] = None if replaying else True
+        else:
+            verdicts[sub.sub_run_id] = _sub_run_fresh(world, sub.sub_run_id)
+    return verdicts
+
+
 async def _run_sub(
     execution: Execution, workflow: AnyWorkflow, sub_run_id: str, input: Any, call_id: str
 ) -> Any:
-    """A sub-run of ``execution``'s run, executed inline (``Execution.run_sub``)."""
-    # a simulation simulates a sub-run against the golden run's sub-run at the same call
-    simulating, golden = SIMULATING.get(), None
-    if simulating is not None and execution.agent_calls.source_run_id is not None:
-        golden = simulating.sub_runs.get((execution.agent_calls.source_run_id, call_id))
+    """A sub-run of ``execution``'s run, executed inline (``Execution.run_sub``). In a replay
+    (or a simulation) it replays the sub-run the record started at the same call, when
+    admission said so (``AgentCalls.start_sub_run``); one that did fresh work latches the
+    replay where it ended."""
+    calls = execution.agent_calls
+    golden = calls.sub_run_source(call_id)
+    replaying = golden is not None and SIMULATING.get() is None
     full = full_sub_run(execution, workflow, call_id)
     if full is not None:
-        golden = (full[0], "")
+        golden, replaying = full[0], False
+    mode = execution.replayed.replay_mode
     result = await execute(
         execution.world,
         sub_run_id,
@@ -469,11 +528,16 @@ async def _run_sub(
         parent_call_id=call_id,
         control=execution.writer.control,  # stopping or cancelling a run stops its sub-runs too
         hold=execution.waits.hold,
-        replay_from=None if golden is None else golden[0],
+        replay_from=golden,
+        replay_mode=mode if mode in REPLAY_MODES else MODE_REPAIRABLE,
         full_replay=None if full is None else full[1],
     )
     if result.status == "waiting":  # the sub-run let go of itself: so does its parent
         raise ExecutionSuspended(execution.run_id, result.wake_at, result.waiting_for)
+    if replaying:
+        calls.sub_run_ended(
+            call_id, await asyncio.to_thread(_sub_run_fresh, execution.world, sub_run_id)
+        )
     if result.status != "completed":
         raise SubRunFailedError(
             execution.run_id, sub_run_id, workflow.name, result.status, result.error
