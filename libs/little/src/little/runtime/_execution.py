@@ -128,6 +128,14 @@ class Execution:
         self.owner = owner
         self.billed_calls = replayed.usage.calls
         self.billed_tokens = replayed.usage.input_tokens + replayed.usage.output_tokens
+        self.counted_calls = {
+            c.ordinal
+            for c in replayed.agent_calls
+            if not c.replayed and not (c.outcome is not None and c.model_calls == 0)
+        }
+        """The agent calls ``max_agent_calls`` counts: those that made a model call fresh
+        (one in flight when the last writer stopped included: its resume is the same call).
+        A served call, or one settled without a model call (a refused panel leg), is free."""
         self.served_calls = 0
         self.reinvoked_calls = 0
         self.reserved_calls = 0
@@ -178,22 +186,28 @@ class Execution:
 
     # -- budget --------------------------------------------------------------------------
 
-    def check_budget(self, *, reserved: bool = False) -> None:
-        """Before a fresh model call: calls served from the log never count here. Calls
-        reserved by fresh panels count as spent, except the caller's own (``reserved``: a
-        panel leg's first call, which its reservation covers and consumes)."""
+    def check_budget(self, ordinal: int, *, reserved: bool = False) -> None:
+        """Before a fresh model call of agent call ``ordinal``: the first one counts the call
+        against ``max_agent_calls`` (an agent call is one ``agent.run`` exchange, whatever
+        its tool round trips); every one meets ``max_tokens``. Calls served from a record
+        never count. Calls reserved by fresh panels count as spent, except the caller's own
+        (``reserved``: a panel leg's first call, which its reservation covers and consumes)."""
         cap_calls, cap_tokens = self.replayed.max_agent_calls, self.replayed.max_tokens
+        new = ordinal not in self.counted_calls
         held = self.reserved_calls - (1 if reserved else 0)
-        if cap_calls is not None and self.billed_calls + held >= cap_calls:
+        made = len(self.counted_calls)
+        if new and cap_calls is not None and made + held >= cap_calls:
             raise BudgetExceededError(
                 f"run {self.run_id}: budget of {cap_calls} agent call(s) spent "
-                f"({self.billed_calls} made, {held} reserved by panels; "
-                f"{self.served_calls} more served from the log, free)"
+                f"({made} made, {held} reserved by panels; "
+                f"{self.served_calls} model call(s) more served from the log, free): agent "
+                f"call {ordinal} was not made"
             )
         if cap_tokens is not None and self.billed_tokens >= cap_tokens:
             raise BudgetExceededError(
                 f"run {self.run_id}: budget of {cap_tokens:,} tokens spent ({self.billed_tokens:,})"
             )
+        self.counted_calls.add(ordinal)
         if reserved:
             self.reserved_calls -= 1
 
@@ -202,12 +216,13 @@ class Execution:
         before any leg runs. Each leg's first model call consumes its reservation (a leg that
         ends without one gives it back, ``release_call``)."""
         cap_calls, cap_tokens = self.replayed.max_agent_calls, self.replayed.max_tokens
-        left = None if cap_calls is None else cap_calls - self.billed_calls - self.reserved_calls
+        made = len(self.counted_calls)
+        left = None if cap_calls is None else cap_calls - made - self.reserved_calls
         if left is not None and count > left:
             raise BudgetExceededError(
                 f"run {self.run_id}: the panel at {where} has {count} fresh leg(s) but the "
                 f"budget of {cap_calls} agent call(s) has {max(left, 0)} left "
-                f"({self.billed_calls} made, {self.reserved_calls} reserved): no leg was run"
+                f"({made} made, {self.reserved_calls} reserved): no leg was run"
             )
         if cap_tokens is not None and self.billed_tokens >= cap_tokens:
             raise BudgetExceededError(
