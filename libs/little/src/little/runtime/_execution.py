@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -117,7 +117,7 @@ class Execution:
         owner: str,
         source: RecordedCalls | None = None,
         hold: float = HOLD_SECONDS,
-        model: Model | None = None,
+        models: Mapping[str, Model] | None = None,
         *,
         run_sub: SubRun,
     ) -> None:
@@ -151,9 +151,14 @@ class Execution:
             self.values.setdefault((v.step_path, v.ordinal), v)
         self.waits = RunWaits(world, writer, self.agent_calls, replayed, hold)
         """Durable waits and the signals sent to the run (``little.runtime._waits``)."""
-        self.model = model
-        """A full replay's model: every session of the run uses it (``FullReplay``)."""
+        self.models: Mapping[str, Model] = models or {}
+        """A full replay's models by session name (``"*"``: every other session;
+        ``FullReplay``): a session not named keeps the model its code names."""
         self._run_sub = run_sub
+
+    def model_for(self, session: str) -> Model | None:
+        """The model a full replay asks in the sessions named ``session`` (None: their own)."""
+        return self.models.get(session) or self.models.get("*")
 
     def replay(self) -> ReplayEnvelope:
         """The run's replay envelope now: the state as claimed plus the agent calls this

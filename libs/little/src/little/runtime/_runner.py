@@ -29,6 +29,7 @@ from little.replay import (
 )
 from little.runtime._admission import (
     _check_full_replay_of,
+    _check_replay_sessions,
     _check_resumed_budgets,
     _configuration,
     _full_record,
@@ -125,14 +126,14 @@ async def execute(
             f"replay_mode={replay_mode!r} (run {run_id}) is not a replay mode: use one of "
             f"{', '.join(repr(m) for m in REPLAY_MODES)}"
         )
-    model: Model | None = None
+    models: dict[str, Model] | None = None
     if full_replay is not None:
         if replay_from is None:
             raise ConfigurationError(
                 f"run {run_id}: a full replay needs replay_from, the recorded run it replays"
             )
         # a name that builds no model is refused up front (an import, a factory: off the loop)
-        model = await asyncio.to_thread(model_from_spec, full_replay.model)
+        models = await asyncio.to_thread(_models_of, full_replay)
     owner = owner or default_owner()
     if fresh:
         state = materialize_run_state_from_events([], run_id=run_id)
@@ -164,6 +165,8 @@ async def execute(
         # refused before claiming: a full replay that cannot be made leaves nothing behind
         assert replay_from is not None
         prepared = await asyncio.to_thread(_full_record, world, workflow.name, replay_from)
+        if parent_run_id is None:  # a session the models name must be one the source had
+            await asyncio.to_thread(_check_replay_sessions, world, prepared, full_replay)
     # The execution's span: a run that started continues the trace its RunStarted record
     # carries (whoever resumes it, in whatever process), linked to the context resuming it.
     parent: Any = None
@@ -209,7 +212,7 @@ async def execute(
                 replay_mode=replay_mode,
                 full_replay=full_replay,
                 prepared=prepared,
-                model=model,
+                models=models,
                 hold=hold,
             )
         finally:
@@ -257,7 +260,7 @@ async def _execute_claimed(
     full_replay: FullReplay | None,
     hold: float,
     prepared: RecordedCalls | None = None,
-    model: Model | None = None,
+    models: dict[str, Model] | None = None,
 ) -> RunResult:
     await writer.checkpoint()  # stopped or cancelled while claiming
     if state.steps:
@@ -338,10 +341,10 @@ async def _execute_claimed(
             )
         workflow = resolve_workflow(state, workflow)  # (started by another writer meanwhile)
     recorded = await asyncio.to_thread(_recorded_calls, world, state, source)
-    if model is None and state.replay_mode == MODE_FULL and state.replay_model is not None:
-        model = await asyncio.to_thread(model_from_spec, state.replay_model)
+    if models is None and state.replay_mode == MODE_FULL:  # as its RunStarted names them
+        models = await asyncio.to_thread(_models_of, FullReplay(state.replay_model))
     execution = Execution(
-        world, run_id, state, writer, owner, recorded, hold, model, run_sub=_run_sub
+        world, run_id, state, writer, owner, recorded, hold, models, run_sub=_run_sub
     )
     input = await execution.load_json(state.input_json, state.input_ref)
     log.info("run_executing", run_id=run_id, epoch=writer.epoch, resumed_from_seq=state.last_seq)
@@ -446,6 +449,11 @@ def resolve_workflow(state: MaterializedRunState, workflow: AnyWorkflow | None) 
             registered=exc.registered,
             run_id=run_id,
         ) from None
+
+
+def _models_of(full_replay: FullReplay) -> dict[str, Model]:
+    """A full replay's models, built (a worker thread: a factory may import, or read keys)."""
+    return {name: model_from_spec(spec) for name, spec in full_replay.models.items()}
 
 
 async def _run_sub(

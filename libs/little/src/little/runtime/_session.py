@@ -305,8 +305,8 @@ class AgentSession:
                 f"{session_id!r}; {self.name!r}'s compaction summary needs that name"
             )
         self._step._sessions.add(session_id)
-        # a full replay asks its own model for every call, summaries included
-        model = self._x.model or policy.summary_model or self.model
+        # a full replay that names this session's model asks it for summaries too
+        model = self._x.model_for(self.name) or policy.summary_model or self.model
         summarizer = AgentSession(
             self._x, self._step, session_id, name, model, [], policy.summary_prompt, None
         )
