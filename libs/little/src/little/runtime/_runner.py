@@ -517,9 +517,11 @@ async def run(
 
     ``full_replay=FullReplay(model, live_tools=False)`` with ``replay_from`` makes a *full
     replay* instead: a new run, linked to the recorded one and marked ``full``, that executes
-    the workflow again with every model call live from ``model`` and every tool call answered
-    from the recorded run's results (``FullReplay``): a dataset of the same task done by
-    another model, without repeating a tool's effects.
+    the workflow again with every model call live (each session's own model, unless ``model``
+    names another: ``"anthropic:<id>"`` for every session, ``["agent=anthropic:<id>"]`` for
+    those named ``agent``) and every tool call answered from the recorded run's results
+    (``FullReplay``): a dataset of the same task done by another model, without repeating a
+    tool's effects.
     """
     return await execute(
         world,
