@@ -177,3 +177,24 @@ async def parent(ctx: WorkflowContext, topic: str) -> Any:
         return await step.start_workflow(NAME, topic, call_id="delegate")
 
     return await ctx.step("delegate", delegate)
+
+
+WRITER = (_answer("a write-up"),)
+
+
+@workflow("tests.full_replay.pair")
+async def pair(ctx: WorkflowContext, topic: str) -> list[str | None]:
+    """Two agents: ``researcher`` (``MODEL``, the lookup tool) then ``writer`` (a model of its
+    own): a full replay may change one agent's model and keep the other's."""
+
+    async def ask(step: StepContext) -> str | None:
+        async with step.session("researcher", model=MODEL["model"](), tools=[lookup]) as agent:
+            return await agent.run(f"research {topic}")
+
+    async def write(step: StepContext, facts: str | None) -> str | None:
+        model = ScriptedModel(WRITER, provider="openai", name="gpt-4o-mini")
+        async with step.session("writer", model=model, tools=[lookup]) as agent:
+            return await agent.run(f"write up {facts}")
+
+    facts = await ctx.step("research", ask)
+    return [facts, await ctx.step("write", write, facts)]

@@ -19,6 +19,7 @@ from little.harness import count_invocations
 from little.replay import replay_run
 from little.runtime import load_manifest, outer_loop, resume, run
 from tests.little.runtime import loops
+from tests.little.runtime import replay_workflows as rw
 from tests.paths import REPO
 
 
@@ -41,28 +42,39 @@ def child(code: str, data: Path, env: dict[str, str]) -> subprocess.CompletedPro
     )
 
 
-def test_budget_stops_fresh_calls_beyond_the_cap(tmp_path: Path, calls: Path) -> None:
+def test_budget_counts_agent_calls_not_model_calls(tmp_path: Path, calls: Path) -> None:
+    """``max_agent_calls`` counts ``agent.run`` exchanges: one exchange with a tool round trip
+    (two model calls) fits a budget of 1; the second exchange is refused before its model
+    call is made."""
     with little.local_world(tmp_path / "w") as world:
         result = asyncio.run(
-            run(world, research.research, {"topic": "Kafka"}, run_id="b1", max_agent_calls=2)
+            run(world, rw.two_exchanges("b1", "Say it shorter."), None, max_agent_calls=1)
         )
         assert result.status == "failed"
-        assert "budget of 2 agent call(s) spent" in (result.error or "")
-        state = replay_run(world, "b1").state
-    assert state.usage.calls == 2
-    assert state.status == "failed"
-    assert count_invocations(calls / "model.jsonl") == {1: 1, 2: 1}
+        assert "budget of 1 agent call(s) spent (1 made" in (result.error or "")
+        state = replay_run(world, result.run_id).state
+        assert rw.invocations("talk") == 2  # the first exchange's two turns; not the third
+        assert state.usage.calls == 2
+        assert [(c.ordinal, c.outcome, c.model_calls) for c in state.agent_calls] == [
+            (0, "succeeded", 2),
+            (1, "failed", 0),  # refused before its model call
+        ]
+        rw.MODELS.clear()
+        enough = asyncio.run(
+            run(world, rw.two_exchanges("b2", "Say it shorter."), None, max_agent_calls=2)
+        )
+        assert enough.status == "completed", enough.error
+        assert rw.invocations("talk") == 3
 
 
-def test_calls_served_from_the_log_do_not_count_against_the_budget(
-    tmp_path: Path, calls: Path
-) -> None:
-    """3 calls allowed, 3 needed; a crash after turn 2 returns (not logged) must not cost more."""
+def test_a_call_resumed_in_flight_is_not_counted_again(tmp_path: Path, calls: Path) -> None:
+    """1 agent call allowed, 1 needed (three model calls); a crash after turn 2 returns (not
+    logged) resumes that same call, which must not count again."""
     data = tmp_path / "w"
     code = (
         "import asyncio, sys, little; from little.examples import research; from little.runtime import run\n"
         "w = little.local_world(sys.argv[1])\n"
-        "asyncio.run(run(w, research.research, {'topic': 'Kafka'}, run_id='b2', max_agent_calls=3))\n"
+        "asyncio.run(run(w, research.research, {'topic': 'Kafka'}, run_id='b2', max_agent_calls=1))\n"
     )
     first = child(code, data, {research.CALLS_DIR: str(calls), "LITTLE_CRASH_AFTER_CALL": "2"})
     assert first.returncode == -9, first.stderr

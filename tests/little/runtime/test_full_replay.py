@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -134,8 +135,6 @@ def test_a_full_replay_is_refused_up_front_when_it_cannot_be_made(world: little.
         asyncio.run(
             little.replay_in_mode(world, source, mode="full", model=SAME, workflow=fw.other)
         )
-    with pytest.raises(ConfigurationError, match="needs the model"):
-        asyncio.run(little.replay_in_mode(world, source, mode="full"))
     with pytest.raises(ConfigurationError, match="for mode full"):
         asyncio.run(little.replay_in_mode(world, source, model=SAME))  # type: ignore[call-overload]
     assert world.run_ids() == [source]  # nothing was started
@@ -162,10 +161,6 @@ def test_little_replay_full_from_the_command_line(world: little.World, tmp_path:
     assert row["status"] == "completed"
     assert row["replay"]["source_run_id"] == source
     assert (row["replay"]["mode"], row["replay"]["model"]) == ("full", SAME)
-    refused = little_cli("replay", source, "--mode", "full", "--data-dir", str(tmp_path / "world"))
-    assert refused.returncode == 1
-    assert "needs --model" in refused.stderr
-    assert len(refused.stderr.strip().splitlines()) == 1
 
 
 def broken() -> None:
@@ -254,3 +249,119 @@ def test_an_existing_run_is_never_taken_for_a_full_replay(world: little.World) -
         asyncio.run(
             little.replay_in_mode(world, source, mode="full", model=NEW, new_run_id=first.run_id)
         )
+
+
+def sessions_of(world: little.World, run_id: str) -> dict[str, str]:
+    return {e.session_name: e.model for e in events(world, run_id) if isinstance(e, SessionStarted)}
+
+
+def test_a_full_replay_keeps_each_sessions_own_model_unless_told_otherwise(
+    world: little.World,
+) -> None:
+    source = asyncio.run(run(world, fw.pair, "kafka"))
+    assert source.status == "completed"
+    fw.LOOKUPS.clear()
+    own = {"researcher": "openai:gpt-4o", "writer": "openai:gpt-4o-mini"}
+    assert sessions_of(world, source.run_id) == own
+    # one agent's model changed: the other keeps the model its code names
+    result = asyncio.run(
+        little.replay_in_mode(world, source.run_id, mode="full", model=[f"researcher={SAME}"])
+    )
+    assert result.status == "completed", result.error
+    assert result.output == ["kafka, in other words", "a write-up"]
+    assert sessions_of(world, result.run_id) == {**own, "researcher": "anthropic:claude-haiku-4-5"}
+    assert [r.messages[0]["content"] for r in fw.REQUESTS] == ["research kafka"] * 2
+    assert fw.LOOKUPS == []  # tools still served from the receipts
+    started = next(e for e in events(world, result.run_id) if isinstance(e, RunStarted))
+    assert (started.replay_mode, started.replay_model) == ("full", f"researcher={SAME}")
+    # no model named: every session keeps its own
+    fw.REQUESTS.clear()
+    kept = asyncio.run(little.replay_in_mode(world, source.run_id, mode="full"))
+    assert kept.status == "completed", kept.error
+    assert kept.output == source.output
+    assert sessions_of(world, kept.run_id) == own
+    assert fw.REQUESTS == []
+    started = next(e for e in events(world, kept.run_id) if isinstance(e, RunStarted))
+    assert (started.replay_mode, started.replay_model) == ("full", None)
+    # one model for every session not named, beside a session's own
+    both = asyncio.run(
+        little.replay_in_mode(world, source.run_id, mode="full", model=[NEW, f"writer={SAME}"])
+    )
+    assert both.status == "completed", both.error
+    assert both.output == ["kafka and raft", "kafka, in other words"]
+    started = next(e for e in events(world, both.run_id) if isinstance(e, RunStarted))
+    assert started.replay_model == f"{NEW} writer={SAME}"
+
+
+def test_a_stopped_mapped_full_replay_resumes_with_its_recorded_models(
+    world: little.World,
+) -> None:
+    source = asyncio.run(run(world, fw.pair, "kafka")).run_id
+    control = RunControl()
+    fw.STOP["stop"] = control
+    with pytest.raises(ExecutionStopped):
+        asyncio.run(
+            execute(
+                world,
+                "full-map",
+                fw.pair,
+                replay_from=source,
+                full_replay=FullReplay([f"researcher={NEW}"]),
+                control=control,
+            )
+        )
+    fw.STOP.clear()
+    result = asyncio.run(resume(world, "full-map"))
+    assert result.status == "completed", result.error
+    assert result.output == ["kafka and raft", "a write-up"]
+    assert sessions_of(world, "full-map") == {
+        "researcher": "anthropic:claude-haiku-4-5",
+        "writer": "openai:gpt-4o-mini",
+    }
+
+
+@pytest.mark.parametrize(
+    ("models", "message"),
+    [
+        (["nosuch=" + SAME], "no session named 'nosuch' (its sessions: researcher, writer)"),
+        (["writer="], "'writer=' names no model"),
+        (["=" + SAME], "names no session"),
+        ([SAME, NEW], "two models for every session"),
+        (["writer=" + SAME, "writer=" + NEW], "two models for session 'writer'"),
+    ],
+)
+def test_a_bad_model_mapping_is_refused_before_anything_is_written(
+    world: little.World, models: list[str], message: str
+) -> None:
+    source = asyncio.run(run(world, fw.pair, "kafka")).run_id
+    with pytest.raises(ConfigurationError, match=re.escape(message)):
+        asyncio.run(little.replay_in_mode(world, source, mode="full", model=models))
+    assert world.run_ids() == [source]
+
+
+def test_little_replay_full_maps_sessions_to_models_from_the_command_line(
+    world: little.World, tmp_path: Path
+) -> None:
+    source = asyncio.run(run(world, fw.pair, "kafka")).run_id
+    world.close()
+    common = ("--workflows", "tests.little.runtime.full_replay_workflows")
+    common += ("--data-dir", str(tmp_path / "world"))
+    done = little_cli(
+        "replay", source, "--mode", "full", "--model", f"writer={SAME}", *common, "--json"
+    )
+    assert done.returncode == 0, done.stderr
+    row = json.loads(done.stdout)
+    assert row["status"] == "completed"
+    assert row["replay"]["model"] == f"writer={SAME}"
+    kept = little_cli("replay", source, "--mode", "full", *common, "--json")
+    assert kept.returncode == 0, kept.stderr
+    assert json.loads(kept.stdout)["replay"]["model"] is None
+    for bad, says in (
+        (("--model", f"editor={SAME}"), "no session named 'editor'"),
+        (("--model", "writer="), "'writer=' names no model"),
+        (("--model", SAME, "--model", NEW), "two models for every session"),
+    ):
+        refused = little_cli("replay", source, "--mode", "full", *bad, *common)
+        assert refused.returncode != 0
+        assert says in refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr

@@ -143,19 +143,30 @@ def test_a_crashed_and_resumed_run_is_one_trace_whose_resume_serves_the_logged_c
     assert turn2["little.reinvoked"] is True
     assert "little.seq" not in turn1.attributes  # served: no new record
     assert isinstance(turn2["little.seq"], int)
-    for span, input_tokens in ((turn1, 1000), (turn2, 2000)):
+    for span in (turn1, turn2):
         assert span["gen_ai.operation.name"] == "chat"
         assert span["gen_ai.system"] == span["gen_ai.provider.name"] == "openai"
         assert span["gen_ai.request.model"] == "gpt-4o-mini"
-        assert span["gen_ai.usage.input_tokens"] == input_tokens
-        assert span["gen_ai.usage.output_tokens"] == 100
-        assert span["little.cost_usd"] > 0  # gpt-4o-mini is priced
+    # turn 2 was paid now; turn 1 was paid by the crashed process (its span says so) and
+    # served now: it reports what it saved, never usage, so a cost dashboard counts it once
+    assert turn2["gen_ai.usage.input_tokens"] == 2000
+    assert turn2["gen_ai.usage.output_tokens"] == 100
+    assert turn2["little.cost_usd"] > 0  # gpt-4o-mini is priced
+    assert not [k for k in turn1.attributes if k.startswith("gen_ai.usage.")]
+    assert "little.cost_usd" not in turn1.attributes
+    assert turn1["little.avoided_input_tokens"] == 1000
+    assert turn1["little.avoided_output_tokens"] == 100
+    assert turn1["little.avoided_cost_usd"] > 0
     assert turn2["gen_ai.response.finish_reasons"] == ("stop",)
     assert tool["gen_ai.tool.name"] == "lookup"
 
     # the crashed process's turn 1 was fresh; its turn 2 never ended, so never exported
     crashed_turn1 = _one(crashed, "chat gpt-4o-mini", **{"little.turn": 1})
     assert crashed_turn1["little.served_from_log"] is False
+    assert crashed_turn1["gen_ai.usage.input_tokens"] == 1000
+    # over both executions the trace's chat usage is what was billed: each turn once
+    chats = [s for s in crashed + resumed if s.name == "chat gpt-4o-mini"]
+    assert sum(s.attributes.get("gen_ai.usage.input_tokens", 0) for s in chats) == 3000
     assert not [s for s in crashed if s.attributes.get("little.turn") == 2]
 
     # the sub-run is a child of the step that started it, in the same trace
@@ -191,8 +202,16 @@ def test_a_replay_marks_the_calls_it_serves_from_the_recorded_run(tmp_path: Path
     assert served["little.served_from_log"] is False
     assert served["little.replay_source_run_id"] == "run-source"
     assert served["little.model_calls"] == 2
-    assert served["gen_ai.usage.input_tokens"] == 3000
     assert served["gen_ai.request.model"] == "gpt-4o-mini"
+    # nothing was paid: no usage (a GenAI cost dashboard would count the source's twice), what
+    # the record saved in attributes of little's own
+    assert not [k for k in served.attributes if k.startswith("gen_ai.usage.")]
+    assert "little.cost_usd" not in served.attributes
+    assert served["little.avoided_input_tokens"] == 3000
+    assert served["little.avoided_output_tokens"] == 200
+    assert served["little.avoided_cost_usd"] > 0
+    assert sum(s.attributes.get("gen_ai.usage.input_tokens", 0) for s in chats(replay)) == 0
+    assert sum(s["gen_ai.usage.input_tokens"] for s in chats(source)) == 3000
     assert not [
         s for s in spans if s.trace_id == replay.trace_id and s.name.startswith("execute_tool")
     ]

@@ -12,9 +12,10 @@ projection-only        the run's projection folded from its log, or every run's
                        (``ProjectionReplay``); the projector's own rebuild is
                        ``little projections rebuild`` (little-services)
 full                   a NEW run of the workflow against the recorded one, with its input and
-                       budgets: every model call live from the model named, every tool call
-                       answered from the recorded run's receipts unless ``live_tools``
-                       (``RunResult``)
+                       budgets: every model call live, each session asking its own model
+                       unless ``model`` names another (for every session, or by session
+                       name: ``["researcher=anthropic:<id>"]``), every tool call answered
+                       from the recorded run's receipts unless ``live_tools`` (``RunResult``)
 simulate               the workflow re-executed with every call served from a golden run (a
                        run id or a golden file), compared with it (``Simulation``)
 =====================  =====================================================================
@@ -26,7 +27,7 @@ Only ``full`` writes (its new run); the others read the log. The name is not
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
@@ -126,7 +127,7 @@ async def replay_in_mode(
     run_id: str,
     *,
     mode: Literal["full"],
-    model: str,
+    model: str | Sequence[str] | Mapping[str, str] | None = ...,
     workflow: AnyWorkflow | None = ...,
     live_tools: bool = ...,
     new_run_id: str | None = ...,
@@ -153,7 +154,7 @@ async def replay_in_mode(
     from_offset: int | None = None,
     from_snapshot: bool = False,
     to_seq: int | None = None,
-    model: str | None = None,
+    model: str | Sequence[str] | Mapping[str, str] | None = None,
     workflow: AnyWorkflow | None = None,
     live_tools: bool = False,
     new_run_id: str | None = None,
@@ -198,22 +199,12 @@ async def replay_in_mode(
             _partial, world, run_id, from_seq, from_offset, from_snapshot, to_seq
         )
     # full
-    if model is None:
-        raise ConfigurationError(
-            f"a full replay of run {run_id} needs the model to ask (model='anthropic:<id>', "
-            "'openai:<id>' or 'module:factory')"
-        )
     from little.runtime import FullReplay, run
 
+    full = FullReplay(model, live_tools=live_tools)  # a malformed model is refused first
     if workflow is None:
         workflow = await asyncio.to_thread(_workflow_of, world, run_id)
-    return await run(
-        world,
-        workflow,
-        run_id=new_run_id,
-        replay_from=run_id,
-        full_replay=FullReplay(model, live_tools=live_tools),
-    )
+    return await run(world, workflow, run_id=new_run_id, replay_from=run_id, full_replay=full)
 
 
 def _only(mode: ReplayMode, *, partial: bool, full: bool, workflow: bool) -> None:

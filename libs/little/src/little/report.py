@@ -266,7 +266,8 @@ def replay_line(replay: ReplayEnvelope) -> str | None:
     if replay.mode == "full":
         tools = "tools run live" if replay.live_tools else "tool results served from its receipts"
         return (
-            f"full {subject} with {replay.model}: {replay.fresh_calls} agent call(s) asked "
+            f"full {subject} with {replay.model or 'each session own model'}: "
+            f"{replay.fresh_calls} agent call(s) asked "
             f"live, {tools}"
         )
     if replay.refused_reason is not None:

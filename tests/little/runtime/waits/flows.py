@@ -161,6 +161,28 @@ async def pay(ctx: WorkflowContext, input: Any) -> str | None:
     return None if result is None else str(result)
 
 
+GATED = {"tool": False, "session": False}
+"""``waits.pay_gated``'s approval: its transfer tool declared ``requires_approval`` (``tool``),
+or its session asking before every tool call (``session``); a test flips them between runs."""
+
+
+@workflow("waits.pay_gated", version="1")
+async def pay_gated(ctx: WorkflowContext, input: Any) -> str | None:
+    """``pay``, with its approvals as ``GATED`` says (a replay under other approvals)."""
+
+    async def agent(step: StepContext) -> str | None:
+        transfer = transfer_tool()
+        tool = Tool(transfer.name, transfer.fn, transfer.description, requires_approval=False)
+        if GATED["tool"]:
+            tool = transfer
+        approval = GATED["session"]
+        async with step.session("banker", model=Banker(), tools=[tool], approval=approval) as s:
+            return await s.run("pay the invoice")
+
+    result = await ctx.step("agent", agent)
+    return None if result is None else str(result)
+
+
 # -- simulation ------------------------------------------------------------------------------
 
 

@@ -10,9 +10,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 
 import little
-from little.events import ToolCallStarted, WaitEnded, WaitStarted
+from little.errors import CapabilityDriftError
+from little.events import (
+    AgentCallSettled,
+    SessionStarted,
+    ToolCallStarted,
+    WaitEnded,
+    WaitStarted,
+)
 from little.replay import fold_run
 from little.runtime import SignalRefusedError, decide_approval, follow, resume, run
 from tests.little.runtime.waits import flows
@@ -127,3 +135,96 @@ def test_a_decision_that_is_not_a_yes_or_no_is_refused(world: little.World) -> N
         with pytest.raises(SignalRefusedError, match="needs a decision"):
             asyncio.run(send_signal(world, first.run_id, f"approval:{call_id}", bad))
     assert fold_run(world, first.run_id)[0].signals == ()
+
+
+@pytest.fixture
+def gated() -> Iterator[dict[str, bool]]:
+    flows.GATED.update(tool=False, session=False)
+    yield flows.GATED
+    flows.GATED.update(tool=False, session=False)
+
+
+def settled_misses(world: little.World, run_id: str) -> list[str | None]:
+    return [
+        e.miss_reason for x in world.read_run(run_id) if isinstance(e := x.event, AgentCallSettled)
+    ]
+
+
+@pytest.mark.parametrize("where", ["tool", "session"])
+def test_a_replay_under_a_new_approval_misses_naming_it_and_waits_for_the_person(
+    world: little.World, tmp_path: Path, gated: dict[str, bool], where: str
+) -> None:
+    """Seed 003: a call that may block on a person never shares a record with one that may
+    not. Recorded with a plain tool, replayed with the tool declared ``requires_approval``
+    (or the session asking before every call): not served, the miss names the approval, and
+    the transfer waits for a person before it runs."""
+    source = asyncio.run(run(world, flows.pay_gated, None))
+    assert source.status == "completed"
+    assert transfers(tmp_path) == [250]
+    gated[where] = True
+    with structlog.testing.capture_logs() as logs:
+        replay = asyncio.run(run(world, flows.pay_gated, None, replay_from=source.run_id))
+    assert replay.status == "waiting", replay.error
+    assert replay.replay is not None
+    assert replay.replay.replayed_calls == 0
+    assert replay.waiting_for == ("approval:agent#banker/1:t1",)
+    assert transfers(tmp_path) == [250]  # it waits for the person before it runs
+    (changed,) = [e for e in logs if e["event"] == "replay_session_configuration_changed"]
+    assert changed["changed"] == ["approval"]
+    asyncio.run(decide_approval(world, replay.run_id, "agent#banker/1:t1", approved=True))
+    done = asyncio.run(follow(world, replay.run_id))
+    assert done.status == "completed"
+    assert transfers(tmp_path) == [250, 250]
+    assert settled_misses(world, replay.run_id) == ["configuration-changed"]
+    assert done.replay is not None
+    assert (done.replay.replayed_calls, done.replay.miss_reason) == (0, "configuration-changed")
+
+
+def test_a_replay_without_the_approval_it_was_recorded_with_misses_too(
+    world: little.World, tmp_path: Path, gated: dict[str, bool]
+) -> None:
+    gated["tool"] = True
+    source = asyncio.run(run(world, flows.pay_gated, None))
+    asyncio.run(decide_approval(world, source.run_id, "agent#banker/1:t1", approved=True))
+    assert asyncio.run(follow(world, source.run_id)).status == "completed"
+    gated["tool"] = False
+    replay = asyncio.run(run(world, flows.pay_gated, None, replay_from=source.run_id))
+    assert replay.status == "completed"
+    assert settled_misses(world, replay.run_id) == ["configuration-changed"]
+    unchanged = asyncio.run(run(world, flows.pay_gated, None, replay_from=replay.run_id))
+    assert unchanged.replay is not None
+    assert unchanged.replay.replayed_calls == 1  # the same approvals: served as ever
+
+
+def test_a_run_recorded_before_approvals_were_keyed_resumes_and_still_waits(
+    world: little.World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run waiting for an approval, logged by code whose session manifest had no approval
+    part, resumes under today's code: its agent call keeps its recorded key (no
+    CapabilityDriftError, no SessionDivergedError) and the transfer ran only once approved."""
+    import little.runtime._session as session_module
+
+    with monkeypatch.context() as old_code:
+        old_code.setattr(session_module, "approval_manifest", lambda tools, approval: None)
+        first = asyncio.run(run(world, flows.pay, None))
+    assert first.status == "waiting"
+    (started,) = [
+        e for x in world.read_run(first.run_id) if isinstance(e := x.event, SessionStarted)
+    ]
+    assert "approval" not in started.manifest_json
+    asyncio.run(decide_approval(world, first.run_id, "agent#banker/1:t1", approved=True))
+    done = asyncio.run(follow(world, first.run_id))
+    assert done.status == "completed", done.error
+    assert transfers(tmp_path) == [250]
+
+
+def test_a_resume_that_drops_the_approval_its_run_recorded_is_refused(
+    world: little.World, tmp_path: Path, gated: dict[str, bool]
+) -> None:
+    gated["tool"] = True
+    first = asyncio.run(run(world, flows.pay_gated, None))
+    assert first.status == "waiting"
+    gated["tool"] = False
+    with pytest.raises(CapabilityDriftError, match=r"changed: approval"):
+        asyncio.run(resume(world, first.run_id))
+    assert transfers(tmp_path) == []

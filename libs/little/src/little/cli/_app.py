@@ -268,8 +268,8 @@ def replay(
             "(--from-seq, --from-offset or --from-snapshot) to --to-seq and say what changed; "
             "projection-only: the run's projection (or with --all every run's) folded from the "
             "log, nothing executed (--rebuild: the projector's rebuild of its store); full: a NEW run of the workflow with every model call live "
-            "from --model and every tool result served from the run's receipts (unless "
-            "--live-tools); simulate: re-execute --workflow against the run with every call "
+            "(each session's own model unless --model names another) and every tool result "
+            "served from the run's receipts (unless --live-tools); simulate: re-execute --workflow against the run with every call "
             "served from its record, and compare (exit 1 on a divergence).",
         ),
     ] = ReplayModeName.inference_skipping,
@@ -311,11 +311,13 @@ def replay(
         ),
     ] = False,
     model: Annotated[
-        str | None,
+        list[str] | None,
         typer.Option(
             "--model",
-            help="full: the model every session asks, live: anthropic:<id>, openai:<id> (keys "
-            "from ANTHROPIC_API_KEY / OPENAI_API_KEY) or module:factory",
+            help="full: NAME=MODEL makes the sessions named NAME ask MODEL (repeat it for "
+            "others), a bare MODEL every other session; a session not named keeps its own. "
+            "MODEL: anthropic:<id>, openai:<id> (keys from ANTHROPIC_API_KEY / "
+            "OPENAI_API_KEY) or module:factory",
         ),
     ] = None,
     live_tools: Annotated[
@@ -587,7 +589,7 @@ def _plugin_command(name: str) -> Any:
 
 def _full(
     run_id: str,
-    model: str | None,
+    model: list[str] | None,
     live_tools: bool,
     new_run_id: str | None,
     target: str | None,
@@ -602,11 +604,6 @@ def _full(
     from little.replay import fold_run
     from little.replay_modes import replay_in_mode
 
-    if model is None:
-        raise ConfigurationError(
-            f"a full replay of run {run_id} needs --model: anthropic:<id>, openai:<id> or "
-            "module:factory"
-        )
     with open_world(data_dir, bootstrap_servers) as world:
         if target is None:
             state, _, _ = fold_run(world, run_id)

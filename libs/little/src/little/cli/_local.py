@@ -87,7 +87,8 @@ def replay_mode_of(
 
 
 MaxAgentCalls = Annotated[
-    int | None, typer.Option("--max-agent-calls", help="Cap on fresh model calls.")
+    int | None,
+    typer.Option("--max-agent-calls", help="Cap on fresh agent calls (agent.run exchanges)."),
 ]
 MaxTokens = Annotated[int | None, typer.Option("--max-tokens", help="Cap on tokens.")]
 

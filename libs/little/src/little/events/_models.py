@@ -162,7 +162,9 @@ class RunStartFacts(_Frozen):
     replay_mode: str | None = None
     """A replay's mode: ``repairable`` (the default), ``strict`` or ``full``."""
     replay_model: str | None = None
-    """A full replay's model (``provider:model`` or ``module:factory``): every session uses it."""
+    """A full replay's models: ``provider:model`` or ``module:factory`` for every session, and
+    ``name=spec`` for the sessions of that name, separated by spaces (``FullReplay.model``);
+    None in a full replay: each session asks its own model."""
     replay_live_tools: bool | None = None
     """A full replay that executes its tools instead of serving the source run's receipts."""
     config_sha256: str | None = None

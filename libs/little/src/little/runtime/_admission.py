@@ -18,11 +18,13 @@ from little.replay import (
     MaterializedRunState,
     StreamIntegrityError,
     configuration_changes,
+    fold_run,
     materialize_run_state_from_events,
     run_configuration,
     state_configuration,
 )
 from little.runtime._recorded import (
+    EVERY_SESSION,
     MODE_FULL,
     MODE_STRICT,
     REFUSED_CONFIG_CHANGED,
@@ -248,6 +250,31 @@ def _check_full_replay_of(
         )
 
 
+def _check_replay_sessions(world: World, record: RecordedCalls, full_replay: FullReplay) -> None:
+    """Every session a full replay names a model for is a session of its source run (or of a
+    sub-run it started): a name that matches none would change nothing, so it is refused,
+    naming the sessions there are (a worker thread: sub-runs are read)."""
+    named = sorted(n for n in full_replay.models if n != EVERY_SESSION)
+    if not named or record.state is None:
+        return
+    names: set[str] = set()
+    states, seen = [record.state], set()
+    while states:
+        state = states.pop()
+        names.update(s.name for s in state.sessions)
+        for sub in state.sub_runs:
+            if sub.sub_run_id not in seen:
+                seen.add(sub.sub_run_id)
+                states.append(fold_run(world, sub.sub_run_id)[0])
+    unknown = [n for n in named if n not in names]
+    if unknown:
+        raise ConfigurationError(
+            f"full replay of run {record.state.run_id}: no session named "
+            f"{', '.join(repr(n) for n in unknown)} (its sessions: "
+            f"{', '.join(sorted(names)) or 'none'})"
+        )
+
+
 def _full_record(world: World, workflow: str, source_run_id: str) -> RecordedCalls:
     """A full replay's record of its source: its values (served by place) and its tool
     receipts; no agent call of it is served (a worker thread)."""
@@ -290,7 +317,7 @@ def full_sub_run(
     """In a full replay, a sub-run is a full replay too: of the sub-run the source run
     started at the same call with the same workflow, with the same model. One the source
     did not start there has nothing to serve its tools from: refused (its call fails)."""
-    if execution.model is None or execution.replayed.replay_model is None:
+    if execution.replayed.replay_mode != MODE_FULL:
         return None
     source = execution.agent_calls.source
     state = None if source is None else source.state

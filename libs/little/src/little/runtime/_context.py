@@ -533,8 +533,7 @@ class StepContext(_ValuesMixin, _WaitsMixin):
                 f"{name!r}; give each session of a step its own name"
             )
         self._sessions.add(session_id)
-        if self._x.model is not None:  # a full replay: every session asks the replay's model
-            model = self._x.model
+        model = self._x.model_for(name) or model  # a full replay may name another model
         return AgentSession(
             self._x,
             self,

@@ -117,7 +117,7 @@ class Execution:
         owner: str,
         source: RecordedCalls | None = None,
         hold: float = HOLD_SECONDS,
-        model: Model | None = None,
+        models: Mapping[str, Model] | None = None,
         *,
         run_sub: SubRun,
         sub_runs_fresh: Mapping[str, bool | None] | None = None,
@@ -129,6 +129,14 @@ class Execution:
         self.owner = owner
         self.billed_calls = replayed.usage.calls
         self.billed_tokens = replayed.usage.input_tokens + replayed.usage.output_tokens
+        self.counted_calls = {
+            c.ordinal
+            for c in replayed.agent_calls
+            if not c.replayed and not (c.outcome is not None and c.model_calls == 0)
+        }
+        """The agent calls ``max_agent_calls`` counts: those that made a model call fresh
+        (one in flight when the last writer stopped included: its resume is the same call).
+        A served call, or one settled without a model call (a refused panel leg), is free."""
         self.served_calls = 0
         self.reinvoked_calls = 0
         self.reserved_calls = 0
@@ -144,9 +152,14 @@ class Execution:
             self.values.setdefault((v.step_path, v.ordinal), v)
         self.waits = RunWaits(world, writer, self.agent_calls, replayed, hold)
         """Durable waits and the signals sent to the run (``little.runtime._waits``)."""
-        self.model = model
-        """A full replay's model: every session of the run uses it (``FullReplay``)."""
+        self.models: Mapping[str, Model] = models or {}
+        """A full replay's models by session name (``"*"``: every other session;
+        ``FullReplay``): a session not named keeps the model its code names."""
         self._run_sub = run_sub
+
+    def model_for(self, session: str) -> Model | None:
+        """The model a full replay asks in the sessions named ``session`` (None: their own)."""
+        return self.models.get(session) or self.models.get("*")
 
     def replay(self) -> ReplayEnvelope:
         """The run's replay envelope now: the state as claimed plus the agent calls this
@@ -179,22 +192,28 @@ class Execution:
 
     # -- budget --------------------------------------------------------------------------
 
-    def check_budget(self, *, reserved: bool = False) -> None:
-        """Before a fresh model call: calls served from the log never count here. Calls
-        reserved by fresh panels count as spent, except the caller's own (``reserved``: a
-        panel leg's first call, which its reservation covers and consumes)."""
+    def check_budget(self, ordinal: int, *, reserved: bool = False) -> None:
+        """Before a fresh model call of agent call ``ordinal``: the first one counts the call
+        against ``max_agent_calls`` (an agent call is one ``agent.run`` exchange, whatever
+        its tool round trips); every one meets ``max_tokens``. Calls served from a record
+        never count. Calls reserved by fresh panels count as spent, except the caller's own
+        (``reserved``: a panel leg's first call, which its reservation covers and consumes)."""
         cap_calls, cap_tokens = self.replayed.max_agent_calls, self.replayed.max_tokens
+        new = ordinal not in self.counted_calls
         held = self.reserved_calls - (1 if reserved else 0)
-        if cap_calls is not None and self.billed_calls + held >= cap_calls:
+        made = len(self.counted_calls)
+        if new and cap_calls is not None and made + held >= cap_calls:
             raise BudgetExceededError(
                 f"run {self.run_id}: budget of {cap_calls} agent call(s) spent "
-                f"({self.billed_calls} made, {held} reserved by panels; "
-                f"{self.served_calls} more served from the log, free)"
+                f"({made} made, {held} reserved by panels; "
+                f"{self.served_calls} model call(s) more served from the log, free): agent "
+                f"call {ordinal} was not made"
             )
         if cap_tokens is not None and self.billed_tokens >= cap_tokens:
             raise BudgetExceededError(
                 f"run {self.run_id}: budget of {cap_tokens:,} tokens spent ({self.billed_tokens:,})"
             )
+        self.counted_calls.add(ordinal)
         if reserved:
             self.reserved_calls -= 1
 
@@ -203,12 +222,13 @@ class Execution:
         before any leg runs. Each leg's first model call consumes its reservation (a leg that
         ends without one gives it back, ``release_call``)."""
         cap_calls, cap_tokens = self.replayed.max_agent_calls, self.replayed.max_tokens
-        left = None if cap_calls is None else cap_calls - self.billed_calls - self.reserved_calls
+        made = len(self.counted_calls)
+        left = None if cap_calls is None else cap_calls - made - self.reserved_calls
         if left is not None and count > left:
             raise BudgetExceededError(
                 f"run {self.run_id}: the panel at {where} has {count} fresh leg(s) but the "
                 f"budget of {cap_calls} agent call(s) has {max(left, 0)} left "
-                f"({self.billed_calls} made, {self.reserved_calls} reserved): no leg was run"
+                f"({made} made, {self.reserved_calls} reserved): no leg was run"
             )
         if cap_tokens is not None and self.billed_tokens >= cap_tokens:
             raise BudgetExceededError(

@@ -72,15 +72,17 @@ async def run_panel(
             "replay_from"
         )
     fresh = [i for i, t in enumerate(tickets) if not t.served and not t.settled]
-    if fresh:
+    # a leg in flight when the last writer stopped was counted when it was first made
+    uncounted = [i for i in fresh if tickets[i].ordinal not in x.counted_calls]
+    if uncounted:
         try:
-            x.reserve_calls(len(fresh), step.step_path)
+            x.reserve_calls(len(uncounted), step.step_path)
         except BudgetExceededError:
             for i in fresh:
                 sessions[i]._recorder.refuse(tickets[i], tickets[i].miss)
             await x.writer.flush()
             raise
-        for i in fresh:
+        for i in uncounted:
             sessions[i]._recorder.reserved = True
 
     async def run_leg(i: int) -> str | None:

@@ -22,10 +22,11 @@ recorded call cost, counted as avoided), and every surface marks it replayed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
+from little.errors import ConfigurationError
 from little.events import (
     ArtifactRef,
     LoggedEvent,
@@ -110,19 +111,94 @@ MODE_FULL = "full"
 asked for by it."""
 
 
-@dataclass(frozen=True)
+EVERY_SESSION = "*"
+"""The key of ``FullReplay.models`` naming the model of every session not named otherwise."""
+
+ModelChoice = str | Sequence[str] | Mapping[str, str] | None
+"""A full replay's models: None (every session keeps its own), one ``provider:model`` or
+``module:factory`` for every session, ``name=spec`` for the sessions of that name, or several
+of those (a list; a string of them separated by spaces, as ``RunStarted.replay_model``
+records them); or a mapping of session names (``"*"``: every other session) to specs."""
+
+
+@dataclass(frozen=True, init=False)
 class FullReplay:
     """A full replay of a recorded run: a new run of the same workflow, its input and values
-    taken from the source run, every model call made live with ``model`` (``provider:model``
-    or ``module:factory``, as ``little.harness.model_from_spec`` reads it), and every tool
-    call answered from the source run's receipts unless ``live_tools``: the n-th call of a
-    tool with the same arguments in a session gets the outcome of the n-th such call of the
-    source's session of the same id (its result, or its error), never invoking the tool; a
-    call the source's session never made fails as the tool's error, which the model sees.
-    With ``live_tools`` tools run. Sub-runs are full replays of the source's sub-runs."""
+    taken from the source run, every model call made live, and every tool call answered from
+    the source run's receipts unless ``live_tools``: the n-th call of a tool with the same
+    arguments in a session gets the outcome of the n-th such call of the source's session of
+    the same id (its result, or its error), never invoking the tool; a call the source's
+    session never made fails as the tool's error, which the model sees. With ``live_tools``
+    tools run. Sub-runs are full replays of the source's sub-runs.
 
-    model: str
-    live_tools: bool = False
+    ``model`` says which model each session asks (``ModelChoice``): a session keeps the model
+    its code names unless it is told otherwise, by its name (``researcher=anthropic:<id>``) or
+    for every session (``anthropic:<id>``); a model is ``provider:model`` or
+    ``module:factory``, as ``little.harness.model_from_spec`` reads it."""
+
+    models: Mapping[str, str]
+    """Session name (``EVERY_SESSION``: every other) -> model spec; empty: each its own."""
+    live_tools: bool
+
+    def __init__(self, model: ModelChoice = None, live_tools: bool = False) -> None:
+        object.__setattr__(self, "models", replay_models(model))
+        object.__setattr__(self, "live_tools", live_tools)
+
+    @property
+    def model(self) -> str | None:
+        """The models as ``RunStarted.replay_model`` records them (None: each its own): the
+        model of every session first, then ``name=spec`` by name, separated by spaces."""
+        if not self.models:
+            return None
+        every = self.models.get(EVERY_SESSION)
+        named = [f"{n}={m}" for n, m in sorted(self.models.items()) if n != EVERY_SESSION]
+        return " ".join(([every] if every else []) + named)
+
+
+def replay_models(model: ModelChoice) -> dict[str, str]:
+    """``model`` as session name -> spec, or ``ConfigurationError`` naming what is wrong."""
+    if model is None:
+        return {}
+    if isinstance(model, Mapping):
+        words = [f"{k}={v}" if k != EVERY_SESSION else str(v) for k, v in model.items()]
+    else:
+        given = [model] if isinstance(model, str) else list(model)
+        for m in given:
+            if not m.split() or (len(m.split()) > 1 and not isinstance(model, str)):
+                raise ConfigurationError(
+                    f"full replay model {m!r} is not one model: give name=provider:model "
+                    "or provider:model"
+                )
+        words = [w for m in given for w in m.split()]
+    models: dict[str, str] = {}
+    for word in words:
+        name, spec = _model_item(word)
+        if name in models:
+            raise ConfigurationError(
+                f"full replay models: two models for every session ({models[name]!r}, "
+                f"{spec!r}): name the session each is for (name=provider:model)"
+                if name == EVERY_SESSION
+                else f"full replay models: two models for session {name!r} "
+                f"({models[name]!r}, {spec!r})"
+            )
+        models[name] = spec
+    return models
+
+
+def _model_item(word: str) -> tuple[str, str]:
+    """``name=spec`` (a name holds no ``:``) or a bare spec, for every session."""
+    name, eq, spec = word.strip().partition("=")
+    if not eq or ":" in name:
+        return EVERY_SESSION, word.strip()
+    if not name:
+        raise ConfigurationError(
+            f"full replay model {word!r} names no session before '=' (name=provider:model)"
+        )
+    if not spec:
+        raise ConfigurationError(
+            f"full replay model {word!r} names no model: give {name}=provider:model"
+        )
+    return name, spec
 
 
 Receipt = tuple[str | None, ArtifactRef | None, str | None]

@@ -175,6 +175,7 @@ class Recorder:
         self.exchanges = 0  # agent calls admitted so far: the occurrence of each one's node
         self.exchange_tokens = [0, 0, 0, 0]  # this exchange's usage, served turns included
         self.exchange_calls = 0  # this exchange's model calls, served turns included
+        self.ordinal = -1  # the agent call of this exchange (its fresh turns count it)
         self.reserved = False  # a panel leg holding a budget reservation for its first call
         self._tool_calls: dict[tuple[str, str], int] = {}
         """Tool calls so far per (tool, arguments JSON), those served from the log too: a tool
@@ -280,6 +281,7 @@ class Recorder:
         ticket = AgentCallTicket(ordinal, answer)
         self.exchange_tokens = [0, 0, 0, 0]
         self.exchange_calls = 0
+        self.ordinal = ordinal
         if answer.settled:
             return ticket
         if ordinal not in calls.own and ordinal not in calls.admitted:
@@ -437,7 +439,7 @@ class Recorder:
         span: Any,
     ) -> R:
         self._step._check_group()
-        self._x.check_budget(reserved=self.reserved)
+        self._x.check_budget(self.ordinal, reserved=self.reserved)
         self.reserved = False
         if again:  # in flight at a stop: the provider may bill it twice
             self._x.count_reinvoked()

@@ -30,6 +30,7 @@ from little.replay import (
 )
 from little.runtime._admission import (
     _check_full_replay_of,
+    _check_replay_sessions,
     _check_resumed_budgets,
     _configuration,
     _full_record,
@@ -126,14 +127,14 @@ async def execute(
             f"replay_mode={replay_mode!r} (run {run_id}) is not a replay mode: use one of "
             f"{', '.join(repr(m) for m in REPLAY_MODES)}"
         )
-    model: Model | None = None
+    models: dict[str, Model] | None = None
     if full_replay is not None:
         if replay_from is None:
             raise ConfigurationError(
                 f"run {run_id}: a full replay needs replay_from, the recorded run it replays"
             )
         # a name that builds no model is refused up front (an import, a factory: off the loop)
-        model = await asyncio.to_thread(model_from_spec, full_replay.model)
+        models = await asyncio.to_thread(_models_of, full_replay)
     owner = owner or default_owner()
     if fresh:
         state = materialize_run_state_from_events([], run_id=run_id)
@@ -165,6 +166,8 @@ async def execute(
         # refused before claiming: a full replay that cannot be made leaves nothing behind
         assert replay_from is not None
         prepared = await asyncio.to_thread(_full_record, world, workflow.name, replay_from)
+        if parent_run_id is None:  # a session the models name must be one the source had
+            await asyncio.to_thread(_check_replay_sessions, world, prepared, full_replay)
     # The execution's span: a run that started continues the trace its RunStarted record
     # carries (whoever resumes it, in whatever process), linked to the context resuming it.
     parent: Any = None
@@ -210,7 +213,7 @@ async def execute(
                 replay_mode=replay_mode,
                 full_replay=full_replay,
                 prepared=prepared,
-                model=model,
+                models=models,
                 hold=hold,
             )
         finally:
@@ -258,7 +261,7 @@ async def _execute_claimed(
     full_replay: FullReplay | None,
     hold: float,
     prepared: RecordedCalls | None = None,
-    model: Model | None = None,
+    models: dict[str, Model] | None = None,
 ) -> RunResult:
     await writer.checkpoint()  # stopped or cancelled while claiming
     if state.steps:
@@ -342,8 +345,8 @@ async def _execute_claimed(
     sub_runs_fresh: dict[str, bool | None] | None = None
     if recorded is not None and state.sub_runs:
         sub_runs_fresh = await asyncio.to_thread(_sub_runs_fresh, world, state, recorded)
-    if model is None and state.replay_mode == MODE_FULL and state.replay_model is not None:
-        model = await asyncio.to_thread(model_from_spec, state.replay_model)
+    if models is None and state.replay_mode == MODE_FULL:  # as its RunStarted names them
+        models = await asyncio.to_thread(_models_of, FullReplay(state.replay_model))
     execution = Execution(
         world,
         run_id,
@@ -352,7 +355,7 @@ async def _execute_claimed(
         owner,
         recorded,
         hold,
-        model,
+        models,
         run_sub=_run_sub,
         sub_runs_fresh=sub_runs_fresh,
     )
@@ -504,6 +507,11 @@ def _sub_runs_fresh(
     return verdicts
 
 
+def _models_of(full_replay: FullReplay) -> dict[str, Model]:
+    """A full replay's models, built (a worker thread: a factory may import, or read keys)."""
+    return {name: model_from_spec(spec) for name, spec in full_replay.models.items()}
+
+
 async def _run_sub(
     execution: Execution, workflow: AnyWorkflow, sub_run_id: str, input: Any, call_id: str
 ) -> Any:
@@ -573,9 +581,11 @@ async def run(
 
     ``full_replay=FullReplay(model, live_tools=False)`` with ``replay_from`` makes a *full
     replay* instead: a new run, linked to the recorded one and marked ``full``, that executes
-    the workflow again with every model call live from ``model`` and every tool call answered
-    from the recorded run's results (``FullReplay``): a dataset of the same task done by
-    another model, without repeating a tool's effects.
+    the workflow again with every model call live (each session's own model, unless ``model``
+    names another: ``"anthropic:<id>"`` for every session, ``["agent=anthropic:<id>"]`` for
+    those named ``agent``) and every tool call answered from the recorded run's results
+    (``FullReplay``): a dataset of the same task done by another model, without repeating a
+    tool's effects.
     """
     return await execute(
         world,

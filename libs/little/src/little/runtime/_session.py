@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from little._canonical import canonical_hash, canonical_json, chain_hash, sha256_hex
 from little.errors import ConfigurationError
 from little.harness import Message, Model, ModelRequest, ModelResponse, Tool, ToolCallRequest
+from little.replay import manifest_hash
 from little.runtime._compaction import SUMMARY_ACK, SUMMARY_PREFIX, CompactionPolicy
 from little.runtime._errors import ENDS_THE_RUN
 from little.runtime._recording import (
@@ -80,6 +81,12 @@ class AgentSession:
                 policy["summary_model_options"] = _json_value(summary_options)
             self.manifest["compaction"] = policy
             self._policy_hash = canonical_hash(policy)
+        gates = approval_manifest(tools, approval)
+        if gates is not None and not _recorded_before_approvals(
+            execution, session_id, self.manifest
+        ):
+            # absent (not null) when nothing waits for a person: older manifests keep their hash
+            self.manifest["approval"] = gates
         self._relinked = False  # the chain was relinked by a compaction (no "first request")
         self.turns = 0
         self._tools_hash = canonical_hash(tools_json)
@@ -298,8 +305,8 @@ class AgentSession:
                 f"{session_id!r}; {self.name!r}'s compaction summary needs that name"
             )
         self._step._sessions.add(session_id)
-        # a full replay asks its own model for every call, summaries included
-        model = self._x.model or policy.summary_model or self.model
+        # a full replay that names this session's model asks it for summaries too
+        model = self._x.model_for(self.name) or policy.summary_model or self.model
         summarizer = AgentSession(
             self._x, self._step, session_id, name, model, [], policy.summary_prompt, None
         )
@@ -339,3 +346,31 @@ def _json_value(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_json_value(v) for v in value]
     return f"<{type(value).__module__}.{type(value).__qualname__}>"
+
+
+def approval_manifest(tools: list[Tool], approval: ApprovalPolicy) -> dict[str, Any] | None:
+    """What of a session may wait for a person, as its manifest holds it (so in every agent
+    call's key): the tools declared ``requires_approval`` and the session's policy (True:
+    every call; a function: named); None when nothing may. A call that may block on a person
+    never shares a record with one that may not (seed 003)."""
+    tools_gated = sorted(t.name for t in tools if t.requires_approval)
+    if callable(approval):
+        module = getattr(approval, "__module__", None) or "?"
+        name = getattr(approval, "__qualname__", None) or type(approval).__qualname__
+        policy: bool | str = f"{module}.{name}"
+    else:
+        policy = bool(approval)
+    if not tools_gated and policy is False:
+        return None
+    return {"tools": tools_gated, "policy": policy}
+
+
+def _recorded_before_approvals(
+    execution: Execution, session_id: str, manifest: Mapping[str, Any]
+) -> bool:
+    """The run's own log started this session with this manifest, without an ``approval``
+    part: written before approvals were part of it (or the approval is new in the code that
+    resumes it). A resume keeps hashing it as recorded, so its agent calls keep their keys;
+    its fresh tool calls still wait for the approval the code asks for."""
+    recorded = execution.replayed.session(session_id)
+    return recorded is not None and recorded.manifest_hash == manifest_hash(manifest)

@@ -83,6 +83,19 @@ class SessionSpans:
                 attributes["little.cost_usd"] = float(price)
         return attributes
 
+    def served(self, provider: str, model: str, usage: Usage | None) -> dict[str, Any]:
+        """The attributes of a call answered from a record: the model's, and what the record
+        saved as ``little.avoided_*`` (never ``gen_ai.usage.*`` nor ``little.cost_usd``: the
+        call that was paid has its span already, and a GenAI cost dashboard sums those)."""
+        attributes = self.model(provider, model, None)
+        if usage is not None:
+            attributes["little.avoided_input_tokens"] = usage.input_tokens
+            attributes["little.avoided_output_tokens"] = usage.output_tokens
+            price = price_usd(provider, model, usage, datetime.now(UTC))
+            if price is not None:
+                attributes["little.avoided_cost_usd"] = float(price)
+        return attributes
+
     def replayed_exchange(
         self,
         provider: str,
@@ -95,7 +108,7 @@ class SessionSpans:
         """The span of an agent call answered whole from a record (no model call is made)."""
         if not tracing.enabled():
             return
-        attributes = self.model(provider, model, usage) | {
+        attributes = self.served(provider, model, usage) | {
             "little.served_from_log": False,
             "little.replayed": True,
             "little.replay_source_run_id": source_run_id,
@@ -109,7 +122,7 @@ class SessionSpans:
         """The span of a model turn answered from the run's own log (no model call is made)."""
         if not tracing.enabled():
             return
-        attributes = self.model(provider, model, usage) | {
+        attributes = self.served(provider, model, usage) | {
             "little.turn": turn,
             "little.served_from_log": True,
             "little.replayed": False,
