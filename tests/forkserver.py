@@ -5,9 +5,10 @@ A fresh ``python -m tests.crash.runner`` spends a second or more of CPU importin
 before it does anything; the crash tests start hundreds of them. Each child here is a real
 process of its own (its own pid, environment, working directory and session; it can be
 SIGKILLed and its exit status is the kernel's), forked from a server holding nothing but
-imported third-party modules; the child imports the project's own modules (``little``,
-``tests``) itself, since they take state when imported (the process id, crash hooks from the
-environment), exactly as a fresh interpreter would.
+imported modules: the third-party ones and ``little``, which takes no state when imported
+(its producer name, crash hooks and wait hold are read at first use, and again in a forked
+child: ``os.register_at_fork``). The child imports the services and the tests' modules
+itself (they register workflows, read the environment), exactly as a fresh interpreter would.
 
 The server is a child of the test process and dies with it (a parent-death signal); its
 children die with the server. Linux only: elsewhere ``spawn`` starts a fresh interpreter.
@@ -256,7 +257,7 @@ def _child(request: dict[str, Any]) -> None:
         os._exit(code)
 
 
-_OWN = ("little", "little_services", "tests", "__main__")
+_OWN = ("little_services", "tests", "__main__")
 _LIST_IMPORTS = (
     "import importlib, sys; importlib.import_module(sys.argv[1]); "
     f"print('\\n'.join(m for m in sys.modules if m.split('.')[0] not in {_OWN!r}))"
@@ -264,9 +265,9 @@ _LIST_IMPORTS = (
 
 
 def _preload(module: str) -> None:
-    """Import what importing ``module`` imports, but for the project's own modules: those
-    keep state taken when imported (the process id, crash hooks from the environment), so
-    every child imports them itself, as a fresh interpreter would."""
+    """Import what importing ``module`` imports, but for the services' and the tests' modules:
+    those keep state taken when imported (registered workflows, the environment), so every
+    child imports them itself, as a fresh interpreter would."""
     names = subprocess.run(
         [sys.executable, "-c", _LIST_IMPORTS, module], capture_output=True, text=True, check=True
     ).stdout.split()

@@ -22,7 +22,7 @@ from little.replay import MaterializedRunState, materialize_run_state_from_event
 from little.runtime._errors import ClaimRejectedError
 from little.runtime._execution import fold_run_off_loop
 from little.runtime._faults import FAULTS
-from little.runtime._writer import PRODUCER, RunWriter
+from little.runtime._writer import RunWriter, producer
 
 log = get_logger("little.runtime")
 
@@ -56,7 +56,7 @@ async def claim(
         )
     epoch = state.epoch + 1
     event = RunClaimed(
-        run_id=run_id, epoch=epoch, owner=owner, observed_seq=state.last_seq, producer=PRODUCER
+        run_id=run_id, epoch=epoch, owner=owner, observed_seq=state.last_seq, producer=producer()
     )
     (position,) = await world.submit([event])
     FAULTS.events_acked(1)

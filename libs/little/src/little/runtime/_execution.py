@@ -30,7 +30,7 @@ from little.runtime._errors import BudgetExceededError
 from little.runtime._patches import Patches
 from little.runtime._recorded import AgentCalls, RecordedCalls
 from little.runtime._registry import AnyWorkflow
-from little.runtime._waits import HOLD_SECONDS, RunWaits
+from little.runtime._waits import RunWaits, hold_seconds
 from little.runtime._writer import RunWriter
 
 LARGE_PAYLOAD = 64 * 1024
@@ -116,7 +116,7 @@ class Execution:
         writer: RunWriter,
         owner: str,
         source: RecordedCalls | None = None,
-        hold: float = HOLD_SECONDS,
+        hold: float | None = None,
         models: Mapping[str, Model] | None = None,
         *,
         run_sub: SubRun,
@@ -150,7 +150,7 @@ class Execution:
         (a retried step's second attempt reads the first attempt's)."""
         for v in replayed.values:
             self.values.setdefault((v.step_path, v.ordinal), v)
-        self.waits = RunWaits(world, writer, self.agent_calls, replayed, hold)
+        self.waits = RunWaits(world, writer, self.agent_calls, replayed, hold_seconds(hold))
         """Durable waits and the signals sent to the run (``little.runtime._waits``)."""
         self.models: Mapping[str, Model] = models or {}
         """A full replay's models by session name (``"*"``: every other session;

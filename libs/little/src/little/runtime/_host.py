@@ -19,7 +19,7 @@ from little.replay import MaterializedRunState, fold_run
 from little.runtime._execution import RunResult, fold_run_off_loop
 from little.runtime._registry import AnyWorkflow
 from little.runtime._runner import resume
-from little.runtime._waits import HOLD_SECONDS, utcnow
+from little.runtime._waits import utcnow
 
 log = get_logger("little.runtime")
 
@@ -44,7 +44,7 @@ async def follow(
     workflow: AnyWorkflow | None = None,
     *,
     poll: float = 0.5,
-    hold: float = HOLD_SECONDS,
+    hold: float | None = None,
 ) -> RunResult:
     """Resume ``run_id`` whenever one of its waits can end, until it ends (or a failure):
     sleep until its next due time, and look for the signals it waits for every ``poll``
@@ -80,7 +80,7 @@ class Waker:
     keeps the top-level runs whose last record says they wait (``RunSuspended``) or may have
     been woken (``SignalSent``), and resumes each one whose wait can end now."""
 
-    def __init__(self, world: World, *, hold: float = HOLD_SECONDS) -> None:
+    def __init__(self, world: World, *, hold: float | None = None) -> None:
         self.world = world
         self.hold = hold
         self._next: dict[int, int] = {}

@@ -60,7 +60,6 @@ from little.runtime._recorded import (
     RecordedCalls,
 )
 from little.runtime._registry import AnyWorkflow, lookup, versions
-from little.runtime._waits import HOLD_SECONDS
 from little.runtime._writer import RunWriter
 
 log = get_logger("little.runtime")
@@ -104,7 +103,7 @@ async def execute(
     replay_mode: str = MODE_REPAIRABLE,
     full_replay: FullReplay | None = None,
     fresh: bool = False,
-    hold: float = HOLD_SECONDS,
+    hold: float | None = None,
 ) -> RunResult:
     """Run or resume ``run_id`` in this process, to its end or until it waits.
 
@@ -259,7 +258,7 @@ async def _execute_claimed(
     replay_from: str | None,
     replay_mode: str,
     full_replay: FullReplay | None,
-    hold: float,
+    hold: float | None,
     prepared: RecordedCalls | None = None,
     models: dict[str, Model] | None = None,
 ) -> RunResult:
@@ -564,7 +563,7 @@ async def run(
     replay_from: str | None = None,
     replay_mode: str = MODE_REPAIRABLE,
     full_replay: FullReplay | None = None,
-    hold: float = HOLD_SECONDS,
+    hold: float | None = None,
 ) -> RunResult:
     """Start ``workflow`` with ``input`` as a new run (or resume ``run_id`` if it exists).
 
@@ -607,7 +606,7 @@ async def resume(
     run_id: str,
     workflow: AnyWorkflow | None = None,
     *,
-    hold: float = HOLD_SECONDS,
+    hold: float | None = None,
 ) -> RunResult:
     """Resume ``run_id`` from its log (its workflow is looked up by name if not given), until
     it ends or waits."""

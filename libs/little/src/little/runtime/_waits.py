@@ -49,8 +49,14 @@ from little.runtime._writer import RunWriter
 
 log = get_logger("little.runtime")
 
-HOLD_SECONDS = float(os.environ.get("LITTLE_WAIT_HOLD_SECONDS", "1.0"))
-"""Timers due within this many seconds are slept in the process; longer waits suspend."""
+
+def hold_seconds(hold: float | None = None) -> float:
+    """Timers due within this many seconds are slept in the process; longer waits suspend.
+    ``hold`` if given, else ``LITTLE_WAIT_HOLD_SECONDS`` (default 1), read when a run starts
+    rather than when ``little`` is imported (a process forked after the import reads its own)."""
+    if hold is not None:
+        return hold
+    return float(os.environ.get("LITTLE_WAIT_HOLD_SECONDS", "1.0"))
 
 
 MAX_WAIT_SECONDS = 100 * 365 * 86400.0

@@ -32,7 +32,24 @@ if TYPE_CHECKING:
 
 E = TypeVar("E", bound=Event)
 
-PRODUCER = f"little/{socket.gethostname()}/{os.getpid()}"
+_producer: str | None = None
+
+
+def producer() -> str:
+    """This process's name on the events it writes (``little/<host>/<pid>``): taken at the
+    first write, and again in a forked child (its own pid), not when ``little`` is imported."""
+    global _producer
+    if _producer is None:
+        _producer = f"little/{socket.gethostname()}/{os.getpid()}"
+    return _producer
+
+
+def _forget_producer() -> None:
+    global _producer
+    _producer = None
+
+
+os.register_at_fork(after_in_child=_forget_producer)
 
 
 MAX_EVENT_TEXT = 900_000
@@ -181,7 +198,7 @@ class RunWriter:
         """The event of this run and epoch with the next seq."""
         _check_size(self.run_id, cls, fields)
         event = cls(
-            run_id=self.run_id, seq=self.next_seq, epoch=self.epoch, producer=PRODUCER, **fields
+            run_id=self.run_id, seq=self.next_seq, epoch=self.epoch, producer=producer(), **fields
         )
         self.next_seq += 1
         if isinstance(event, _TERMINAL):
