@@ -425,6 +425,10 @@ def test_a_source_run_logged_before_source_identity_is_refused(
         ("import time", "clock, n = time, 1"),
         ("import time", "def later(clock=time.time): return clock()"),
         ("from time import *", "pass"),
+        ("import time", "stamp = time.clock_gettime(time.CLOCK_REALTIME)"),
+        ("from time import clock_gettime_ns", "pass"),
+        ("import time", "stamp = time.__dict__['time']()"),
+        ("import time", "stamp = globals()['time'].monotonic()"),
     ],
     ids=[
         "getattr-literal",
@@ -437,6 +441,10 @@ def test_a_source_run_logged_before_source_identity_is_refused(
         "tuple",
         "default-argument",
         "star-import",
+        "clock_gettime",
+        "from-import-clock_gettime_ns",
+        "namespace-subscript",
+        "globals-subscript",
     ],
 )
 def test_each_hole_of_the_scan_refuses_a_replay_end_to_end(
