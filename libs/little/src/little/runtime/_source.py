@@ -45,6 +45,10 @@ SDK = "little"
 package), even for a workflow that ships inside the SDK (``little.examples``)."""
 
 
+RECORDED_READS = 50
+"""How many of the scan's findings a run's ``RunStarted`` names (one is enough to refuse)."""
+
+
 @dataclass(frozen=True)
 class SourceIdentity:
     """The identity of a workflow's source and what the scan found in it."""
@@ -65,6 +69,16 @@ class SourceIdentity:
     @property
     def readable(self) -> bool:
         return self.sha256 is not None
+
+    def recorded_reads(self) -> tuple[str, ...] | None:
+        """The scan's verdict as ``RunStarted.source_unsafe_reads`` records it: the reads (at
+        most ``RECORDED_READS``, then how many more), or None when there is no source."""
+        if not self.readable:
+            return None
+        if len(self.reads) <= RECORDED_READS:
+            return self.reads
+        more = len(self.reads) - RECORDED_READS
+        return (*self.reads[:RECORDED_READS], f"... and {more} more")
 
 
 log = get_logger("little.runtime")
