@@ -259,6 +259,31 @@ async def decides(ctx: WorkflowContext, input: Any) -> str:
     return str(await ctx.step(str(target), go))
 
 
+def _validate(step: StepContext, draft: str) -> str:
+    """A validator (seed 004, "validation decisions"): passes a draft that names its subject,
+    rejects the rest; its verdict routes the run (publish or revise)."""
+    _log_call("steps", step=step.step_path)
+    return "publish" if "kafka" in draft else "revise"
+
+
+@workflow("validated", version="1")
+async def validated(ctx: WorkflowContext, input: Any) -> str:
+    """A draft, a validation decision on it, then the step its verdict names."""
+
+    def write(step: StepContext) -> str:
+        _log_call("steps", step=step.step_path)
+        return f"a post about {input}"
+
+    draft = str(await ctx.step("draft", write))
+    verdict = await ctx.decide("validate", _validate, draft)
+
+    def act(step: StepContext) -> str:
+        _log_call("steps", step=step.step_path)
+        return f"{verdict}: {draft}"
+
+    return str(await ctx.step(str(verdict), act))
+
+
 # -- bulky: 5 MB through a tool result and a model response (issue 13, size limits) ---------
 
 BULK_BYTES = 5 * 1024 * 1024

@@ -7,11 +7,13 @@ serve nothing): it fails here first. The files under ``tests/golden/runs/`` are 
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
 
 from little.chat import model_exchanges
+from little.events import ToolCallSucceeded
 from little.examples import research
 from little.golden import read_golden
 from little.runtime import simulate
@@ -27,7 +29,7 @@ def test_every_recipe_has_a_committed_run_and_every_run_a_recipe() -> None:
 
 
 @pytest.mark.parametrize("path", COMMITTED, ids=lambda p: p.stem)
-def test_todays_code_simulates_a_committed_run_identically_and_invokes_nothing(
+def test_todays_code_simulates_a_committed_run_identically_and_invokes_no_model(
     path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls = tmp_path / "calls"
@@ -43,7 +45,23 @@ def test_todays_code_simulates_a_committed_run_identically_and_invokes_nothing(
     assert sim.result is not None
     assert sim.result.status == "completed"
     assert not (calls / "model.jsonl").exists()  # no model was invoked
-    assert not (calls / "tools.jsonl").exists()  # no tool ran
+    # every tool call of the golden run's exchanges ran again (seed 004: in simulation mode)
+    # and returned what it recorded; one it made itself is among them (a replay's are inside
+    # the exchanges it served)
+    log = calls / "tools.jsonl"
+    ran = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    assert len(sim.tools_run) == len(ran)
+    assert sorted(f"tool {r['tool']} (call {r['call_id']})" for r in ran) == sorted(
+        t.split("): ", 1)[1] for t in sim.tools_run
+    )
+    made = {
+        (e.event.tool, e.event.call_id)
+        for events in golden.runs.values()
+        for e in events
+        if isinstance(e.event, ToolCallSucceeded)
+    }
+    assert made <= {(r["tool"], r["call_id"]) for r in ran}
+    assert sim.tools_served == ()
     assert (calls / "steps.jsonl").exists()  # the steps' own code did run
 
 

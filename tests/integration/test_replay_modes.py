@@ -96,7 +96,10 @@ def test_every_mode_from_one_command(recorded: Recorded) -> None:
 
     code, out, err = cli(recorded, "replay", source, "--mode", "simulate", *FLOWS)
     assert code == 0, err
-    assert out.strip() == f"identical to {source}"
+    assert out.splitlines() == [
+        f"identical to {source}",
+        "1 tool call(s) ran again and returned what the golden run recorded",
+    ]
 
     code, out, err = cli(
         recorded, "replay", source, "--mode", "full", "--model", MODEL, *FLOWS, "--json"

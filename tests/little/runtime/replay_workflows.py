@@ -431,3 +431,41 @@ def nested(v: str, child: str = "Summarise: ", sub: bool = True) -> Any:
         return await ctx.step("write", ask, "write", BASE["write"] + str(short))
 
     return workflow(NESTED, version=v)(flow)
+
+
+TOOLED = "tests.replay.tooled"
+LOOKUPS: list[str] = []
+"""Every real invocation of ``tooled``'s look-up tool in this process."""
+
+
+def tooled(v: str, looked_up: str = "{q}: a word", writes: bool = False) -> Any:
+    """One stage whose model looks a word up (and, with ``writes``, then writes the report with
+    the side-effecting tool) before answering; ``looked_up`` is what the look-up tool returns
+    (edit it to make the tool's code return something else)."""
+
+    @tool(description="Look a word up.")
+    def look_up(args: dict[str, Any], ctx: ToolContext) -> str:
+        LOOKUPS.append(ctx.call_id)
+        return looked_up.format(q=args.get("q"))
+
+    async def define(step: StepContext, word: str) -> str | None:
+        calls = [ToolCallRequest("l1", "look_up", {"q": word})]
+        if writes:
+            calls.append(ToolCallRequest("w1", "write_report", {"text": word}))
+        model = ScriptedModel(
+            (
+                ModelResponse(tool_calls=tuple(calls), usage=USAGE, finish_reason="tool_calls"),
+                ModelResponse(content=f"{word} is a log", usage=USAGE, finish_reason="stop"),
+            ),
+            provider="openai",
+            name="gpt-4o-mini",
+        )
+        MODELS.setdefault("define", []).append(model)
+        tools = [look_up, write_report] if writes else [look_up]
+        async with step.session("define", model=model, tools=tools) as agent:
+            return await agent.run(f"Define {word}. Look it up.")
+
+    async def flow(ctx: WorkflowContext, word: str) -> Any:
+        return await ctx.step("define", define, word)
+
+    return workflow(TOOLED, version=v)(flow)

@@ -260,3 +260,62 @@ def test_a_golden_run_whose_step_was_tried_again_simulates_identically(
     sim = asyncio.run(simulate(world, cw.glossary(f"r{next(_versions)}", fail_at=2), source.run_id))
     assert sim.identical, sim.lines()
     assert len(cw.REQUESTS) == sent  # nothing invoked
+
+
+# -- tool code runs in a simulation (issue 26 item 7) ----------------------------------------
+
+
+def test_a_simulation_runs_each_tool_call_and_compares_its_result(world: little.World) -> None:
+    """Seed 004: tool code is not re-executed unless in simulation mode. The unchanged tool
+    runs again and matches; a tool edited to return something else is the divergence, named
+    at its call, with nothing invoked but the tool."""
+    rw.LOOKUPS.clear()
+    source = asyncio.run(run(world, rw.tooled(f"t{next(_versions)}"), "kafka"))
+    assert source.status == "completed"
+    assert rw.LOOKUPS == ["1:l1"]
+
+    same = asyncio.run(simulate(world, rw.tooled(f"t{next(_versions)}"), source.run_id))
+    assert same.identical, same.lines()
+    assert rw.LOOKUPS == ["1:l1", "1:l1"]  # the tool ran again
+    assert same.tools_run == ("agent call 0 (define#define): tool look_up (call 1:l1)",)
+    assert same.lines() == [
+        f"identical to {source.run_id}",
+        "1 tool call(s) ran again and returned what the golden run recorded",
+    ]
+
+    edited = rw.tooled(f"t{next(_versions)}", looked_up="ERROR")
+    sim = asyncio.run(simulate(world, edited, source.run_id))
+    d = sim.divergence
+    assert d is not None, sim.lines()
+    assert d.ordinal == 0
+    assert d.expected is not None
+    assert d.expected.startswith("agent call define/define#0 request ")
+    assert d.got == (
+        'agent call 0 (define#define): tool look_up (call 1:l1) returned "ERROR" but the '
+        'golden run recorded "kafka: a word"'
+    )
+    assert sim.calls_after == 2  # the exchange's two model calls
+    assert rw.invocations("define") == 2  # the golden run's only: no model was asked
+    assert rw.LOOKUPS == ["1:l1", "1:l1", "1:l1"]
+
+
+def test_a_side_effecting_tool_call_is_served_and_the_report_says_so(
+    world: little.World,
+) -> None:
+    rw.LOOKUPS.clear()
+    rw.WRITES.clear()
+    source = asyncio.run(run(world, rw.tooled(f"t{next(_versions)}", writes=True), "kafka"))
+    assert source.status == "completed"
+    assert (rw.LOOKUPS, rw.WRITES) == (["1:l1"], ["kafka"])
+
+    sim = asyncio.run(simulate(world, rw.tooled(f"t{next(_versions)}", writes=True), source.run_id))
+    assert sim.identical, sim.lines()
+    assert (rw.LOOKUPS, rw.WRITES) == (["1:l1", "1:l1"], ["kafka"])  # the write did not repeat
+    served = "agent call 0 (define#define): tool write_report (call 1:w1): side-effecting"
+    assert sim.tools_served == (f"{served}, served from the golden run",)
+    assert sim.lines() == [
+        f"identical to {source.run_id}",
+        "1 tool call(s) ran again and returned what the golden run recorded",
+        "1 tool call(s) not run, served as recorded:",
+        f"  {served}, served from the golden run",
+    ]

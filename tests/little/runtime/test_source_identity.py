@@ -425,6 +425,10 @@ def test_a_source_run_logged_before_source_identity_is_refused(
         ("import time", "clock, n = time, 1"),
         ("import time", "def later(clock=time.time): return clock()"),
         ("from time import *", "pass"),
+        ("import time", "stamp = time.clock_gettime(time.CLOCK_REALTIME)"),
+        ("from time import clock_gettime_ns", "pass"),
+        ("import time", "stamp = time.__dict__['time']()"),
+        ("import time", "stamp = globals()['time'].monotonic()"),
     ],
     ids=[
         "getattr-literal",
@@ -437,6 +441,10 @@ def test_a_source_run_logged_before_source_identity_is_refused(
         "tuple",
         "default-argument",
         "star-import",
+        "clock_gettime",
+        "from-import-clock_gettime_ns",
+        "namespace-subscript",
+        "globals-subscript",
     ],
 )
 def test_each_hole_of_the_scan_refuses_a_replay_end_to_end(
@@ -450,6 +458,62 @@ def test_each_hole_of_the_scan_refuses_a_replay_end_to_end(
     assert second.status == "completed"
     assert started(world, second.run_id).replay_refused_reason == "replay-unsafe-script"
     assert invocations() == {"research": 2, "outline": 2}
+
+
+def test_a_run_recorded_by_code_reading_randomness_is_never_a_replay_source(
+    world: little.World, project: Project
+) -> None:
+    """The scan's verdict on the recorded run's code is recorded on its RunStarted: a replay
+    of it by clean code is refused, since its answers came from a world the replay cannot
+    reproduce (issue 26 item 3)."""
+    project.flow(imports="import random", body="order = ['a', 'b']\n    random.shuffle(order)")
+    first = asyncio.run(run(world, project.load(), "Kafka"))
+    assert first.status == "completed"
+    recorded = started(world, first.run_id).source_unsafe_reads
+    assert recorded is not None
+    assert any("random" in r for r in recorded), recorded
+    assert replay_run(world, first.run_id).state.source_unsafe_reads == recorded
+
+    project.flow()  # the read removed: this code is clean, the recorded run's was not
+    clean = project.load()
+    second = asyncio.run(run(world, clean, "Kafka", replay_from=first.run_id))
+    assert second.status == "completed"
+    assert started(world, second.run_id).source_unsafe_reads == ()
+    assert started(world, second.run_id).replay_refused_reason == "replay-unsafe-script"
+    assert second.replay is not None
+    assert second.replay.refused_reason == "replay-unsafe-script"
+    assert served(world, second.run_id) == [(False, None), (False, None)]
+    assert invocations() == {"research": 2, "outline": 2}
+    # the clean run is a replay source
+    third = asyncio.run(run(world, clean, "Kafka", replay_from=second.run_id))
+    assert started(world, third.run_id).replay_refused_reason is None
+    assert served(world, third.run_id) == [(True, None), (True, None)]
+
+
+def test_a_source_run_logged_before_the_scan_verdict_is_trusted_only_for_the_same_code(
+    world: little.World, project: Project
+) -> None:
+    """A run logged before RunStarted v5 has no recorded verdict: the same source identity
+    is the same code, which the scan reads now; other code proves nothing of it."""
+    wf = project.load()
+    first = asyncio.run(run(world, wf, "Kafka"))
+    old = "run_logged_before_v5"
+    events = []
+    for logged in world.read_run(first.run_id):
+        update: dict[str, Any] = {"run_id": old}
+        if isinstance(logged.event, RunStarted):
+            update |= {"source_unsafe_reads": None}
+        events.append(logged.event.model_copy(update=update))
+    world.append(events)
+    assert replay_run(world, old).state.source_unsafe_reads is None
+    same = asyncio.run(run(world, wf, "Kafka", replay_from=old))
+    assert started(world, same.run_id).replay_refused_reason is None
+    assert served(world, same.run_id) == [(True, None), (True, None)]
+
+    project.write("helpers.py", HELPERS + "# reviewed\n")
+    edited = asyncio.run(run(world, project.load(), "Kafka", replay_from=old))
+    assert started(world, edited.run_id).replay_refused_reason == "replay-unsafe-script"
+    assert served(world, edited.run_id) == [(False, None), (False, None)]
 
 
 def test_a_source_run_that_settled_no_agent_call_is_refused_as_no_recorded_calls(

@@ -4,6 +4,10 @@ way is flagged, and harmless look-alikes are not."""
 
 from __future__ import annotations
 
+import random
+import secrets
+import time
+
 import pytest
 
 from little.runtime._source import static_imports, unsafe_reads
@@ -147,3 +151,129 @@ def test_imports_that_cannot_be_resolved_statically_are_named(
     _, unresolved = static_imports(source, package)
     assert len(unresolved) == 1
     assert unresolved[0].startswith(what), unresolved
+
+
+# -- every clock and randomness root of the standard library, in every form (issue 26 item 4) --
+
+TIME_CLOCKS = (
+    "time",
+    "time_ns",
+    "monotonic",
+    "monotonic_ns",
+    "perf_counter",
+    "perf_counter_ns",
+    "process_time",
+    "process_time_ns",
+    "thread_time",
+    "thread_time_ns",
+    "clock_gettime",
+    "clock_gettime_ns",
+    "localtime",
+    "gmtime",
+    "ctime",
+    "asctime",
+    "strftime",
+)
+"""``time``'s functions that read a clock (the last four read it when given no time)."""
+TIME_HARMLESS = {
+    "sleep",
+    "strptime",
+    "mktime",
+    "struct_time",
+    "get_clock_info",
+    "clock_getres",
+    "clock_settime",
+    "clock_settime_ns",
+    "tzset",
+    "pthread_getcpuclockid",
+}
+"""``time``'s functions that read no clock: a clock function missing from both lists (a new
+Python's) fails ``test_every_function_of_time_is_either_a_clock_or_known_harmless``."""
+
+ROOTS: list[tuple[str, str]] = [
+    *(("time", f) for f in TIME_CLOCKS),
+    ("datetime.datetime", "now"),
+    ("datetime.datetime", "utcnow"),
+    ("datetime.datetime", "today"),
+    ("datetime.date", "today"),
+    *(("random", f) for f in random.__all__),  # every function, Random and SystemRandom
+    *(("secrets", f) for f in secrets.__all__),
+    ("os", "urandom"),
+    ("os", "getrandom"),
+    ("os", "times"),
+    ("uuid", "uuid1"),
+    ("uuid", "uuid4"),
+]
+
+
+def _forms(owner: str, fn: str) -> dict[str, str]:
+    """Each form of reaching ``owner.fn`` (seed 003's table, in Python): its source, whose
+    last line reaches it."""
+    module, _, cls = owner.partition(".")
+    path = f"{module}.{cls}" if cls else module  # the owner, from its module
+    if cls:  # a class of its module: the from-import takes the class
+        from_import = f"from {module} import {cls}\n{cls}.{fn}()"
+        alias = f"import {module} as m\nm.{cls}.{fn}()"
+    else:
+        from_import = f"from {module} import {fn}\n{fn}()"
+        alias = f"import {module} as m\nm.{fn}()"
+    return {
+        "attribute": f"import {module}\n{path}.{fn}()",
+        "subscript": f"import {module}\n{path}.__dict__[{fn!r}]",
+        "dict-get": f"import {module}\n{path}.__dict__.get({fn!r})",
+        "getattr": f"import {module}\ngetattr({path}, {fn!r})()",
+        "binding": f"import {module}\nclock = {path}.{fn}",
+        "from-import": from_import,
+        "module-alias": alias,
+        "importer": f"__import__({module!r}).{cls + '.' if cls else ''}{fn}()",
+        "sys.modules": f"import sys\nsys.modules[{module!r}].{cls + '.' if cls else ''}{fn}",
+    }
+
+
+FORMS = ["attribute", "subscript", "dict-get", "getattr", "binding", "from-import"]
+FORMS += ["module-alias", "importer", "sys.modules"]
+
+
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize(("owner", "fn"), ROOTS, ids=[f"{o}.{f}" for o, f in ROOTS])
+def test_every_root_is_seen_in_every_form(owner: str, fn: str, form: str) -> None:
+    source = _forms(owner, fn)[form]
+    found = unsafe_reads(source)
+    module = owner.split(".")[0]
+    # random and secrets are flagged wholesale where imported (any import of them reads them)
+    named = module if module in ("random", "secrets") else fn
+    assert any(named in line for line in found), (source, found)
+
+
+def test_every_function_of_time_is_either_a_clock_or_known_harmless() -> None:
+    public = {n for n in dir(time) if not n.startswith("_") and callable(getattr(time, n))}
+    assert public - set(TIME_CLOCKS) - TIME_HARMLESS == set()
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("import time\ntime.__dict__[name]()", ["2: time.__dict__[<computed>]"]),
+        ("import time\nns = time.__dict__", ["2: time.__dict__"]),
+        ("import time\ntime.__getattribute__('time')()", ["2: time.time"]),
+        ("import time\nglobals()['time'].time()", ["2: time.time"]),
+        ("x = globals()[name]", ["1: globals()[<computed>]"]),
+        ("__builtins__.__import__('time').time()", ["1: time.time"]),
+        ("import datetime as d\nd.datetime.__dict__['now']", ["2: datetime.now"]),
+    ],
+)
+def test_the_scan_folds_namespaces_and_globals(source: str, expected: list[str]) -> None:
+    assert unsafe_reads(source) == expected
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import time\ntime.__dict__['sleep'](0)",
+        "import os\nos.__dict__.get('sep')",
+        "import datetime\ndatetime.datetime.__dict__['fromisoformat']",
+        "def f(time):\n    return globals()['helper'](time)",
+    ],
+)
+def test_namespace_reads_of_harmless_members_are_left_alone(source: str) -> None:
+    assert unsafe_reads(source) == []

@@ -16,8 +16,9 @@ full                   a NEW run of the workflow against the recorded one, with 
                        unless ``model`` names another (for every session, or by session
                        name: ``["researcher=anthropic:<id>"]``), every tool call answered
                        from the recorded run's receipts unless ``live_tools`` (``RunResult``)
-simulate               the workflow re-executed with every call served from a golden run (a
-                       run id or a golden file), compared with it (``Simulation``)
+simulate               the workflow re-executed with every model call served from a golden
+                       run (a run id or a golden file) and every tool call that is not
+                       side-effecting run again, compared with it (``Simulation``)
 =====================  =====================================================================
 
 Only ``full`` writes (its new run); the others read the log. The name is not

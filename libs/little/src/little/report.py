@@ -40,6 +40,7 @@ __all__ = [
     "Redaction",
     "configuration_data",
     "configuration_line",
+    "decision_lines",
     "dollars",
     "explain",
     "interrupted_line",
@@ -150,6 +151,9 @@ def report_data(result: ReplayResult) -> dict[str, Any]:
                 "error": step.error,
                 "billed": usage_dict(step.usage),
                 "avoided": usage_dict(step.avoided_usage),
+                "decision": None
+                if step.decision_visit is None
+                else {"visit": step.decision_visit, "target": step.decision_target},
             }
             for step, planned in zip(s.steps, result.steps, strict=True)
         ],
@@ -167,6 +171,17 @@ def report_data(result: ReplayResult) -> dict[str, Any]:
         },
     }
     return report
+
+
+def decision_lines(s: MaterializedRunState) -> list[str]:
+    """The decisions the run recorded (``ctx.decide``: a validator's verdict, a route), one line
+    each as ``little explain`` names them: what a replay reports without deciding again."""
+    return [
+        f"decision {step.step_path} (visit {step.decision_visit}) chose "
+        f"{step.decision_target if step.decision_target is not None else 'to stop'}"
+        for step in s.steps
+        if step.decision_visit is not None
+    ]
 
 
 def configuration_data(s: MaterializedRunState) -> dict[str, Any] | None:

@@ -269,8 +269,10 @@ def replay(
             "projection-only: the run's projection (or with --all every run's) folded from the "
             "log, nothing executed (--rebuild: the projector's rebuild of its store); full: a NEW run of the workflow with every model call live "
             "(each session's own model unless --model names another) and every tool result "
-            "served from the run's receipts (unless --live-tools); simulate: re-execute --workflow against the run with every call "
-            "served from its record, and compare (exit 1 on a divergence).",
+            "served from the run's receipts (unless --live-tools); simulate: re-execute "
+            "--workflow against the run with every model call served from its record and every "
+            "tool call that is not side-effecting run again, and compare (exit 1 on a "
+            "divergence).",
         ),
     ] = ReplayModeName.inference_skipping,
     from_seq: Annotated[
@@ -692,6 +694,8 @@ def _simulate(
                     },
                     "calls_after": sim.calls_after,
                     "cost_after_usd": None if sim.cost_after is None else str(sim.cost_after),
+                    "tools_run": list(sim.tools_run),
+                    "tools_served": list(sim.tools_served),
                 }
             )
         )

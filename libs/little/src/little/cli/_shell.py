@@ -88,6 +88,7 @@ def print_report(result: Any) -> None:
     from little.replay import replay_envelope
     from little.report import (
         configuration_line,
+        decision_lines,
         dollars,
         interrupted_line,
         replay_line,
@@ -134,6 +135,8 @@ def print_report(result: Any) -> None:
             dollars(step.avoided_usage) if step.avoided_usage.calls else "-",
         )
     console.print(table)
+    for line in decision_lines(s):  # step names are not rich markup
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.print(f"billed:  {s.usage.calls} model call(s), {tokens(s.usage)}, {dollars(s.usage)}")
     console.print(
         f"avoided: {s.avoided_usage.calls} model call(s), {tokens(s.avoided_usage)}, "

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, model_validator
 
 from little.errors import EventValidationError
 
@@ -173,6 +173,15 @@ class RunStartFacts(_Frozen):
     config_changes: tuple[str, ...] = ()
     """A replay only: how this configuration differs from the source run's
     (``"budgets.max_agent_calls: 10 -> 5"``), proceeded with (repairable) or refused (strict)."""
+    source_unsafe_reads: tuple[str, ...] | None = None
+    """The replay-safety scan's verdict on the run's own source (v5): the direct clock and
+    randomness reads it found (empty: none; a run with any is never a replay source). None:
+    logged before v5, or no source could be read."""
+
+    @field_serializer("source_unsafe_reads")
+    def _reads_as_list(self, reads: tuple[str, ...] | None) -> list[str] | None:
+        # a list: the Avro writer takes a tuple in a union for a (branch name, value) pair
+        return None if reads is None else list(reads)
 
     def start_facts(self) -> dict[str, Any]:
         """These facts by name, without the other fields of the event or state that has them."""

@@ -20,7 +20,7 @@ StepStatus = Literal["pending", "running", "completed", "failed"]
 CallStatus = Literal["called", "responded", "failed"]
 ToolStatus = Literal["started", "succeeded", "failed"]
 
-STATE_VERSION = 16
+STATE_VERSION = 17
 """Bumped whenever the shape or meaning of the state changes; older snapshots are ignored.
 
 2: ``replay_source_run_id`` and ``replay_refused_reason`` (RunStarted v2). A version-1
@@ -55,6 +55,8 @@ changed configuration as one that did not, and a resume would compact a session'
 again instead of reusing the recorded result.
 16: ``SessionState.output_ref`` (``harness.session.completed`` v2): an older snapshot would show
 a session whose answer was stored as an artifact as one without an answer.
+17: ``source_unsafe_reads`` (RunStarted v5): an older snapshot would show a run recorded by code
+reading the clock as one logged before the verdict, which a replay of the same code trusts.
 """
 
 RECENT_EVENT_IDS = 64

@@ -162,8 +162,9 @@ def _replay_refusal(
     ``workflow`` whose source is ``identity`` (the run then executes fresh), or None; and the
     source run's record (its proven prefix, ``fold_source``); and how ``config`` differs from
     the source run's configuration. The checks run in the seed's order: the source run, its
-    target, the coverage of both identities, the scan, the source change (strict mode), the
-    configuration (strict mode), the record."""
+    target, the coverage of both identities, the scan (of this code, and the verdict the
+    source run recorded on its own), the source change (strict mode), the configuration
+    (strict mode), the record."""
     source, damage = fold_source(world, source_run_id)
     if damage is not None:
         log.warning("replay_source_damaged", source_run_id=source_run_id, damage=damage)
@@ -197,6 +198,15 @@ def _replay_refusal(
         )
     if identity.reads:
         return refuse(REFUSED_UNSAFE, reads=identity.reads)
+    if source.source_unsafe_reads:  # recorded by code reading the clock or randomness
+        return refuse(REFUSED_UNSAFE, source_reads=source.source_unsafe_reads)
+    if source.source_unsafe_reads is None and source.source_sha256 != identity.sha256:
+        # logged before the verdict was recorded (RunStarted v5): only the same code, which
+        # the scan has just read, proves what made its answers
+        return refuse(
+            REFUSED_UNSAFE,
+            source_reads="none recorded (logged before RunStarted v5), and its source differs",
+        )
     if mode == MODE_STRICT and (
         source.source_sha256 != identity.sha256 or source.workflow_version != workflow.version
     ):

@@ -401,6 +401,11 @@ class Simulating:
 
     requests: Mapping[tuple[str, str, int], str] = field(default_factory=dict)
     """``(run, session, turn)``: the request hash the golden run recorded for that turn."""
+    tools_run: list[str] = field(default_factory=list)
+    """The tool calls inside served exchanges that ran and matched their recorded results."""
+    tools_served: list[str] = field(default_factory=list)
+    """The tool calls inside served exchanges that did not run (side-effecting, or recorded
+    redacted or rejected), each with why: their recorded results were served."""
 
     @classmethod
     def of(cls, runs: Mapping[str, Iterable[LoggedEvent]]) -> Simulating:

@@ -33,6 +33,7 @@ from little.events import (
     Usage,
 )
 from little.harness import Tool, ToolCallRequest, ToolContext, ToolError
+from little.redaction import REDACTED
 from little.replay import assert_harness_manifest_consistent, manifest_hash
 from little.runtime._errors import ENDS_THE_RUN, BranchStopped, BudgetExceededError
 from little.runtime._faults import FAULTS
@@ -47,6 +48,9 @@ ApprovalPolicy = bool | Callable[[str, dict[str, Any]], bool]
 """A session's approval policy: True asks a person before every tool call, a function
 ``(tool name, arguments) -> bool`` before the calls it names; tools declared
 ``requires_approval=True`` are always asked for."""
+
+REJECTED = "rejected by a person"
+"""What the model is told (as the tool's error) of a tool call a person rejected."""
 
 SETTLING = (BranchStopped, BudgetExceededError)
 """What ends an agent call's exchange and settles it as failed: a branch stopped between turns,
@@ -619,6 +623,77 @@ class Recorder:
                 self._defer(record.cls, **record.fields)
         return content
 
+    async def served_tool_calls(
+        self,
+        ticket: AgentCallTicket,
+        turn: int,
+        messages: list[dict[str, Any]],
+        tools: Mapping[str, Tool],
+    ) -> None:
+        """The tool calls inside an agent call answered whole (``messages``, its turns numbered
+        after ``turn``): each one its source asks for (a simulation: every one that can be) is
+        run again and its result shown to the source, which raises on a difference. Nothing is
+        written: the call stays served."""
+        asked: dict[str, tuple[int, ToolCallRequest]] = {}
+        for message in messages:
+            if message.get("role") == "assistant":
+                turn += 1
+                for c in message.get("tool_calls") or ():
+                    request = ToolCallRequest(
+                        str(c["id"]), str(c["name"]), c.get("arguments") or {}
+                    )
+                    asked[request.id] = (turn, request)
+                continue
+            found = asked.get(str(message.get("tool_call_id")))
+            if message.get("role") != "tool" or found is None:
+                continue
+            at, request = found
+            call_id = f"{at}:{request.id}"
+            tool = tools.get(request.name)
+            recorded = message.get("content")
+            kept = self._kept(tool, request, recorded)
+            if self.serving.runs_served_tool(ticket.ordinal, call_id, request.name, kept):
+                got = await self._run_again(call_id, request, tool)
+                self.serving.served_tool_result(
+                    ticket.ordinal, call_id, request.name, recorded, got
+                )
+
+    def _kept(self, tool: Tool | None, request: ToolCallRequest, recorded: Any) -> str | None:
+        """Why a served tool call cannot run again to be compared (None: it can)."""
+        if tool is not None and tool.side_effecting:
+            return "side-effecting"
+        if REDACTED in canonical_json(request.arguments) or REDACTED in str(recorded):
+            return "redacted when recorded"  # the secret it saw is not in the record
+        if tool is not None and self._needs_approval(tool, request.arguments):
+            try:
+                error = json.loads(str(recorded)).get("error")
+            except (ValueError, AttributeError):
+                error = None
+            if isinstance(error, str) and error.startswith(REJECTED):
+                return "rejected by a person when recorded"  # it never ran
+        return None
+
+    async def _run_again(self, call_id: str, request: ToolCallRequest, tool: Tool | None) -> str:
+        """Invoke a served tool call again, as ``_invoke_tool`` does but writing nothing: its
+        result's JSON, or its error's, as the model would see it."""
+        key = f"{self._x.run_id}/{self._step.step_path}/{call_id}"
+        try:
+            if tool is None:
+                raise ToolError(f"the model called unknown tool {request.name!r}")
+            ctx = ToolContext(self._x.run_id, self._step.step_path, call_id, key, 1)
+            result = await tool.invoke(request.arguments, ctx)
+        except RunInterrupt:
+            raise
+        except Exception as exc:
+            if isinstance(exc, ENDS_THE_RUN):
+                raise
+            error = f"{type(exc).__name__}: {self.redacted('tool_error', str(exc))}"
+            return canonical_json({"error": error})
+        text = canonical_json(result)
+        if self._redact is not None:
+            text = canonical_json(self._redact("tool_result", json.loads(text)))
+        return text
+
     def _needs_approval(self, tool: Tool, arguments: dict[str, Any]) -> bool:
         if tool.requires_approval:
             return True
@@ -642,7 +717,7 @@ class Recorder:
         if wait.signal_id is not None:
             decision = json.loads(self._x.waits.signals[wait.signal_id].payload_json)
         reason = decision.get("reason") if isinstance(decision, dict) else None
-        return f"rejected by a person: {reason}" if reason else "rejected by a person"
+        return f"{REJECTED}: {reason}" if reason else REJECTED
 
 
 def _add_usage(totals: list[int], u: Usage) -> None:

@@ -326,6 +326,7 @@ async def _execute_claimed(
             replay_live_tools=None if full_replay is None else full_replay.live_tools,
             config_sha256=config_sha256,
             config_changes=changes,
+            source_unsafe_reads=identity.recorded_reads(),
         )
         started, at = await writer.emit(RunStarted, **start.start_facts(), config_json=config_json)
         state = materialize_run_state_from_events(

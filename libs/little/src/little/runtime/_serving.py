@@ -147,6 +147,17 @@ class Source:
         """A tool call the model asked for."""
         return None
 
+    def runs_served_tool(self, ordinal: int, call_id: str, tool: str, kept: str | None) -> bool:
+        """A tool call inside an agent call answered whole: run it again, and show its result
+        to ``served_tool_result``? ``kept``: why it cannot be (side-effecting, ...), or None."""
+        return False
+
+    def served_tool_result(
+        self, ordinal: int, call_id: str, tool: str, recorded: str | None, got: str
+    ) -> None:
+        """What a tool call run again by ``runs_served_tool`` returned now (its JSON, or its
+        error's, as the model would see it): raise if this source recorded another one."""
+
 
 class OwnLog(Source):
     """The run's own log, as claimed: on a resume, what this run recorded before is answered
@@ -286,10 +297,12 @@ class RecordedRun(Source):
 
 
 class GoldenRun(RecordedRun):
-    """The golden run a simulation replays: every call is served from it, since a simulation
-    invokes nothing (so a side-effecting call's record is served too: no effect repeats); a
-    call it cannot serve, or a served exchange whose turns build other requests than it
-    recorded, is a divergence (``SimulationDivergedError``), raised before anything runs."""
+    """The golden run a simulation replays: every agent call is served from it, since a
+    simulation invokes no model (so a side-effecting call's record is served too); a call it
+    cannot serve, or a served exchange whose turns build other requests than it recorded, is a
+    divergence (``SimulationDivergedError``), raised before anything runs. The tool calls
+    inside a served exchange run again, all but side-effecting ones (no effect repeats): one
+    returning another result than it recorded is the divergence, at that call."""
 
     def __init__(self, simulating: Simulating, *args: Any) -> None:
         super().__init__(*args)
@@ -317,6 +330,27 @@ class GoldenRun(RecordedRun):
             f"{what}: {miss}", ordinal=ordinal, miss_reason=miss, place=place
         )
 
+    def runs_served_tool(self, ordinal: int, call_id: str, tool: str, kept: str | None) -> bool:
+        # seed 004: tool code is not re-executed, unless in simulation mode
+        what = f"agent call {ordinal} ({self.session_id}): tool {tool} (call {call_id})"
+        if kept is not None:
+            self.simulating.tools_served.append(f"{what}: {kept}, served from the golden run")
+            return False
+        return True
+
+    def served_tool_result(
+        self, ordinal: int, call_id: str, tool: str, recorded: str | None, got: str
+    ) -> None:
+        what = f"agent call {ordinal} ({self.session_id}): tool {tool} (call {call_id})"
+        if got != recorded:
+            raise SimulationDivergedError(
+                f"{what} returned {_cut(got)} but the golden run recorded {_cut(recorded)}",
+                ordinal=ordinal,
+                miss_reason=TOOL_RESULT_CHANGED,
+                place=self.calls.place_of(ordinal),
+            )
+        self.simulating.tools_run.append(what)
+
     def served_turn(self, ordinal: int, turn: int, request_hash: str) -> None:
         # a changed canonical JSON or chain would build requests a resume of a recorded run
         # refuses (SessionDivergedError), so it is a divergence here
@@ -335,6 +369,17 @@ class GoldenRun(RecordedRun):
                 miss_reason=MISS_REQUEST_CHANGED,
                 place=self.calls.place_of(ordinal),
             )
+
+
+TOOL_RESULT_CHANGED = "tool-result-changed"
+"""Simulation only: a tool call inside a served exchange, run again, returned another result
+than the golden run recorded (the tool's code, or what it reads, changed)."""
+
+
+def _cut(text: str | None, limit: int = 200) -> str:
+    if text is None:
+        return "nothing"
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 class Receipts(Source):
@@ -472,6 +517,17 @@ class Serving:
         for source in (self.own, self.record, self.receipts):
             if source is not None:
                 source.served_turn(ordinal, turn, request_hash)
+
+    def runs_served_tool(self, ordinal: int, call_id: str, tool: str, kept: str | None) -> bool:
+        return self.record is not None and self.record.runs_served_tool(
+            ordinal, call_id, tool, kept
+        )
+
+    def served_tool_result(
+        self, ordinal: int, call_id: str, tool: str, recorded: str | None, got: str
+    ) -> None:
+        if self.record is not None:
+            self.record.served_tool_result(ordinal, call_id, tool, recorded, got)
 
     def tool_call(self, ask: ToolAsk) -> Served | Fresh:
         own = self.own.tool_call(ask)

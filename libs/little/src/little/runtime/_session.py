@@ -197,7 +197,9 @@ class AgentSession:
         the conversation (so a later exchange sees what the model saw the first time)."""
         result = await self._recorder.served_result(call)
         added: list[Message] = result.get("messages") or []
+        turn = self.turns
         self._advance_through(added, call)
+        await self._recorder.served_tool_calls(call, turn, added, self.tools)
         answer: str | None = result.get("answer")
         self._answer = answer
         await self._recorder.settle_served(call)

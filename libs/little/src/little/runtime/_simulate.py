@@ -1,12 +1,16 @@
 """Deterministic simulation (seed 004): re-execute the current workflow code against a golden
-run with every model and tool call served from its record, and compare what it did.
+run with every model call served from its record, its tool code run again, and compare what
+it did.
 
 The simulated run is a recorded-call replay of the golden run, executed in a throwaway
 embedded world that holds a copy of the golden run's records (the golden world is only read:
 its artifacts are read through an overlay, and nothing is appended to its log). While it
 runs, a call the record cannot serve is a divergence (``SimulationDivergedError``, raised
-before anything is invoked), so no model is called and no tool runs; a step's own code does
-run (one that calls a service itself, not through a session, reaches it). Then its trace
+before anything is invoked), so no model is called; a step's own code does run (one that
+calls a service itself, not through a session, reaches it), and so does every tool call of a
+served exchange that is not side-effecting ("tool code not re-executed unless in simulation
+mode"): a result other than the recorded one is the divergence, at that call. A
+side-effecting tool call is served as recorded (no effect repeats), and the report says so. Then its trace
 (step order, branch sets, decision targets, agent-call request keys, the final outcome) is
 compared with the golden run's, and the first difference is the divergence. Beside it, what
 the golden run recorded from the divergent call on: what re-running from there would spend.
@@ -89,6 +93,11 @@ class Simulation:
     """What those cost when recorded (None: some are unpriced, or none)."""
     golden_file: str | None = None
     """The golden file the golden run was read from (None: a run of a world)."""
+    tools_run: tuple[str, ...] = ()
+    """The tool calls that ran again and returned what the golden run recorded."""
+    tools_served: tuple[str, ...] = ()
+    """The tool calls that did not run (side-effecting ones: no effect repeats; or recorded
+    redacted, or rejected by a person), each with why: the golden run's results were served."""
 
     @property
     def identical(self) -> bool:
@@ -102,10 +111,22 @@ class Simulation:
         return f"{self.golden_run_id} (golden file {self.golden_file})"
 
     def lines(self) -> list[str]:
-        """The readable report: one line if identical, else the diff and the price of it."""
+        """The readable report: one line if identical, else the diff and the price of it; then
+        the tool calls that ran again and those served from the golden run (if any)."""
+        tools = []
+        if self.tools_run:
+            tools.append(
+                f"{len(self.tools_run)} tool call(s) ran again and returned what the golden run "
+                "recorded"
+            )
+        if self.tools_served:
+            tools.append(f"{len(self.tools_served)} tool call(s) not run, served as recorded:")
+            tools.extend(f"  {t}" for t in self.tools_served)
         if self.divergence is None:
-            return [f"identical to {self.golden}"]
-        d = self.divergence
+            return [f"identical to {self.golden}", *tools]
+        return [*self._diverged(self.divergence), *tools]
+
+    def _diverged(self, d: Divergence) -> list[str]:
         out = [
             f"diverged from {self.golden} at trace entry {d.index}:",
             f"  expected: {d.expected if d.expected is not None else '(the run had ended)'}",
@@ -455,12 +476,11 @@ async def simulate(
             )
         if stopped.miss_reason == "wait-mismatch" and divergence.got is None:
             divergence = dataclasses.replace(divergence, got=str(stopped))  # stopped at the wait
-    if divergence is None:
-        return Simulation(golden_run_id, None, result, golden_file=file)
+    ran, served = tuple(simulating.tools_run), tuple(simulating.tools_served)
     calls, cost = (0, None)
-    if divergence.ordinal is not None:
+    if divergence is not None and divergence.ordinal is not None:
         calls, cost = _cost_from(state, divergence.ordinal)
-    return Simulation(golden_run_id, divergence, result, calls, cost, golden_file=file)
+    return Simulation(golden_run_id, divergence, result, calls, cost, file, ran, served)
 
 
 def _seed(sandbox: World, source: GoldenRun) -> None:

@@ -45,6 +45,10 @@ SDK = "little"
 package), even for a workflow that ships inside the SDK (``little.examples``)."""
 
 
+RECORDED_READS = 50
+"""How many of the scan's findings a run's ``RunStarted`` names (one is enough to refuse)."""
+
+
 @dataclass(frozen=True)
 class SourceIdentity:
     """The identity of a workflow's source and what the scan found in it."""
@@ -66,6 +70,16 @@ class SourceIdentity:
     def readable(self) -> bool:
         return self.sha256 is not None
 
+    def recorded_reads(self) -> tuple[str, ...] | None:
+        """The scan's verdict as ``RunStarted.source_unsafe_reads`` records it: the reads (at
+        most ``RECORDED_READS``, then how many more), or None when there is no source."""
+        if not self.readable:
+            return None
+        if len(self.reads) <= RECORDED_READS:
+            return self.reads
+        more = len(self.reads) - RECORDED_READS
+        return (*self.reads[:RECORDED_READS], f"... and {more} more")
+
 
 log = get_logger("little.runtime")
 
@@ -79,6 +93,8 @@ _CLOCK_ATTRS = {
         "monotonic_ns",
         "perf_counter",
         "perf_counter_ns",
+        "clock_gettime",
+        "clock_gettime_ns",
         "process_time",
         "process_time_ns",
         "thread_time",
@@ -92,7 +108,7 @@ _CLOCK_ATTRS = {
     "datetime": {"now", "utcnow", "today"},
     "date": {"today"},
     "uuid": {"uuid1", "uuid4"},
-    "os": {"urandom", "getrandom"},
+    "os": {"urandom", "getrandom", "times"},
 }
 _RANDOM_MODULES = {"random", "secrets"}
 _WATCHED = {"time", "datetime", "uuid", "os", *_RANDOM_MODULES}
@@ -103,10 +119,14 @@ _GATEWAYS = {"sys", "builtins", "importlib"}
 _IMPORTERS = {
     "__import__",
     "builtins.__import__",
+    "__builtins__.__import__",
     "importlib.import_module",
     "importlib.__import__",
 }
 _GETATTRS = {"getattr", "builtins.getattr"}
+_NAMESPACES = {"globals", "vars", "locals", "builtins.globals", "builtins.vars", "builtins.locals"}
+"""Calls with no argument whose result is a namespace: ``globals()["time"]`` is the name
+``time``."""
 
 
 class _Scan:
@@ -118,6 +138,7 @@ class _Scan:
         # local name -> the watched module or class, or the gateway member, it stands for
         self.aliases: dict[str, str] = {}
         self.allowed: set[int] = set()  # ids of nodes whose use as a value is harmless
+        self.folded: set[int] = set()  # ids of ``X.__dict__`` nodes read by a literal key
 
     def flag(self, node: ast.AST, what: str) -> None:
         self.found.append(f"{getattr(node, 'lineno', 0)}: {what}")
@@ -163,8 +184,12 @@ class _Scan:
         access (checked by itself), calling it (``datetime(2026, 1, 1)``), type checks and
         annotations."""
         for node in ast.walk(self.tree):
+            if isinstance(node, ast.Subscript) and _is_dict(node.value):
+                self.folded.add(id(node.value))  # ``time.__dict__["time"]``: checked there
             if isinstance(node, ast.Attribute):
                 self.allowed.add(id(node.value))
+                if node.attr == "get" and _is_dict(node.value):
+                    self.folded.add(id(node.value))  # ``time.__dict__.get("time")``
             elif isinstance(node, ast.Call):
                 self.allowed.add(id(node.func))
                 name = self.dotted(node.func)
@@ -214,9 +239,12 @@ class _Scan:
             if name == "sys.modules.get" and literal is not None:
                 return literal if literal in _WATCHED else None
             return None
-        if isinstance(expr, ast.Subscript) and self.dotted(expr.value) == "sys.modules":
+        if isinstance(expr, ast.Subscript):
             key = _literal(expr.slice)
-            return key if key in _WATCHED else None
+            if self.dotted(expr.value) == "sys.modules":
+                return key if key in _WATCHED else None
+            if _namespace_call(self, expr.value) and key is not None:
+                return self.stands_for(ast.Name(key, ast.Load()), loose=False)
         return None
 
     def member(self, node: ast.AST, base_expr: ast.expr, attr: str) -> None:
@@ -231,6 +259,8 @@ class _Scan:
             name is not None and (name in _RANDOM_MODULES or attr in _CLOCK_ATTRS.get(name, ()))
         ):
             self.flag(node, f"{name}.{attr}")
+        elif name is not None and attr == "__dict__" and id(node) not in self.folded:
+            self.flag(node, f"{name}.__dict__")  # its namespace handed on: every member
 
     def call(self, node: ast.Call) -> None:
         name = self.dotted(node.func)
@@ -246,8 +276,28 @@ class _Scan:
                 self.flag(node, f"{name}({literal!r})")
         elif name == "sys.modules.get" and node.args and literal is None:
             self.flag(node, "sys.modules.get(<computed>)")
+        elif isinstance(node.func, ast.Attribute) and node.args:
+            func = node.func
+            if func.attr == "get" and _is_dict(func.value):  # ``time.__dict__.get("time")``
+                assert isinstance(func.value, ast.Attribute)
+                self.keyed(node, func.value.value, literal)
+            elif func.attr == "__getattribute__":  # ``time.__getattribute__("time")``
+                self.keyed(node, func.value, literal)
+
+    def keyed(self, node: ast.AST, base: ast.expr, key: str | None) -> None:
+        """A member of ``base`` read by name (``base.__dict__[key]``): ``base.key`` when the
+        name is a literal; when computed and ``base`` is watched, unfoldable: flagged."""
+        if key is not None:
+            self.member(node, base, key)
+        elif (name := self.stands_for(base)) is not None:
+            self.flag(node, f"{name}.__dict__[<computed>]")
 
     def subscript(self, node: ast.Subscript) -> None:
+        if _is_dict(node.value):
+            assert isinstance(node.value, ast.Attribute)
+            self.keyed(node, node.value.value, _literal(node.slice))
+        elif _namespace_call(self, node.value) and _literal(node.slice) is None:
+            self.flag(node, "globals()[<computed>]")  # a computed global: always unproven
         if self.dotted(node.value) == "sys.modules":
             key = _literal(node.slice)
             if key is None:
@@ -267,6 +317,15 @@ class _Scan:
             self.flag(node, f"binds {name}")
 
 
+def _is_dict(expr: ast.expr) -> bool:
+    return isinstance(expr, ast.Attribute) and expr.attr == "__dict__"
+
+
+def _namespace_call(scan: _Scan, expr: ast.expr) -> bool:
+    """``globals()`` (a module's namespace: its names are its imports)."""
+    return isinstance(expr, ast.Call) and not expr.args and scan.dotted(expr.func) in _NAMESPACES
+
+
 def _literal(expr: ast.expr) -> str | None:
     return expr.value if isinstance(expr, ast.Constant) and isinstance(expr.value, str) else None
 
@@ -281,19 +340,24 @@ def _called_name(call: ast.Call) -> str | None:
 def unsafe_reads(source: str) -> list[str]:
     """Direct clock and randomness reads in ``source`` (Python), as ``line: what``.
 
-    Flagged: any import of ``random`` or ``secrets``; the clock functions of ``time``,
-    ``datetime.now/utcnow/today``, ``date.today``, ``uuid.uuid1/uuid4``, ``os.urandom``, reached
-    by name, through an import alias (``import time as t``, ``from datetime import datetime as
-    dt``), imported directly or with ``from time import *``; reached through ``getattr(time,
-    "time")`` (folded) or ``getattr(time, name)`` (computed: always flagged), through
-    ``__import__("time")``, ``importlib.import_module("time")``, ``builtins.__import__``,
-    ``sys.modules["time"]`` or a computed ``sys.modules[name]``; one of those modules handed on
-    as a value (``t = time``, ``(t := time)``, ``a, b = time, 1``, ``def f(clock=time)``,
-    ``f(time)``); an event loop's ``time()``. A filter, not a proof: it reads syntax, so values
-    assembled at run time or read from the environment stay invisible. It errs towards
-    flagging: a false positive costs a cache miss, a false negative would replay an answer from
-    a different world. ``ctx.now()``, ``ctx.random()`` and ``ctx.uuid4()`` are recorded values
-    and never flagged.
+    Flagged: any import of ``random`` or ``secrets``; the clock functions of ``time`` (every
+    one: ``time``, ``monotonic``, ``perf_counter``, ``process_time``, ``thread_time``,
+    ``clock_gettime`` and their ``_ns`` forms, ``localtime``, ``gmtime``, ``ctime``,
+    ``asctime``, ``strftime``), ``datetime.now/utcnow/today``, ``date.today``,
+    ``uuid.uuid1/uuid4``, ``os.urandom/getrandom/times``, reached by name, through an import
+    alias (``import time as t``, ``from datetime import datetime as dt``), imported directly or
+    with ``from time import *``; reached through ``getattr(time, "time")`` (folded) or
+    ``getattr(time, name)`` (computed: always flagged), through ``__import__("time")``,
+    ``importlib.import_module("time")``, ``builtins.__import__``,
+    ``sys.modules["time"]`` or a computed ``sys.modules[name]``; through a namespace
+    (``time.__dict__["time"]``, ``time.__dict__.get("time")``, ``time.__getattribute__("time")``,
+    ``globals()["time"]``; a computed key, or ``time.__dict__`` handed on, is always flagged);
+    one of those modules handed on as a value (``t = time``, ``(t := time)``, ``a, b = time,
+    1``, ``def f(clock=time)``, ``f(time)``); an event loop's ``time()``. A filter, not a
+    proof: it reads syntax, so values assembled at run time or read from the environment stay
+    invisible. It errs towards flagging: a false positive costs a cache miss, a false negative
+    would replay an answer from a different world. ``ctx.now()``, ``ctx.random()`` and
+    ``ctx.uuid4()`` are recorded values and never flagged.
     """
     found = _Scan(ast.parse(source)).run()
     return sorted(set(found), key=lambda line: (int(line.split(":", 1)[0]), line))
