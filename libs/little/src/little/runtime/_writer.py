@@ -66,6 +66,7 @@ def _check_size(run_id: str, cls: type[Event], fields: dict[str, Any]) -> None:
 
 
 _TERMINAL = (RunCompleted, RunFailed, RunCancelled)
+_ENDS = (RunFailed, RunCancelled)
 _AGENT_CALL = (AgentCallAdmitted, AgentCallSettled)
 
 
@@ -99,6 +100,10 @@ class RunWriter:
         self._last: PendingAppend | None = None
         """The last append submitted: the next one is refused if it failed (``after``)."""
         self._broken: BaseException | None = None
+        self.refused: BaseException | None = None
+        """The integrity error that finished this execution (``Execution.integrity``): no event
+        is appended after it but the run's end (``RunFailed``, ``RunCancelled``). Results of
+        calls already in flight are still deferred and land with that end, if any."""
         self.agent_events: list[Event] = []
         """The agent.call.* events of this writer the log acknowledged, in seq order: with the
         state as claimed they give the run's replay envelope at the end (no fold, no read)."""
@@ -106,6 +111,8 @@ class RunWriter:
     async def emit(self, cls: type[E], **fields: Any) -> tuple[E, Position]:
         """Build one event, append it (after the deferred ones) and await its ack; returns it
         and its position."""
+        if self.refused is not None and cls not in _ENDS:
+            raise self.refused
         if self.control is not None and self.control.halted:
             await self.checkpoint()
         event = self._new(cls, fields)
