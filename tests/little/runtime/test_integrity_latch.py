@@ -24,11 +24,11 @@ from little.runtime import (
     SessionDivergedError,
     StepContext,
     WorkflowContext,
+    _registry,
     resume,
     run,
     workflow,
 )
-from little.runtime import _registry
 
 _names = itertools.count()
 MODELS: list[ScriptedModel] = []
