@@ -100,8 +100,9 @@ class BudgetExceededError(LittleError):
 
 class PanelMixedError(LittleError):
     """A panel's legs, before the replay's divergence point, were some recorded and some
-    fresh: one panel never mixes recorded and live answers, so the run ends. Terminal: the
-    same record and the same workflow make the same mix."""
+    fresh: one panel never mixes recorded and live answers, so the run ends, even if the
+    workflow catches it (``INTEGRITY``). Terminal: the same record and the same workflow make
+    the same mix."""
 
     retryable = False
 
