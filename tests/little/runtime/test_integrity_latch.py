@@ -9,6 +9,7 @@ settled (``SessionDivergedError``), which catches the error in another way.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import Any
 import pytest
 
 import little
-from little.events import RunClaimed, StepCompleted, StepFailed
+from little.events import RunClaimed, SessionCompleted, StepCompleted, StepFailed
 from little.harness import ModelResponse, ScriptedModel
 from little.runtime import (
     Retry,
@@ -226,3 +227,35 @@ def test_a_sub_runs_integrity_error_ends_its_parent_though_the_parent_catches_it
         _registry._REGISTRY.pop(made, None)
     assert [type(x.event) for x in list(world.read_run(first.run_id))[before:]] == [RunClaimed]
     assert invoked() == 1  # the fallback's model was never asked
+
+
+def test_a_session_that_swallows_it_is_not_recorded_as_completed(world: little.World) -> None:
+    async def ask_and_wait_inside(step: StepContext, prompt: str) -> str | None:
+        model = ScriptedModel((ModelResponse(content="answer", finish_reason="stop"),))
+        MODELS.append(model)
+        async with step.session("agent", model=model) as agent:
+            answer = await agent.run(prompt)
+            await step.wait_for_signal("go")  # the session is still open when the run waits
+        return answer
+
+    async def recorded_open(ctx: WorkflowContext, topic: Any) -> Any:
+        return await ctx.step("ask", ask_and_wait_inside, PROMPT)
+
+    async def swallowing_inside(step: StepContext, prompt: str) -> str | None:
+        model = ScriptedModel((ModelResponse(content="unused", finish_reason="stop"),))
+        MODELS.append(model)
+        async with step.session("agent", model=model) as agent:
+            with contextlib.suppress(SessionDivergedError):  # the block ends normally
+                await agent.run(prompt)
+        return "swallowed"
+
+    async def edited(ctx: WorkflowContext, topic: Any) -> Any:
+        try:
+            return await ctx.step("ask", swallowing_inside, EDITED)
+        except SessionDivergedError:
+            await ctx.flush()  # whatever is in hand lands: nothing made after the error
+            raise
+
+    run_id, count = recorded_then_resumed(world, recorded_open, edited)
+    assert SessionCompleted not in added(world, run_id, count)
+    assert invoked() == 1
