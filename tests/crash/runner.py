@@ -8,7 +8,9 @@ or resumes a run of the recorded-call replay tests' pipeline (``tests.little.run
 FORM WORKFLOW INPUT_JSON`` registers one deploy of the code-change tests' pipeline
 (``tests.crash.changes``) and starts or resumes a run of WORKFLOW on it; ``... panel VERSION EDITS_JSON INPUT_JSON [SOURCE_RUN_ID]`` the
 same for the panel tests' workflow (research, then a panel of three judges); ``... compaction POLICY INPUT_JSON`` starts or
-resumes the compaction tests' conversation under the ``trim`` or ``summary`` policy. The crash hooks (``LITTLE_CRASH_AFTER_EVENT`` / ``LITTLE_CRASH_AFTER_CALL``)
+resumes the compaction tests' conversation under the ``trim`` or ``summary`` policy; ``... integrity
+FORM VERSION EDITS_JSON INPUT_JSON [SOURCE_RUN_ID]`` the same for the integrity tests' ``guarded``
+or ``panel`` workflow (``tests.crash.integrity_workflows``). The crash hooks (``LITTLE_CRASH_AFTER_EVENT`` / ``LITTLE_CRASH_AFTER_CALL``)
 come from the environment; the result is printed as one JSON line after ``RESULT``.
 """
 
@@ -87,6 +89,20 @@ def main(argv: list[str]) -> int:
                 run(
                     world,
                     wf,
+                    json.loads(input_json),
+                    run_id=run_id,
+                    replay_from=source[0] if source else None,
+                )
+            )
+        elif mode == "integrity":  # FORM VERSION EDITS_JSON INPUT_JSON [SOURCE_RUN_ID]
+            from tests.crash import integrity_workflows
+
+            form, version, edits, input_json, *source = rest
+            register = integrity_workflows.panel if form == "panel" else integrity_workflows.guarded
+            result = asyncio.run(
+                run(
+                    world,
+                    register(version, **json.loads(edits)),
                     json.loads(input_json),
                     run_id=run_id,
                     replay_from=source[0] if source else None,

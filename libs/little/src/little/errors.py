@@ -181,7 +181,11 @@ class ArtifactIntegrityError(ArtifactError, ValueError):
 
 
 class RuntimeIntegrityError(LittleError):
-    """A run's log is inconsistent (seq gap, missing artifact, drifted branch set). Terminal."""
+    """A run's log is inconsistent (seq gap, missing artifact, drifted branch set). Terminal.
+
+    Raised inside an execution (a resumed session, a parallel group), it finishes it even if
+    the workflow catches it: every later step or call raises it again and nothing more is
+    recorded (``little.runtime``, docs/architecture.md)."""
 
     retryable = False
 

@@ -83,6 +83,7 @@ class _RecordedValues:
         self._ordinal = 0
 
     def get(self, kind: str, produce: Callable[[], Any]) -> Any:
+        self._x.integrity.check()
         ordinal = self._ordinal
         self._ordinal += 1
         known = self._x.values.get((self._scope, ordinal))
@@ -187,6 +188,7 @@ class _WaitsMixin:
         await self._timer(when.astimezone(UTC))
 
     async def _timer(self, due: datetime) -> None:
+        self._x.integrity.check()
         self._check_group()
         await self._waits.wait("timer", "sleep", due)
 
@@ -202,6 +204,7 @@ class _WaitsMixin:
         recorded as taken: a resume or a replay returns the same payload without its sender."""
         if not name or name.startswith("approval:"):
             raise ConfigurationError(f"{name!r} is not a signal name a workflow can wait for")
+        self._x.integrity.check()
         self._check_group()
         _, payload = await self._waits.wait(
             "signal", name, self._waits.due(timeout, "wait_for_signal's timeout")
@@ -268,7 +271,9 @@ class WorkflowContext(_ValuesMixin, _WaitsMixin):
         """Run ``fn(step_ctx, *args)`` once per visit, durably; return its output.
 
         A visit with a committed StepCompleted returns the recorded output and does not run.
+        After an integrity error (``Execution.integrity``) every step refuses with it.
         """
+        self._x.integrity.check()
         full = self._path(path)
         visit = self._visit(full, max_visits)
         recorded = await self._recorded_visit(full, visit, max_visits)
@@ -420,9 +425,11 @@ class WorkflowContext(_ValuesMixin, _WaitsMixin):
         full = self._path(path)
         names = list(branches)
         self._check_group()
-        if self.replayed.parallel_group(full) is not None:
-            assert_completed_parallel_replay_matches_input(self.replayed, full, names)
-        else:
+        with self._x.integrity:  # a changed branch set finishes the execution
+            scheduled = self.replayed.parallel_group(full) is not None
+            if scheduled:
+                assert_completed_parallel_replay_matches_input(self.replayed, full, names)
+        if not scheduled:
             await self._x.writer.emit(
                 ParallelBranchScheduled,
                 step_path=full,
@@ -568,6 +575,7 @@ class StepContext(_ValuesMixin, _WaitsMixin):
     ) -> ArtifactRef:
         """Store bytes in the artifact store (off the event loop) and commit them to this
         step: ``ArtifactCommitted`` is acked only once the blob is durable."""
+        self._x.integrity.check()
         ref = await asyncio.to_thread(self._x.world.artifacts.put, self.run_id, data, media_type)
         await self._x.writer.emit(ArtifactCommitted, step_path=self.step_path, name=name, ref=ref)
         self.artifact_refs.append(ref)
@@ -598,10 +606,11 @@ class StepContext(_ValuesMixin, _WaitsMixin):
         self._check_group()
         self._sub_runs += 1
         call_id = call_id or f"{self.step_path}/sub{self._sub_runs}"
-        sub_run_id = await self.reserve_sub_run(name, input, call_id)
-        try:
-            return await self._x.run_sub(
-                lookup(name, run_id=self.run_id), sub_run_id, input, call_id
-            )
-        except SimulationDivergedError as exc:  # a simulated sub-run diverged: say where
-            raise exc.inside(self.scope, call_id, f"sub-run {name} at {call_id}") from exc
+        with self._x.integrity:  # a sub-run's integrity error finishes its parent's execution
+            sub_run_id = await self.reserve_sub_run(name, input, call_id)
+            try:
+                return await self._x.run_sub(
+                    lookup(name, run_id=self.run_id), sub_run_id, input, call_id
+                )
+            except SimulationDivergedError as exc:  # a simulated sub-run diverged: say where
+                raise exc.inside(self.scope, call_id, f"sub-run {name} at {call_id}") from exc

@@ -100,8 +100,9 @@ class BudgetExceededError(LittleError):
 
 class PanelMixedError(LittleError):
     """A panel's legs, before the replay's divergence point, were some recorded and some
-    fresh: one panel never mixes recorded and live answers, so the run ends. Terminal: the
-    same record and the same workflow make the same mix."""
+    fresh: one panel never mixes recorded and live answers, so the run ends, even if the
+    workflow catches it (``INTEGRITY``). Terminal: the same record and the same workflow make
+    the same mix."""
 
     retryable = False
 
@@ -288,3 +289,12 @@ ENDS_THE_RUN: tuple[type[LittleError], ...] = (
 """``ENDS_THE_WRITER``, and the errors that fail the run as themselves: a spent budget, a panel
 mixing recorded and fresh legs, a run on a deprecated patch's old path. A step or a tool never
 records one as its own failure, nor retries it: every attempt would meet the same one."""
+
+INTEGRITY: tuple[type[LittleError], ...] = (RuntimeIntegrityError, PanelMixedError)
+"""The errors that finish an execution whatever its workflow does with them: the log cannot
+stand in for the run (a diverged session, a drifted manifest, a changed branch set, a damaged
+artifact, ...), or a panel would mix recorded and fresh answers. The first one an execution
+meets is latched on it (``Execution.integrity``): every later step, agent call, model turn,
+tool call, wait, sub-run and recorded value refuses with it, its writer appends nothing more
+but the run's end, and the run ends by it when the workflow returns, raises something else,
+or waits. An ``except`` in the workflow can catch it, but cannot go on past it."""

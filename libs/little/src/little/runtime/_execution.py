@@ -13,10 +13,12 @@ import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from types import TracebackType
 from typing import Any
 
 from little._canonical import canonical_json
 from little._world import World
+from little.errors import LittleError
 from little.events import ArtifactRef, ValueRecorded
 from little.harness import Model
 from little.replay import (
@@ -26,7 +28,7 @@ from little.replay import (
     fold_run,
     replay_envelope,
 )
-from little.runtime._errors import BudgetExceededError
+from little.runtime._errors import INTEGRITY, BudgetExceededError
 from little.runtime._patches import Patches
 from little.runtime._recorded import AgentCalls, RecordedCalls
 from little.runtime._registry import AnyWorkflow
@@ -105,6 +107,44 @@ async def fold_run_off_loop(world: World, run_id: str) -> MaterializedRunState:
     return state
 
 
+class IntegrityLatch:
+    """The first integrity error (``INTEGRITY``) an execution met, latched: once there is one,
+    the execution is finished whatever its workflow does with the exception. ``check`` raises
+    it again before any new work (a step, an agent call, a model turn, a tool call, a wait, a
+    sub-run, a recorded value), the writer appends nothing but the run's end, and the executor
+    ends the run by it when the workflow returns. Used as ``with x.integrity:`` around code
+    that can raise one: checked on entry, latched on the way out."""
+
+    __slots__ = ("_writer", "error")
+
+    def __init__(self, writer: RunWriter) -> None:
+        self._writer = writer
+        self.error: LittleError | None = None
+
+    def check(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+    def latch(self, error: LittleError) -> LittleError:
+        """Latch ``error`` if it is the execution's first integrity error; returns it."""
+        if self.error is None:
+            self.error = error
+            self._writer.refused = error
+        return error
+
+    def __enter__(self) -> None:
+        self.check()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if isinstance(exc, INTEGRITY):
+            self.latch(exc)
+
+
 class Execution:
     """One execution of one run: its writer, its replayed state, its budget counters."""
 
@@ -127,6 +167,8 @@ class Execution:
         self.replayed = replayed
         self.writer = writer
         self.owner = owner
+        self.integrity = IntegrityLatch(writer)
+        """The first integrity error of this execution, latched: it finishes the execution."""
         self.billed_calls = replayed.usage.calls
         self.billed_tokens = replayed.usage.input_tokens + replayed.usage.output_tokens
         self.counted_calls = {

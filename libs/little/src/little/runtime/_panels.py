@@ -66,10 +66,12 @@ async def run_panel(
             f"{i} {'recorded' if r else f'fresh ({t.miss})'}"
             for i, (r, t) in enumerate(zip(recorded, tickets, strict=True))
         )
-        raise PanelMixedError(
-            f"{where}: panel resume cannot mix recorded and fresh agent calls (legs: {legs_of}); "
-            "edit the workflow so the panel's legs all change or none does, or run it without "
-            "replay_from"
+        raise x.integrity.latch(
+            PanelMixedError(
+                f"{where}: panel resume cannot mix recorded and fresh agent calls (legs: {legs_of}); "
+                "edit the workflow so the panel's legs all change or none does, or run it without "
+                "replay_from"
+            )
         )
     fresh = [i for i, t in enumerate(tickets) if not t.served and not t.settled]
     # a leg in flight when the last writer stopped was counted when it was first made

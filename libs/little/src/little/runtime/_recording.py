@@ -213,7 +213,8 @@ class Recorder:
         """Open the session: checked against the log if it started before, else recorded."""
         resumed = self.serving.own.session is not None
         if resumed:
-            assert_harness_manifest_consistent(self._x.replayed, self.session_id, self.manifest)
+            with self._x.integrity:  # a drifted manifest is latched: it finishes the execution
+                assert_harness_manifest_consistent(self._x.replayed, self.session_id, self.manifest)
         else:
             # Deferred: nothing acts on it before the session's first write-ahead record, which
             # carries it; a crash before that leaves no session, and the resume starts it anew.
@@ -254,7 +255,8 @@ class Recorder:
     ) -> tuple[Any, str] | None:
         """The history this run's log compacted the conversation (its canonical JSON) to
         before ``exchange`` and the chain's link after it; None if it did not compact there."""
-        recorded = self.serving.own.compaction(exchange, policy_hash, conversation)
+        with self._x.integrity:
+            recorded = self.serving.own.compaction(exchange, policy_hash, conversation)
         if recorded is None:
             return None
         text = await self._x.load_text(recorded.history_json, recorded.history_ref)
@@ -280,8 +282,9 @@ class Recorder:
         label = self.session_id.split("#", 1)[1]  # the name, with @visit on later visits
         node = (self._step.step_path, label, occurrence)
         key = canonical_hash({"manifest": self.manifest_hash, "node": list(node), **request})
-        ordinal, place = calls.admit(node, self._step.scope)
-        answer = self.serving.exchange(ordinal, place, node, key)
+        with self._x.integrity:
+            ordinal, place = calls.admit(node, self._step.scope)
+            answer = self.serving.exchange(ordinal, place, node, key)
         ticket = AgentCallTicket(ordinal, answer)
         self.exchange_tokens = [0, 0, 0, 0]
         self.exchange_calls = 0
@@ -405,7 +408,8 @@ class Recorder:
 
     def served_turn(self, ticket: AgentCallTicket, turn: int, request_hash: str) -> None:
         """A turn inside a call answered whole builds ``request_hash``: checked by the source."""
-        self.serving.served_turn(ticket.ordinal, turn, request_hash)
+        with self._x.integrity:
+            self.serving.served_turn(ticket.ordinal, turn, request_hash)
 
     # -- model turns ---------------------------------------------------------------------
 
@@ -418,7 +422,8 @@ class Recorder:
         """One model turn: answered from the log, or ``harness.model.called`` acked, then
         ``invoke()``, then ``harness.model.responded`` deferred (``harness.model.failed`` if
         it raised). ``decode`` rebuilds a response from its recorded JSON and usage."""
-        answer = self.serving.turn(request.turn, request.request_hash)
+        with self._x.integrity:
+            answer = self.serving.turn(request.turn, request.request_hash)
         if isinstance(answer, Served):
             usage = answer.usage
             assert usage is not None
@@ -521,6 +526,7 @@ class Recorder:
         error's, for the model. Answered from a record, or: approved if it must be,
         ``harness.tool_call.started`` acked (with the call's idempotency key), invoked (with
         the arguments the model asked for, ``live[call.id]``), and its outcome deferred."""
+        self._x.integrity.check()
         call_id = f"{turn}:{call.id}"
         # as recorded (redacted): the form a full replay finds its source's receipts by
         arguments_json = canonical_json(self.redacted("tool_arguments", call.arguments))

@@ -364,7 +364,15 @@ async def _execute_claimed(
     if on_running is not None:
         on_running(state)
     try:
-        output = await workflow(WorkflowContext(execution), input)
+        try:
+            output = await workflow(WorkflowContext(execution), input)
+        except (Exception, ExecutionSuspended) as exc:
+            if execution.integrity.error in (None, exc):
+                raise
+            _caught(execution, exc)  # then the workflow failed or waited otherwise
+        else:
+            _caught(execution, None)
+        execution.integrity.check()  # the run is ended by it, whatever the workflow did with it
     except ExecutionSuspended as exc:
         if await execution.waits.suspend(exc):
             return _AGAIN
@@ -423,6 +431,20 @@ async def _execute_claimed(
         execution.reinvoked_calls,
         execution.replay(),
     )
+
+
+def _caught(execution: Execution, then: BaseException | None) -> None:
+    """Log that the workflow caught the integrity error its execution latched, if it did
+    (``then``: what it raised instead, None if it returned)."""
+    error = execution.integrity.error
+    if error is not None:
+        log.warning(
+            "integrity_error_caught",
+            run_id=execution.run_id,
+            error_type=type(error).__name__,
+            then=type(then).__name__ if then is not None else "returned",
+            note="the run ends by the integrity error all the same",
+        )
 
 
 def resolve_workflow(state: MaterializedRunState, workflow: AnyWorkflow | None) -> AnyWorkflow:

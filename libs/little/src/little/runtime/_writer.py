@@ -19,9 +19,12 @@ from little.events import (
     AgentCallAdmitted,
     AgentCallSettled,
     Event,
+    ModelResponded,
     RunCancelled,
     RunCompleted,
     RunFailed,
+    ToolCallFailed,
+    ToolCallSucceeded,
 )
 from little.log import PendingAppend, Position
 from little.runtime._control import RunControl
@@ -83,6 +86,9 @@ def _check_size(run_id: str, cls: type[Event], fields: dict[str, Any]) -> None:
 
 
 _TERMINAL = (RunCompleted, RunFailed, RunCancelled)
+_ENDS = (RunFailed, RunCancelled)
+_RESULTS = (ModelResponded, ToolCallSucceeded, ToolCallFailed, AgentCallSettled)
+"""The results of calls: after an integrity error, only those of calls already in flight."""
 _AGENT_CALL = (AgentCallAdmitted, AgentCallSettled)
 
 
@@ -116,6 +122,11 @@ class RunWriter:
         self._last: PendingAppend | None = None
         """The last append submitted: the next one is refused if it failed (``after``)."""
         self._broken: BaseException | None = None
+        self.refused: BaseException | None = None
+        """The integrity error that finished this execution (``Execution.integrity``): nothing
+        new is recorded after it. ``emit`` refuses all but the run's end (``RunFailed``,
+        ``RunCancelled``), ``defer`` all but the results of calls already in flight (they land
+        with that end, if any: a draining group's cost is recorded)."""
         self.agent_events: list[Event] = []
         """The agent.call.* events of this writer the log acknowledged, in seq order: with the
         state as claimed they give the run's replay envelope at the end (no fold, no read)."""
@@ -123,6 +134,8 @@ class RunWriter:
     async def emit(self, cls: type[E], **fields: Any) -> tuple[E, Position]:
         """Build one event, append it (after the deferred ones) and await its ack; returns it
         and its position."""
+        if self.refused is not None and cls not in _ENDS:
+            raise self.refused
         if self.control is not None and self.control.halted:
             await self.checkpoint()
         event = self._new(cls, fields)
@@ -143,6 +156,8 @@ class RunWriter:
         neither, exactly as if it had died before making it (docs/architecture.md, "What is
         deferred, and why that is safe").
         """
+        if self.refused is not None and cls not in _RESULTS:
+            raise self.refused
         control = self.control
         if control is not None and control.halted:
             raise control.stopped(self.run_id)
