@@ -54,11 +54,19 @@ class OwnBroker(PrivateBroker):
         )
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+def wait_until(
+    predicate: Callable[[], bool],
+    timeout: float,
+    what: str,
+    detail: Callable[[], str] | None = None,
+) -> None:
+    """Wait for ``predicate``; past ``timeout`` fail naming ``what`` (and ``detail()``, e.g.
+    the tail of a child's log, to show why)."""
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+            shown = f":\n{detail()}" if detail is not None else ""
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}{shown}")
         time.sleep(0.05)
 
 

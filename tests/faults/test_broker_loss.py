@@ -49,13 +49,22 @@ OUTAGE = 3.0
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OwnBroker]:
+def own_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OwnBroker]:
     own = OwnBroker(tmp_path_factory.mktemp("broker-loss") / "kafka")
     own.start()
     try:
         yield own
     finally:
         own.stop()
+
+
+@pytest.fixture
+def broker(own_broker: OwnBroker) -> OwnBroker:
+    """The module's broker, up: a test that failed while its fault held it down leaves it
+    dead, and the next test must not fail for that."""
+    if not own_broker.jvm_pids():
+        own_broker.start()
+    return own_broker
 
 
 def settings_for(broker: OwnBroker, tag: str, root: Path, **extra: str) -> dict[str, str]:
@@ -92,7 +101,12 @@ def test_a_run_waits_out_a_killed_broker_and_completes_exactly_once(
         wait_until(lambda: lines_of(model_log) >= 3, 60, "the run's third model call")
         assert proc.poll() is None
         broker.kill()
-        wait_until(lambda: bool(log_lines(stderr, "kafka_brokers_down")), 30, "the down line")
+        wait_until(
+            lambda: bool(log_lines(stderr, "kafka_brokers_down")),
+            30,
+            "the down line",
+            detail=lambda: stderr.read_text()[-3000:],
+        )
         model_calls, tool_calls = lines_of(model_log), lines_of(tool_log)
         assert model_calls < TURNS, "the run ended before the broker died"
         time.sleep(OUTAGE)  # the fault: the broker stays dead this long

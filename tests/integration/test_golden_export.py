@@ -64,7 +64,10 @@ def test_export_golden_then_simulate_the_file(recorded: Recorded, tmp_path: Path
     workflows = ["--workflows", "little.examples.research"]
     same = little_cli("replay", str(out), "--mode", "simulate", *workflows, env=alone)
     assert same.returncode == 0, same.stderr
-    assert same.stdout.strip() == f"identical to {recorded.run_id} (golden file {out})"
+    assert same.stdout.splitlines() == [
+        f"identical to {recorded.run_id} (golden file {out})",
+        "3 tool call(s) ran again and returned what the golden run recorded",
+    ]
     assert not (tmp_path / "x").exists()  # no world was opened
 
     brief = "little.examples.research:RESEARCH_BRIEF"

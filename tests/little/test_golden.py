@@ -109,7 +109,10 @@ def test_artifacts_travel_in_the_file_so_it_simulates_without_its_world(
 
     sim = asyncio.run(simulate(None, research.research, path))
     assert sim.identical, sim.lines()
-    assert sim.lines() == [f"identical to {run_id} (golden file {path})"]
+    assert sim.lines() == [
+        f"identical to {run_id} (golden file {path})",
+        "3 tool call(s) ran again and returned what the golden run recorded",
+    ]
 
 
 def test_a_file_of_older_schema_versions_reads_into_todays_models(
