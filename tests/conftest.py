@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import os
+import re
 import signal
 import tempfile
 import threading
@@ -96,13 +98,22 @@ def _controls_workers(config: pytest.Config) -> bool:
 
 
 def _selects_kafka(config: pytest.Config) -> bool:
-    """A broker is needed: none given, and the ``-m`` expression keeps Kafka tests."""
+    """A broker is needed: none given, and the ``-m`` expression can select a Kafka test,
+    whatever other markers it carries (``-m "kafka and not browser"`` can, ``-m "not kafka"``
+    cannot). ``-k`` is not looked at: a selection by name that holds no Kafka test still
+    starts the broker."""
     if os.environ.get("LITTLE_TEST_KAFKA_BOOTSTRAP") or os.environ.get(BOOTSTRAP_FILE):
         return False
     expression = config.getoption("markexpr", default="")
     if not expression:
         return True
-    return Expression.compile(expression).evaluate(lambda name, **_: name == "kafka")
+    compiled = Expression.compile(expression)
+    others = sorted(set(re.findall(r"[A-Za-z_]\w*", expression)) - {"and", "or", "not", "kafka"})
+    for values in itertools.product((False, True), repeat=len(others)):
+        marked = dict(zip(others, values, strict=True), kafka=True)
+        if compiled.evaluate(lambda name, marked=marked, **_: marked.get(name, False)):
+            return True
+    return False
 
 
 @pytest.fixture(scope="session")

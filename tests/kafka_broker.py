@@ -145,8 +145,11 @@ class BrokerForWorkers:
             self._stopped.set()
 
     def stop(self) -> None:
+        """End the broker (waiting for a start still under way: it is bounded by kafka.sh's
+        own timeouts) and remove the address file's directory."""
         self._stop.set()
-        self._stopped.wait(timeout=180)
+        self._stopped.wait(timeout=BROKER_START_TIMEOUT)
+        shutil.rmtree(self.path.parent, ignore_errors=True)
 
 
 class PrivateBroker:

@@ -5,6 +5,7 @@ reads its own crash hooks from its environment, whatever its parent read or coun
 from __future__ import annotations
 
 import os
+import traceback
 from collections.abc import Iterator
 
 import pytest
@@ -27,8 +28,11 @@ def _in_a_child(body: str) -> str:
         code = 1
         try:
             with os.fdopen(write, "w") as out:
-                exec(body, {"_writer": _writer, "_faults": _faults, "os": os, "out": out})
-            code = 0
+                try:
+                    exec(body, {"_writer": _writer, "_faults": _faults, "os": os, "out": out})
+                    code = 0
+                except BaseException:
+                    out.write(traceback.format_exc())  # the parent's assertion shows it
         finally:
             os._exit(code)
     os.close(write)
