@@ -77,13 +77,14 @@ test: setup system-deps lint typecheck ## Lint, types and the whole suite agains
 # Both test targets spread the tests over two pytest-xdist workers, one per core, each taking
 # the next test when it is free (the crash and Kafka tests mostly wait on child processes and the
 # broker, so two of them overlap well); with `make test` the controlling pytest starts one broker
-# for both (tests/kafka_broker.py). WORKERS= (empty) runs everything in one process.
+# for both (tests/kafka_broker.py). WORKERS= (empty) runs everything in one process. The quick
+# loop runs a fifth of each fuzz test's inputs (tests/fuzz/__init__.py); make test all of them.
 WORKERS ?= -n 2 --dist worksteal
 FAST := -m "not kafka and not browser"
 
 .PHONY: test-fast
 test-fast: setup ## The quick loop while working: pytest on what needs no broker and no browser
-	$(VENV)/bin/pytest $(WORKERS) $(FAST) $(PYTEST_ARGS)
+	LITTLE_TEST_FUZZ_SCALE=0.2 $(VENV)/bin/pytest $(WORKERS) $(FAST) $(PYTEST_ARGS)
 
 .PHONY: screenshot
 screenshot: setup system-deps ## Save the run inspector's page of a crashed-and-resumed run as docs/run-inspector.png

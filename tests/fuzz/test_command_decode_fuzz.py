@@ -24,13 +24,14 @@ from little.commands import (
     decode_command,
     encode_command,
 )
+from tests.fuzz import examples as fuzz_examples
 from tests.fuzz.test_decode_fuzz import SINGLE, _mutate
 from tests.strategies import texts
 
 REASONS = {v for k, v in vars(CommandDecodeError).items() if k.isupper() and isinstance(v, str)}
 
 FUZZ = settings(
-    max_examples=1000,
+    max_examples=fuzz_examples(1000),
     deadline=None,
     derandomize=True,
     database=None,

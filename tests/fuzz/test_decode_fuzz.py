@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from little.errors import EventDecodeError
 from little.events import EVENT_TYPES, Event, EventCodec, default_catalog
+from tests.fuzz import examples as fuzz_examples
 from tests.strategies import events
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "vectors"
@@ -135,26 +136,28 @@ def _at_least(examples: int) -> Callable[[st.SearchStrategy[bytes]], None]:
 
 
 def test_random_bytes() -> None:
-    _at_least(2000)(st.binary(max_size=300))
+    _at_least(fuzz_examples(2000))(st.binary(max_size=300))
 
 
 def test_random_body_behind_every_valid_header() -> None:
-    _at_least(2500)(st.tuples(st.sampled_from(HEADERS), st.binary(max_size=300)).map(b"".join))
+    _at_least(fuzz_examples(2500))(
+        st.tuples(st.sampled_from(HEADERS), st.binary(max_size=300)).map(b"".join)
+    )
 
 
 def test_mutated_single_object_encodings() -> None:
-    _at_least(3000)(st.sampled_from(SINGLE).flatmap(_mutate))
+    _at_least(fuzz_examples(3000))(st.sampled_from(SINGLE).flatmap(_mutate))
 
 
 def test_mutated_confluent_encodings() -> None:
-    _at_least(2000)(st.sampled_from(CONFLUENT).flatmap(_mutate))
+    _at_least(fuzz_examples(2000))(st.sampled_from(CONFLUENT).flatmap(_mutate))
 
 
 def test_mutated_fresh_events_of_every_type() -> None:
     encodings = st.tuples(events(), st.sampled_from([PLAIN_CODEC, REGISTRY_CODEC])).map(
         lambda pair: pair[1].encode(pair[0])
     )
-    _at_least(1500)(encodings.flatmap(_mutate))
+    _at_least(fuzz_examples(1500))(encodings.flatmap(_mutate))
 
 
 def test_the_corpus_is_valid() -> None:

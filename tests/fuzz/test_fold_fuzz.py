@@ -19,10 +19,11 @@ from hypothesis import strategies as st
 from little.events import Event, LoggedEvent
 from little.replay import MaterializedRunState, StreamIntegrityError
 from little.replay import materialize_run_state_from_events as fold
+from tests.fuzz import examples as fuzz_examples
 from tests.strategies import events, run_streams
 
 FUZZ = settings(
-    max_examples=400,
+    max_examples=fuzz_examples(400),
     deadline=None,
     derandomize=True,
     database=None,
