@@ -319,3 +319,25 @@ def test_a_side_effecting_tool_call_is_served_and_the_report_says_so(
         "1 tool call(s) not run, served as recorded:",
         f"  {served}, served from the golden run",
     ]
+
+
+def test_a_tool_divergence_the_workflow_catches_is_still_the_divergence(
+    world: little.World,
+) -> None:
+    """The divergence at a tool call is an integrity error: latched, so a stage that catches
+    it and answers as the golden run did does not make the simulation identical."""
+    rw.LOOKUPS.clear()
+    source = asyncio.run(run(world, rw.tooled(f"t{next(_versions)}", catches=True), "kafka"))
+    assert source.status == "completed"
+    same = asyncio.run(
+        simulate(world, rw.tooled(f"t{next(_versions)}", catches=True), source.run_id)
+    )
+    assert same.identical, same.lines()
+
+    edited = rw.tooled(f"t{next(_versions)}", looked_up="ERROR", catches=True)
+    sim = asyncio.run(simulate(world, edited, source.run_id))
+    assert not sim.identical
+    assert sim.divergence is not None
+    assert sim.divergence.got is not None
+    assert 'tool look_up (call 1:l1) returned "ERROR"' in sim.divergence.got
+    assert sim.result is None  # the run stopped at the divergence
