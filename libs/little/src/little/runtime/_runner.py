@@ -509,9 +509,9 @@ def _sub_runs_fresh(
     world: World, state: MaterializedRunState, source: RecordedCalls
 ) -> dict[str, bool | None]:
     """For a replaying run's resume, each sub-run it reserved: fresh work (True), the
-    recorded sub-run replayed whole (False), or replaying it and not ended (None); see
-    ``AgentCalls.of``. Only a sub-run the record started at the same call with the same
-    workflow can be anything but fresh. A worker thread."""
+    recorded sub-run replayed whole (False), or not ended, or never started (None: the latch
+    rule decides again, ``AgentCalls.of``). Only a sub-run the record started at the same
+    call with the same workflow can be anything but fresh. A worker thread."""
     verdicts: dict[str, bool | None] = {}
     for sub in state.sub_runs:
         recorded = None if sub.call_id is None else source.sub_run(sub.call_id)
@@ -519,7 +519,7 @@ def _sub_runs_fresh(
             verdicts[sub.sub_run_id] = True
             continue
         folded, _, _ = fold_run(world, sub.sub_run_id)
-        if folded.workflow is None:  # reserved, never started: it starts replaying
+        if folded.workflow is None:  # reserved, never started: the latch rule decides
             verdicts[sub.sub_run_id] = None
         elif not folded.terminal:
             replaying = folded.replay_source_run_id == recorded.sub_run_id
