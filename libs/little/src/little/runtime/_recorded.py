@@ -405,7 +405,8 @@ class Simulating:
     """The tool calls inside served exchanges that ran and matched their recorded results."""
     tools_served: list[str] = field(default_factory=list)
     """The tool calls inside served exchanges that did not run (side-effecting, or recorded
-    redacted or rejected), each with why: their recorded results were served."""
+    redacted or rejected, or needing a person's approval), each with why: their recorded
+    results were served."""
 
     @classmethod
     def of(cls, runs: Mapping[str, Iterable[LoggedEvent]]) -> Simulating:
@@ -425,7 +426,9 @@ class Simulating:
 
 SIMULATING: ContextVar[Simulating | None] = ContextVar("little_simulating", default=None)
 """Set while ``little.runtime.simulate`` runs a workflow: a call the record cannot serve is a
-divergence (``SimulationDivergedError``), never an invocation; a sub-run is simulated against
+divergence (``SimulationDivergedError``), never a model invocation (the tool calls of a served
+exchange run again to be compared, ``Recorder.served_tool_calls``, but those that cannot be:
+side-effecting, approval-gated, recorded redacted or rejected); a sub-run is simulated against
 the golden run's sub-run at the same call; a served exchange's request hashes are checked
 against the golden run's."""
 

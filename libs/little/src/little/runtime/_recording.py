@@ -679,6 +679,7 @@ class Recorder:
                 error = None
             if isinstance(error, str) and error.startswith(REJECTED):
                 return "rejected by a person when recorded"  # it never ran
+            return "needs a person's approval"  # approved once; no one is asked again here
         return None
 
     async def _run_again(self, call_id: str, request: ToolCallRequest, tool: Tool | None) -> str:
