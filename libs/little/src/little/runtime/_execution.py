@@ -113,15 +113,31 @@ class IntegrityLatch:
     it again before any new work (a step, an agent call, a model turn, a tool call, a wait, a
     sub-run, a recorded value), the writer appends nothing but the run's end, and the executor
     ends the run by it when the workflow returns. Used as ``with x.integrity:`` around code
-    that can raise one: checked on entry, latched on the way out."""
+    that can raise one: checked on entry, latched on the way out.
 
-    __slots__ = ("_writer", "error")
+    A sub-run's latch has its parent's as ``parent``: an error the parent (or its parent)
+    latched finishes the sub-run too, even one already running (a sibling branch of the
+    parent met it meanwhile); the sub-run's own error reaches the parent as the exception its
+    sub-run raised, and latches it there (``start_workflow``)."""
 
-    def __init__(self, writer: RunWriter) -> None:
+    __slots__ = ("_writer", "error", "parent")
+
+    def __init__(self, writer: RunWriter, parent: IntegrityLatch | None = None) -> None:
         self._writer = writer
         self.error: LittleError | None = None
+        self.parent = parent
+
+    def first(self) -> LittleError | None:
+        """This execution's latched error, else the nearest enclosing run's."""
+        if self.error is not None or self.parent is None:
+            return self.error
+        return self.parent.first()
 
     def check(self) -> None:
+        if self.error is None and self.parent is not None:
+            inherited = self.parent.first()
+            if inherited is not None:  # a run above this sub-run met one: this ends too
+                self.latch(inherited)
         if self.error is not None:
             raise self.error
 
@@ -161,14 +177,16 @@ class Execution:
         *,
         run_sub: SubRun,
         sub_runs_fresh: Mapping[str, bool | None] | None = None,
+        parent_integrity: IntegrityLatch | None = None,
     ) -> None:
         self.world = world
         self.run_id = run_id
         self.replayed = replayed
         self.writer = writer
         self.owner = owner
-        self.integrity = IntegrityLatch(writer)
-        """The first integrity error of this execution, latched: it finishes the execution."""
+        self.integrity = IntegrityLatch(writer, parent_integrity)
+        """The first integrity error of this execution, latched: it finishes the execution
+        (and a sub-run's, its parent's: ``parent_integrity``, the parent's latch)."""
         self.billed_calls = replayed.usage.calls
         self.billed_tokens = replayed.usage.input_tokens + replayed.usage.output_tokens
         self.counted_calls = {
