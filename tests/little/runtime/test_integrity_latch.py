@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -134,8 +135,15 @@ def test_a_workflow_that_catches_everything_can_do_nothing_after_it(world: littl
     assert added(world, run_id, count) == [RunClaimed]
     assert invoked() == 1
     assert len(refusals) == 6
-    assert all(r is refusals[0] for r in refusals), refusals
     assert isinstance(refusals[0], SessionDivergedError)
+    for again in refusals[1:]:  # the latched error, raised again as a copy of its own
+        assert type(again) is type(refusals[0]), again
+        assert str(again) == str(refusals[0])
+        assert again.__cause__ is refusals[0]
+        # its traceback is of its own raise only: raising one object again and again would
+        # grow its traceback by every refusal before it
+        frames = traceback.extract_tb(again.__traceback__)
+        assert sum(f.name == "check" for f in frames) == 1, frames
 
 
 def test_a_retried_step_records_no_failure_and_no_retry(world: little.World) -> None:

@@ -28,7 +28,7 @@ from little.replay import (
     fold_run,
     replay_envelope,
 )
-from little.runtime._errors import INTEGRITY, BudgetExceededError
+from little.runtime._errors import INTEGRITY, BudgetExceededError, latched_error, raised_again
 from little.runtime._patches import Patches
 from little.runtime._recorded import AgentCalls, RecordedCalls
 from little.runtime._registry import AnyWorkflow
@@ -139,10 +139,17 @@ class IntegrityLatch:
             if inherited is not None:  # a run above this sub-run met one: this ends too
                 self.latch(inherited)
         if self.error is not None:
-            raise self.error
+            raise raised_again(self.error) from self.error
+
+    def holds(self, exc: BaseException) -> bool:
+        """Is ``exc`` the latched error (or a copy ``check`` raised of it)?"""
+        return self.error is not None and latched_error(exc) is self.error
 
     def latch(self, error: LittleError) -> LittleError:
         """Latch ``error`` if it is the execution's first integrity error; returns it."""
+        original = latched_error(error)
+        if isinstance(original, LittleError):
+            error = original  # a copy ``check`` raised: the error it copies
         if self.error is None:
             self.error = error
             self._writer.refused = error

@@ -380,7 +380,7 @@ async def _execute_claimed(
         try:
             output = await workflow(WorkflowContext(execution), input)
         except (Exception, ExecutionSuspended) as exc:
-            if execution.integrity.error in (None, exc):
+            if execution.integrity.error is None or execution.integrity.holds(exc):
                 raise
             _caught(execution, exc)  # then the workflow failed or waited otherwise
         else:
