@@ -478,3 +478,26 @@ def tooled(
         return await ctx.step("define", define, word)
 
     return workflow(TOOLED, version=v)(flow)
+
+
+VALIDATED = "tests.replay.validated"
+VALIDATIONS: list[str] = []
+"""Every verdict ``validated``'s validator reached in this process."""
+
+
+def validated(v: str, needs: str = "Kafka") -> Any:
+    """A drafted answer (an agent call), then a validator (a decision step) that passes it when
+    it names ``needs`` (edit ``needs`` to change the validator's rule only), then the step
+    its verdict names."""
+
+    def check(step: StepContext, draft: str) -> str:
+        verdict = "publish" if needs in draft else "revise"
+        VALIDATIONS.append(verdict)
+        return verdict
+
+    async def flow(ctx: WorkflowContext, topic: str) -> Any:
+        draft = str(await ctx.step("draft", ask, "draft", f"Draft a post on {topic}"))
+        verdict = await ctx.decide("validate", check, draft)
+        return await ctx.step(str(verdict), lambda step: f"{verdict}: {draft}")
+
+    return workflow(VALIDATED, version=v)(flow)

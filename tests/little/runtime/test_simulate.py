@@ -341,3 +341,40 @@ def test_a_tool_divergence_the_workflow_catches_is_still_the_divergence(
     assert sim.divergence.got is not None
     assert 'tool look_up (call 1:l1) returned "ERROR"' in sim.divergence.got
     assert sim.result is None  # the run stopped at the divergence
+
+
+def test_a_simulation_compares_the_validators_verdict_and_a_replay_decides_again(
+    world: little.World,
+) -> None:
+    """Seed 004's validation decisions: a simulation runs the validator again over the served
+    draft and compares its verdict with the golden run's (an edited rule is the divergence,
+    at the decision); a ``replay_from`` run is a new run, whose validator decides again over
+    the served answer."""
+    rw.VALIDATIONS.clear()
+    source = asyncio.run(run(world, rw.validated(f"v{next(_versions)}"), "Kafka"))
+    assert source.status == "completed"
+    assert rw.VALIDATIONS == ["publish"]
+
+    same = asyncio.run(simulate(world, rw.validated(f"v{next(_versions)}"), source.run_id))
+    assert same.identical, same.lines()
+    assert rw.VALIDATIONS == ["publish", "publish"]  # the validator ran again, and agreed
+
+    stricter = rw.validated(f"v{next(_versions)}", needs="Kafka Streams")
+    sim = asyncio.run(simulate(world, stricter, source.run_id))
+    assert sim.divergence is not None, sim.lines()
+    assert sim.divergence.expected == "decision validate -> publish"
+    assert sim.divergence.got == "decision validate -> revise"
+
+    replayed = asyncio.run(
+        run(
+            world,
+            rw.validated(f"v{next(_versions)}", needs="Kafka Streams"),
+            "Kafka",
+            replay_from=source.run_id,
+        )
+    )
+    assert replayed.status == "completed", replayed.error
+    assert replayed.replay is not None
+    assert replayed.replay.replayed_calls == 1  # the draft, served
+    assert replayed.output.startswith("revise: ")  # decided again, by the edited rule
+    assert rw.invocations("draft") == 1  # the source's only
