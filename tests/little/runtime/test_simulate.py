@@ -378,3 +378,21 @@ def test_a_simulation_compares_the_validators_verdict_and_a_replay_decides_again
     assert replayed.replay.replayed_calls == 1  # the draft, served
     assert replayed.output.startswith("revise: ")  # decided again, by the edited rule
     assert rw.invocations("draft") == 1  # the source's only
+
+
+def test_a_tool_call_recorded_redacted_is_served_in_a_simulation(tmp_path: Path) -> None:
+    """The secret the look-up saw is not in the record: running it again on ``[redacted]``
+    would report a divergence the code did not cause, so it is served and listed."""
+    from little.redaction import redact_keys
+
+    rw.LOOKUPS.clear()
+    with little.local_world(tmp_path / "redacting", redact=redact_keys("q")) as world:
+        source = asyncio.run(run(world, rw.tooled(f"t{next(_versions)}"), "kafka"))
+        assert source.status == "completed"
+        assert rw.LOOKUPS == ["1:l1"]
+        sim = asyncio.run(simulate(world, rw.tooled(f"t{next(_versions)}"), source.run_id))
+    assert sim.identical, sim.lines()
+    assert rw.LOOKUPS == ["1:l1"]  # not run again
+    served = "agent call 0 (define#define): tool look_up (call 1:l1): redacted when recorded"
+    assert sim.tools_served == (f"{served}, served from the golden run",)
+    assert sim.tools_run == ()
