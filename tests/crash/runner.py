@@ -4,7 +4,8 @@
 a run; ``python -m tests.crash.runner DATA_DIR RUN_ID resume`` resumes one by the workflow
 name in its log; ``... PREFIX many N`` starts (or resumes) the runs ``PREFIX-0..N-1`` of the
 ``busy`` workflow all at once in this one process; ``... replay-pipeline VERSION EDITS_JSON INPUT_JSON [SOURCE_RUN_ID]`` starts
-or resumes a run of the recorded-call replay tests' pipeline (``tests.little.runtime``); ``... changes
+or resumes a run of the recorded-call replay tests' pipeline (``tests.little.runtime``), and
+``... replay-parent ...`` (the same arguments) of their parent with a sub-run; ``... changes
 FORM WORKFLOW INPUT_JSON`` registers one deploy of the code-change tests' pipeline
 (``tests.crash.changes``) and starts or resumes a run of WORKFLOW on it; ``... panel VERSION EDITS_JSON INPUT_JSON [SOURCE_RUN_ID]`` the
 same for the panel tests' workflow (research, then a panel of three judges); ``... compaction POLICY INPUT_JSON`` starts or
@@ -80,6 +81,20 @@ def main(argv: list[str]) -> int:
                     replay_from=source[0] if source else None,
                 )
             )
+        elif mode == "replay-parent":  # VERSION EDITS_JSON INPUT_JSON [SOURCE_RUN_ID]
+            from tests.little.runtime import replay_workflows
+
+            version, edits, input_json, *source = rest
+            wf = replay_workflows.parent(version, **json.loads(edits))
+            result = asyncio.run(
+                run(
+                    world,
+                    wf,
+                    json.loads(input_json),
+                    run_id=run_id,
+                    replay_from=source[0] if source else None,
+                )
+            )
         elif mode == "panel":  # VERSION EDITS_JSON INPUT_JSON [SOURCE_RUN_ID]
             from tests.little.runtime import panel_workflows
 
@@ -123,7 +138,10 @@ def main(argv: list[str]) -> int:
         else:
             raise SystemExit(f"unknown mode {mode!r}")
     out = {"status": result.status, "output": result.output, "error": result.error}
-    if mode == "replay-pipeline":  # and its replay envelope, as the run's result carries it
+    if mode in (
+        "replay-pipeline",
+        "replay-parent",
+    ):  # and its replay envelope, as the run's result carries it
         out["replay"] = None if result.replay is None else result.replay.to_json()
     print(RESULT + json.dumps(out))
     return 0

@@ -8,8 +8,8 @@ import json
 import shutil
 from pathlib import Path
 
-from little.events import AgentCallSettled
-from tests.crash.support import Scenario, child, each_crash_point
+from little.events import AgentCallSettled, SubRunReserved
+from tests.crash.support import Scenario, child, each_crash_point, process_order
 
 SOURCE = "run_replay_source"
 REPLAY = "replay_in_mode"
@@ -86,3 +86,52 @@ def test_a_replay_killed_anywhere_resumes_to_the_uncrashed_outcome(tmp_path: Pat
         assert 2 <= len(scenario.calls("replay-write")) <= 3, crash
 
     each_crash_point(enumerate(crashes), crash_and_resume)
+
+
+PARENT_SOURCE = "parent_source"
+PARENT_REPLAY = "parent_replay"
+EDIT_RESEARCH = json.dumps({"research": "Find news about "})
+
+
+def parent(scenario: Scenario, run_id: str, *args: str, **env: str | int) -> dict[str, object]:
+    done = child(scenario.data_dir, run_id, "replay-parent", *args, env=scenario.env(**env))
+    if env:
+        assert done.killed, done.describe()
+        return {}
+    assert done.returncode == 0, done.describe()
+    return done.result
+
+
+def test_a_sub_run_the_replay_ran_fresh_runs_fresh_after_a_kill_before_it_started(
+    tmp_path: Path,
+) -> None:
+    """The parent's first call is edited, so it misses and the sub-run after it (unchanged)
+    runs fresh. Killed right after the sub-run's reservation, before its RunStarted, the
+    resume must decide as the live run did: fresh, not a replay of the recorded sub-run."""
+    base = Scenario(tmp_path / "base")
+    assert parent(base, PARENT_SOURCE, "1", "{}", INPUT)["status"] == "completed"
+    assert len(base.calls("replay-sketch")) == 1
+
+    reference = copy(base, tmp_path / "reference")
+    expected = parent(reference, PARENT_REPLAY, "2", EDIT_RESEARCH, INPUT, PARENT_SOURCE)
+    assert expected["status"] == "completed"
+    assert len(reference.calls("replay-sketch")) == 2  # the sub-run ran fresh
+    order = process_order(reference, PARENT_REPLAY)
+    (at,) = [i for i, (_, e) in enumerate(order) if isinstance(e, SubRunReserved)]
+
+    crashed = copy(base, tmp_path / "crashed")
+    parent(
+        crashed,
+        PARENT_REPLAY,
+        "2",
+        EDIT_RESEARCH,
+        INPUT,
+        PARENT_SOURCE,
+        LITTLE_CRASH_AFTER_EVENT=at,
+    )
+    (sub,) = crashed.fold(PARENT_REPLAY).sub_runs
+    assert crashed.fold(sub.sub_run_id).workflow is None  # reserved, never started
+    resumed = parent(crashed, PARENT_REPLAY, "2", EDIT_RESEARCH, INPUT, PARENT_SOURCE)
+    assert resumed == expected
+    assert len(crashed.calls("replay-sketch")) == 2  # fresh, as in the uncrashed replay
+    assert crashed.fold(sub.sub_run_id).replay_source_run_id is None

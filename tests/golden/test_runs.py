@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from little.chat import model_exchanges
-from little.events import ToolCallSucceeded
+from little.events import RunStarted, ToolCallSucceeded
 from little.examples import research
 from little.golden import read_golden
 from little.runtime import simulate
+from tests.golden import edited
 from tests.golden.generate_runs import RECIPES, RUNS
 
 COMMITTED = sorted(RUNS.glob("*.avro"))
@@ -82,3 +83,16 @@ def test_the_demo_run_crashed_and_resumed_rebuilds_the_requests_of_the_uncrashed
     assert [e.turn for e in called] == [1, 2, 2, 3]  # turn 2 called again on the resume
     assert exchanges("research-demo") == exchanges("research")
     assert len(exchanges("research")) == len(research.SCRIPT)
+
+
+def test_a_committed_run_simulates_edited_code_that_does_the_same() -> None:
+    """Every committed run was logged before RunStarted v5 (no recorded scan verdict): it is
+    still a golden run for edited code, which is what simulation is for. The summarise run,
+    simulated by a rewrite of its workflow in another module, is identical."""
+    golden = read_golden(RUNS / "summarise.avro")
+    (started,) = [e.event for e in golden.events if isinstance(e.event, RunStarted)]
+    assert started.source_unsafe_reads is None  # logged before v5
+    sim = asyncio.run(simulate(None, edited.summarise, RUNS / "summarise.avro"))
+    assert sim.identical, "\n".join(sim.lines())
+    assert sim.result is not None
+    assert sim.result.output == "Kafka is a log"

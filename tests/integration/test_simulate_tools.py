@@ -67,3 +67,15 @@ def test_an_edited_tool_diverges_at_its_call_and_a_side_effecting_one_is_served(
     assert sim.lines()[0] == f"diverged from {golden.run_id} at trace entry {d.index}:"
     assert rw.invocations("define") == 2  # the golden run's two model calls only
     assert rw.WRITES == ["kafka"]
+
+
+def test_a_tool_divergence_the_workflow_catches_is_still_the_divergence(
+    world: little.World,
+) -> None:
+    golden = asyncio.run(run(world, rw.tooled(f"k{next(_versions)}", catches=True), "kafka"))
+    assert golden.status == "completed"
+    edited = rw.tooled(f"k{next(_versions)}", looked_up="ERROR", catches=True)
+    sim = asyncio.run(simulate(world, edited, golden.run_id))
+    assert sim.divergence is not None, sim.lines()  # latched: the catch does not hide it
+    assert sim.divergence.got is not None
+    assert 'tool look_up (call 1:l1) returned "ERROR"' in sim.divergence.got

@@ -390,10 +390,11 @@ PARENT = "tests.replay.parent"
 CHILD = "tests.replay.child"
 
 
-def parent(v: str, sketch: str = "Sketch ") -> Any:
+def parent(v: str, sketch: str = "Sketch ", research: str = BASE["research"]) -> Any:
     """Research, a sub-run (its own agent call, in a run of its own), then write, whose
     request does not read the sub-run's answer. The sub-run's workflow is registered as
-    version ``v`` too, asking ``sketch`` (edit it to change the sub-run only)."""
+    version ``v`` too, asking ``sketch`` (edit it to change the sub-run only; edit
+    ``research`` to change the parent's first call only: the sub-run's input is the topic)."""
 
     async def child(ctx: WorkflowContext, topic: str) -> Any:
         return await ctx.step("sketch", ask, "sketch", f"{sketch}{topic}")
@@ -401,7 +402,7 @@ def parent(v: str, sketch: str = "Sketch ") -> Any:
     workflow(CHILD, version=v)(child)
 
     async def flow(ctx: WorkflowContext, topic: str) -> Any:
-        found = await ctx.step("research", ask, "research", BASE["research"] + topic)
+        found = await ctx.step("research", ask, "research", research + topic)
         sketch = await ctx.start_workflow(CHILD, topic)
         return [found, sketch, await ctx.step("write", ask, "write", f"Write up: {found}")]
 
@@ -438,10 +439,13 @@ LOOKUPS: list[str] = []
 """Every real invocation of ``tooled``'s look-up tool in this process."""
 
 
-def tooled(v: str, looked_up: str = "{q}: a word", writes: bool = False) -> Any:
+def tooled(
+    v: str, looked_up: str = "{q}: a word", writes: bool = False, catches: bool = False
+) -> Any:
     """One stage whose model looks a word up (and, with ``writes``, then writes the report with
     the side-effecting tool) before answering; ``looked_up`` is what the look-up tool returns
-    (edit it to make the tool's code return something else)."""
+    (edit it to make the tool's code return something else). ``catches``: the stage catches
+    any exception of its exchange and answers what the model would have."""
 
     @tool(description="Look a word up.")
     def look_up(args: dict[str, Any], ctx: ToolContext) -> str:
@@ -463,9 +467,37 @@ def tooled(v: str, looked_up: str = "{q}: a word", writes: bool = False) -> Any:
         MODELS.setdefault("define", []).append(model)
         tools = [look_up, write_report] if writes else [look_up]
         async with step.session("define", model=model, tools=tools) as agent:
-            return await agent.run(f"Define {word}. Look it up.")
+            if not catches:
+                return await agent.run(f"Define {word}. Look it up.")
+            try:
+                return await agent.run(f"Define {word}. Look it up.")
+            except Exception:
+                return f"{word} is a log"
 
     async def flow(ctx: WorkflowContext, word: str) -> Any:
         return await ctx.step("define", define, word)
 
     return workflow(TOOLED, version=v)(flow)
+
+
+VALIDATED = "tests.replay.validated"
+VALIDATIONS: list[str] = []
+"""Every verdict ``validated``'s validator reached in this process."""
+
+
+def validated(v: str, needs: str = "Kafka") -> Any:
+    """A drafted answer (an agent call), then a validator (a decision step) that passes it when
+    it names ``needs`` (edit ``needs`` to change the validator's rule only), then the step
+    its verdict names."""
+
+    def check(step: StepContext, draft: str) -> str:
+        verdict = "publish" if needs in draft else "revise"
+        VALIDATIONS.append(verdict)
+        return verdict
+
+    async def flow(ctx: WorkflowContext, topic: str) -> Any:
+        draft = str(await ctx.step("draft", ask, "draft", f"Draft a post on {topic}"))
+        verdict = await ctx.decide("validate", check, draft)
+        return await ctx.step(str(verdict), lambda step: f"{verdict}: {draft}")
+
+    return workflow(VALIDATED, version=v)(flow)

@@ -67,6 +67,38 @@ def test_budget_counts_agent_calls_not_model_calls(tmp_path: Path, calls: Path) 
         assert rw.invocations("talk") == 3
 
 
+def test_a_workflow_that_catches_the_budget_error_is_refused_every_later_fresh_call(
+    tmp_path: Path,
+) -> None:
+    """``BudgetExceededError`` is raised before the model is asked; a workflow that catches
+    it goes on, and every later fresh agent call is refused the same way (none is made)."""
+    from little.runtime import BudgetExceededError, WorkflowContext, workflow
+
+    refused: list[str] = []
+
+    async def flow(ctx: WorkflowContext, topic: str) -> Any:
+        answers = []
+        for stage in ("research", "outline", "write"):
+            try:
+                answers.append(await ctx.step(stage, rw.ask, stage, f"{stage} {topic}"))
+            except BudgetExceededError as exc:
+                refused.append(f"{stage}: {exc}")
+                answers.append(None)
+        return answers
+
+    rw.MODELS.clear()
+    wf = workflow("tests.budget.caught", version="1")(flow)
+    with little.local_world(tmp_path / "w") as world:
+        result = asyncio.run(run(world, wf, "Kafka", max_agent_calls=1))
+        state = replay_run(world, result.run_id).state
+    assert result.status == "completed", result.error
+    assert [r.split(":")[0] for r in refused] == ["outline", "write"]
+    assert all("budget of 1 agent call(s) spent" in r for r in refused), refused
+    assert result.output[1:] == [None, None]
+    assert [rw.invocations(s) for s in ("research", "outline", "write")] == [1, 0, 0]
+    assert state.usage.calls == 1
+
+
 def test_a_call_resumed_in_flight_is_not_counted_again(tmp_path: Path, calls: Path) -> None:
     """1 agent call allowed, 1 needed (three model calls); a crash after turn 2 returns (not
     logged) resumes that same call, which must not count again."""

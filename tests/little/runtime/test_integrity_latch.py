@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -134,8 +135,15 @@ def test_a_workflow_that_catches_everything_can_do_nothing_after_it(world: littl
     assert added(world, run_id, count) == [RunClaimed]
     assert invoked() == 1
     assert len(refusals) == 6
-    assert all(r is refusals[0] for r in refusals), refusals
     assert isinstance(refusals[0], SessionDivergedError)
+    for again in refusals[1:]:  # the latched error, raised again as a copy of its own
+        assert type(again) is type(refusals[0]), again
+        assert str(again) == str(refusals[0])
+        assert again.__cause__ is refusals[0]
+        # its traceback is of its own raise only: raising one object again and again would
+        # grow its traceback by every refusal before it
+        frames = traceback.extract_tb(again.__traceback__)
+        assert sum(f.name == "check" for f in frames) == 1, frames
 
 
 def test_a_retried_step_records_no_failure_and_no_retry(world: little.World) -> None:
@@ -195,6 +203,71 @@ def test_a_branch_that_catches_it_ends_the_run_and_its_sibling_invokes_nothing(
     assert added(world, run_id, count) == [RunClaimed]
     assert invoked() == 1  # branch b's model was never asked
     assert not [x for x in world.read_run(run_id) if isinstance(x.event, StepCompleted)]
+
+
+def test_a_sibling_branchs_integrity_error_reaches_a_sub_run_already_running(
+    world: little.World,
+) -> None:
+    """Branch a catches its SessionDivergedError while branch b is inside a sub-run: the
+    sub-run's execution consults its parent's latch too, so its next model call is refused."""
+    child = f"tests.integrity_latch.child{next(_names)}"
+
+    async def child_recorded(ctx: WorkflowContext, topic: Any) -> Any:
+        return await ctx.step("wait", lambda step: step.wait_for_signal("go-b"))
+
+    caught = asyncio.Event()
+
+    inside = asyncio.Event()
+
+    async def after_a(step: StepContext) -> Any:
+        inside.set()  # the sub-run is running
+        await caught.wait()  # only once branch a caught the error
+        return await ask(step, "B's own question", "b-agent")
+
+    async def child_edited(ctx: WorkflowContext, topic: Any) -> Any:
+        return await ctx.step("wait", after_a)
+
+    async def recorded_group(ctx: WorkflowContext, topic: Any) -> Any:
+        async def a(bctx: WorkflowContext) -> Any:
+            return await bctx.step("ask", ask_then_wait, PROMPT)
+
+        async def b(bctx: WorkflowContext) -> Any:
+            return await bctx.start_workflow(child, topic)
+
+        return await ctx.parallel("fan", {"a": a, "b": b})
+
+    async def edited_group(ctx: WorkflowContext, topic: Any) -> Any:
+        async def a(bctx: WorkflowContext) -> Any:
+            await inside.wait()  # only once branch b is inside its sub-run
+            try:
+                return await bctx.step("ask", ask_then_wait, EDITED)
+            except Exception:
+                return "swallowed"
+            finally:
+                caught.set()
+
+        async def b(bctx: WorkflowContext) -> Any:
+            return await bctx.start_workflow(child, topic)
+
+        return await ctx.parallel("fan", {"a": a, "b": b})
+
+    deploy(child, child_recorded)
+    try:
+        name = f"tests.integrity_latch.{next(_names)}"
+        first = asyncio.run(run(world, deploy(name, recorded_group), "Kafka"))
+        assert first.status == "waiting", first
+        assert invoked() == 1
+        before = len(list(world.read_run(first.run_id)))
+        deploy(child, child_edited)
+        with pytest.raises(SessionDivergedError, match=f"run {first.run_id}: agent call 0"):
+            asyncio.run(resume(world, first.run_id, deploy(name, edited_group)))
+        _registry._REGISTRY.pop(name, None)
+    finally:
+        _registry._REGISTRY.pop(child, None)
+    assert inside.is_set()
+    assert caught.is_set()
+    assert invoked() == 1  # the sub-run's model was never asked
+    assert [type(x.event) for x in list(world.read_run(first.run_id))[before:]] == [RunClaimed]
 
 
 def test_a_sub_runs_integrity_error_ends_its_parent_though_the_parent_catches_it(

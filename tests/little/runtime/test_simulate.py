@@ -319,3 +319,80 @@ def test_a_side_effecting_tool_call_is_served_and_the_report_says_so(
         "1 tool call(s) not run, served as recorded:",
         f"  {served}, served from the golden run",
     ]
+
+
+def test_a_tool_divergence_the_workflow_catches_is_still_the_divergence(
+    world: little.World,
+) -> None:
+    """The divergence at a tool call is an integrity error: latched, so a stage that catches
+    it and answers as the golden run did does not make the simulation identical."""
+    rw.LOOKUPS.clear()
+    source = asyncio.run(run(world, rw.tooled(f"t{next(_versions)}", catches=True), "kafka"))
+    assert source.status == "completed"
+    same = asyncio.run(
+        simulate(world, rw.tooled(f"t{next(_versions)}", catches=True), source.run_id)
+    )
+    assert same.identical, same.lines()
+
+    edited = rw.tooled(f"t{next(_versions)}", looked_up="ERROR", catches=True)
+    sim = asyncio.run(simulate(world, edited, source.run_id))
+    assert not sim.identical
+    assert sim.divergence is not None
+    assert sim.divergence.got is not None
+    assert 'tool look_up (call 1:l1) returned "ERROR"' in sim.divergence.got
+    assert sim.result is None  # the run stopped at the divergence
+
+
+def test_a_simulation_compares_the_validators_verdict_and_a_replay_decides_again(
+    world: little.World,
+) -> None:
+    """Seed 004's validation decisions: a simulation runs the validator again over the served
+    draft and compares its verdict with the golden run's (an edited rule is the divergence,
+    at the decision); a ``replay_from`` run is a new run, whose validator decides again over
+    the served answer."""
+    rw.VALIDATIONS.clear()
+    source = asyncio.run(run(world, rw.validated(f"v{next(_versions)}"), "Kafka"))
+    assert source.status == "completed"
+    assert rw.VALIDATIONS == ["publish"]
+
+    same = asyncio.run(simulate(world, rw.validated(f"v{next(_versions)}"), source.run_id))
+    assert same.identical, same.lines()
+    assert rw.VALIDATIONS == ["publish", "publish"]  # the validator ran again, and agreed
+
+    stricter = rw.validated(f"v{next(_versions)}", needs="Kafka Streams")
+    sim = asyncio.run(simulate(world, stricter, source.run_id))
+    assert sim.divergence is not None, sim.lines()
+    assert sim.divergence.expected == "decision validate -> publish"
+    assert sim.divergence.got == "decision validate -> revise"
+
+    replayed = asyncio.run(
+        run(
+            world,
+            rw.validated(f"v{next(_versions)}", needs="Kafka Streams"),
+            "Kafka",
+            replay_from=source.run_id,
+        )
+    )
+    assert replayed.status == "completed", replayed.error
+    assert replayed.replay is not None
+    assert replayed.replay.replayed_calls == 1  # the draft, served
+    assert replayed.output.startswith("revise: ")  # decided again, by the edited rule
+    assert rw.invocations("draft") == 1  # the source's only
+
+
+def test_a_tool_call_recorded_redacted_is_served_in_a_simulation(tmp_path: Path) -> None:
+    """The secret the look-up saw is not in the record: running it again on ``[redacted]``
+    would report a divergence the code did not cause, so it is served and listed."""
+    from little.redaction import redact_keys
+
+    rw.LOOKUPS.clear()
+    with little.local_world(tmp_path / "redacting", redact=redact_keys("q")) as world:
+        source = asyncio.run(run(world, rw.tooled(f"t{next(_versions)}"), "kafka"))
+        assert source.status == "completed"
+        assert rw.LOOKUPS == ["1:l1"]
+        sim = asyncio.run(simulate(world, rw.tooled(f"t{next(_versions)}"), source.run_id))
+    assert sim.identical, sim.lines()
+    assert rw.LOOKUPS == ["1:l1"]  # not run again
+    served = "agent call 0 (define#define): tool look_up (call 1:l1): redacted when recorded"
+    assert sim.tools_served == (f"{served}, served from the golden run",)
+    assert sim.tools_run == ()

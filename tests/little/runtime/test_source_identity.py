@@ -490,11 +490,13 @@ def test_a_run_recorded_by_code_reading_randomness_is_never_a_replay_source(
     assert served(world, third.run_id) == [(True, None), (True, None)]
 
 
-def test_a_source_run_logged_before_the_scan_verdict_is_trusted_only_for_the_same_code(
+def test_a_source_run_logged_before_the_scan_verdict_is_accepted_as_before(
     world: little.World, project: Project
 ) -> None:
-    """A run logged before RunStarted v5 has no recorded verdict: the same source identity
-    is the same code, which the scan reads now; other code proves nothing of it."""
+    """A run logged before RunStarted v5 has no recorded verdict: it is accepted as before,
+    by the same code and by edited code (refusing it would make every log and golden file
+    recorded before v5 useless for replaying or simulating edited code). The refusal applies
+    to a source that recorded a verdict (the test above)."""
     wf = project.load()
     first = asyncio.run(run(world, wf, "Kafka"))
     old = "run_logged_before_v5"
@@ -512,8 +514,9 @@ def test_a_source_run_logged_before_the_scan_verdict_is_trusted_only_for_the_sam
 
     project.write("helpers.py", HELPERS + "# reviewed\n")
     edited = asyncio.run(run(world, project.load(), "Kafka", replay_from=old))
-    assert started(world, edited.run_id).replay_refused_reason == "replay-unsafe-script"
-    assert served(world, edited.run_id) == [(False, None), (False, None)]
+    assert started(world, edited.run_id).source_sha256 != started(world, same.run_id).source_sha256
+    assert started(world, edited.run_id).replay_refused_reason is None
+    assert served(world, edited.run_id) == [(True, None), (True, None)]
 
 
 def test_a_source_run_that_settled_no_agent_call_is_refused_as_no_recorded_calls(

@@ -203,6 +203,8 @@ ROOTS: list[tuple[str, str]] = [
     ("os", "times"),
     ("uuid", "uuid1"),
     ("uuid", "uuid4"),
+    ("ssl", "RAND_bytes"),
+    ("ssl", "RAND_pseudo_bytes"),
 ]
 
 
@@ -276,4 +278,37 @@ def test_the_scan_folds_namespaces_and_globals(source: str, expected: list[str])
     ],
 )
 def test_namespace_reads_of_harmless_members_are_left_alone(source: str) -> None:
+    assert unsafe_reads(source) == []
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        # a class attribute of datetime or date (``min``, ``max``) is an instance of the class:
+        # its ``now``/``today``/``utcnow`` is the clock
+        ("from datetime import datetime\ndatetime.min.now()", ["2: datetime.min.now"]),
+        ("from datetime import datetime\ndatetime.max.utcnow()", ["2: datetime.max.utcnow"]),
+        ("from datetime import datetime as dt\ndt.min.today()", ["2: datetime.min.today"]),
+        ("import datetime\ndatetime.date.min.today()", ["2: date.min.today"]),
+        ("import datetime\ndatetime.datetime.max.now()", ["2: datetime.max.now"]),
+        ("from datetime import date\ndate.max.min.today()", ["2: date.max.min.today"]),
+        ("from datetime import date\ngetattr(date.min, 'today')()", ["2: date.min.today"]),
+    ],
+)
+def test_the_scan_follows_class_attribute_chains_to_the_clock(
+    source: str, expected: list[str]
+) -> None:
+    assert unsafe_reads(source) == expected
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from datetime import datetime\nfloor = datetime.min",  # a sentinel value, no clock
+        "from datetime import datetime\ndatetime.max.replace(year=2000)",
+        "import datetime\nstart = datetime.date.min.isoformat()",
+        "from datetime import datetime\ndatetime.resolution.total_seconds()",
+    ],
+)
+def test_class_attributes_used_as_values_are_left_alone(source: str) -> None:
     assert unsafe_reads(source) == []

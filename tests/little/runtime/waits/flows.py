@@ -215,6 +215,21 @@ review_edited = Workflow("waits.review", "1", _review_other_signal)
 """The same workflow edited to wait for another signal (not registered)."""
 
 
+async def _review_catching(ctx: WorkflowContext, input: dict[str, Any]) -> dict[str, Any]:
+    text = await ctx.step("draft", draft)
+    try:
+        verdict = await ctx.wait_for_signal("second-opinion")
+    except Exception:
+        verdict = "ship it"  # what the golden run's signal said
+    await ctx.sleep(input["seconds"])
+    return {"draft": text, "verdict": verdict}
+
+
+review_caught = Workflow("waits.review", "1", _review_catching)
+"""``review_edited`` catching whatever its wait raises and going on as the golden run did
+(not registered)."""
+
+
 # -- edge cases the review found -------------------------------------------------------------
 
 

@@ -228,3 +228,42 @@ def test_a_resume_that_drops_the_approval_its_run_recorded_is_refused(
     with pytest.raises(CapabilityDriftError, match=r"changed: approval"):
         asyncio.run(resume(world, first.run_id))
     assert transfers(tmp_path) == []
+
+
+def test_a_simulation_serves_an_approved_tool_call_as_recorded_and_asks_no_one(
+    world: little.World, tmp_path: Path
+) -> None:
+    """A person approved the transfer once: a simulation does not run it again (nobody is
+    there to ask), serves its recorded result and says why."""
+    from little.runtime import simulate
+
+    first = asyncio.run(run(world, flows.pay, None))
+    asyncio.run(
+        decide_approval(world, first.run_id, asked(world, first.run_id).name, approved=True)
+    )
+    assert asyncio.run(follow(world, first.run_id)).status == "completed"
+    assert transfers(tmp_path) == [250]
+
+    sim = asyncio.run(simulate(world, flows.pay, first.run_id))
+    assert sim.identical, sim.lines()
+    assert transfers(tmp_path) == [250]  # the approved transfer did not run again
+    served = "agent call 0 (agent#banker): tool transfer (call 1:t1): needs a person's approval"
+    assert sim.tools_served == (f"{served}, served from the golden run",)
+    assert sim.tools_run == ()
+
+
+def test_a_simulation_serves_a_rejected_tool_call_as_recorded(
+    world: little.World, tmp_path: Path
+) -> None:
+    from little.runtime import simulate
+
+    first = asyncio.run(run(world, flows.pay, None))
+    call_id = asked(world, first.run_id).name
+    asyncio.run(decide_approval(world, first.run_id, call_id, approved=False, reason="no"))
+    assert asyncio.run(follow(world, first.run_id)).status == "completed"
+
+    sim = asyncio.run(simulate(world, flows.pay, first.run_id))
+    assert sim.identical, sim.lines()
+    assert transfers(tmp_path) == []  # it never ran: not when recorded, not now
+    served = "agent call 0 (agent#banker): tool transfer (call 1:t1): rejected by a person"
+    assert sim.tools_served == (f"{served} when recorded, served from the golden run",)

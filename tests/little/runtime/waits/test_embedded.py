@@ -327,3 +327,21 @@ def test_a_wait_of_no_end_is_a_clear_error(world: little.World) -> None:
     assert result.status == "failed"
     assert result.error is not None
     assert "sleep's duration must be a duration of 0 seconds or more" in result.error
+
+
+def test_a_wait_divergence_the_workflow_catches_is_still_the_divergence(
+    world: little.World,
+) -> None:
+    """A simulated wait that does not match the golden run's is an integrity error: a
+    workflow that catches it and goes on as the golden run did is not identical."""
+    from little.runtime import simulate
+
+    first = asyncio.run(run(world, flows.review, {"seconds": 0.2}, hold=0))
+    asyncio.run(send_signal(world, first.run_id, "verdict", "ship it"))
+    assert asyncio.run(follow(world, first.run_id, hold=0)).status == "completed"
+
+    caught = asyncio.run(simulate(world, flows.review_caught, first.run_id))
+    assert not caught.identical, caught.lines()
+    assert caught.divergence is not None
+    assert caught.divergence.got is not None
+    assert "waits for a signal 'second-opinion'" in caught.divergence.got

@@ -52,7 +52,8 @@ ReplayFrom = Annotated[
     typer.Option(
         "--replay-from",
         help="A recorded run of this workflow: agent calls that match it are answered "
-        "from its record, up to the first that does not (pay only for what changed).",
+        "from its record, up to the first that does not (you pay for that call and what "
+        "comes after it).",
     ),
 ]
 

@@ -200,13 +200,9 @@ def _replay_refusal(
         return refuse(REFUSED_UNSAFE, reads=identity.reads)
     if source.source_unsafe_reads:  # recorded by code reading the clock or randomness
         return refuse(REFUSED_UNSAFE, source_reads=source.source_unsafe_reads)
-    if source.source_unsafe_reads is None and source.source_sha256 != identity.sha256:
-        # logged before the verdict was recorded (RunStarted v5): only the same code, which
-        # the scan has just read, proves what made its answers
-        return refuse(
-            REFUSED_UNSAFE,
-            source_reads="none recorded (logged before RunStarted v5), and its source differs",
-        )
+    # (None: logged before the verdict was recorded, RunStarted v5: accepted as before, by
+    # any code; refusing it would leave every log and golden file recorded before v5 unable
+    # to replay or simulate edited code, which is what they are kept for)
     if mode == MODE_STRICT and (
         source.source_sha256 != identity.sha256 or source.workflow_version != workflow.version
     ):

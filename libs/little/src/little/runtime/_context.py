@@ -190,7 +190,8 @@ class _WaitsMixin:
     async def _timer(self, due: datetime) -> None:
         self._x.integrity.check()
         self._check_group()
-        await self._waits.wait("timer", "sleep", due)
+        with self._x.integrity:  # a simulated wait that does not match latches
+            await self._waits.wait("timer", "sleep", due)
 
     async def wait_for_signal(
         self,
@@ -206,9 +207,10 @@ class _WaitsMixin:
             raise ConfigurationError(f"{name!r} is not a signal name a workflow can wait for")
         self._x.integrity.check()
         self._check_group()
-        _, payload = await self._waits.wait(
-            "signal", name, self._waits.due(timeout, "wait_for_signal's timeout")
-        )
+        with self._x.integrity:  # a simulated wait that does not match latches
+            _, payload = await self._waits.wait(
+                "signal", name, self._waits.due(timeout, "wait_for_signal's timeout")
+            )
         return payload
 
 

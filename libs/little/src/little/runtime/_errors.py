@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
+from typing import TypeVar
 
 from little.errors import (
     ConfigurationError,
@@ -298,3 +299,22 @@ meets is latched on it (``Execution.integrity``): every later step, agent call, 
 tool call, wait, sub-run and recorded value refuses with it, its writer appends nothing more
 but the run's end, and the run ends by it when the workflow returns, raises something else,
 or waits. An ``except`` in the workflow can catch it, but cannot go on past it."""
+
+
+_E = TypeVar("_E", bound=BaseException)
+
+
+def raised_again(error: _E) -> _E:
+    """A copy of the latched ``error`` to raise again (the same type, arguments and attributes;
+    ``latched_error`` of it is ``error``): raising one object again and again grows its
+    traceback by every raise. Raise it ``from error``, which keeps where it was first met."""
+    copy = type(error).__new__(type(error), *error.args)
+    copy.__dict__.update(error.__dict__)
+    copy.__dict__["_little_latched"] = latched_error(error)
+    return copy
+
+
+def latched_error(error: BaseException) -> BaseException:
+    """The error ``error`` is a copy of (``raised_again``), or ``error`` itself."""
+    original = error.__dict__.get("_little_latched")
+    return original if isinstance(original, BaseException) else error

@@ -28,7 +28,7 @@ from little.replay import (
     fold_run,
     replay_envelope,
 )
-from little.runtime._errors import INTEGRITY, BudgetExceededError
+from little.runtime._errors import INTEGRITY, BudgetExceededError, latched_error, raised_again
 from little.runtime._patches import Patches
 from little.runtime._recorded import AgentCalls, RecordedCalls
 from little.runtime._registry import AnyWorkflow
@@ -113,20 +113,43 @@ class IntegrityLatch:
     it again before any new work (a step, an agent call, a model turn, a tool call, a wait, a
     sub-run, a recorded value), the writer appends nothing but the run's end, and the executor
     ends the run by it when the workflow returns. Used as ``with x.integrity:`` around code
-    that can raise one: checked on entry, latched on the way out."""
+    that can raise one: checked on entry, latched on the way out.
 
-    __slots__ = ("_writer", "error")
+    A sub-run's latch has its parent's as ``parent``: an error the parent (or its parent)
+    latched finishes the sub-run too, even one already running (a sibling branch of the
+    parent met it meanwhile); the sub-run's own error reaches the parent as the exception its
+    sub-run raised, and latches it there (``start_workflow``)."""
 
-    def __init__(self, writer: RunWriter) -> None:
+    __slots__ = ("_writer", "error", "parent")
+
+    def __init__(self, writer: RunWriter, parent: IntegrityLatch | None = None) -> None:
         self._writer = writer
         self.error: LittleError | None = None
+        self.parent = parent
+
+    def first(self) -> LittleError | None:
+        """This execution's latched error, else the nearest enclosing run's."""
+        if self.error is not None or self.parent is None:
+            return self.error
+        return self.parent.first()
 
     def check(self) -> None:
+        if self.error is None and self.parent is not None:
+            inherited = self.parent.first()
+            if inherited is not None:  # a run above this sub-run met one: this ends too
+                self.latch(inherited)
         if self.error is not None:
-            raise self.error
+            raise raised_again(self.error) from self.error
+
+    def holds(self, exc: BaseException) -> bool:
+        """Is ``exc`` the latched error (or a copy ``check`` raised of it)?"""
+        return self.error is not None and latched_error(exc) is self.error
 
     def latch(self, error: LittleError) -> LittleError:
         """Latch ``error`` if it is the execution's first integrity error; returns it."""
+        original = latched_error(error)
+        if isinstance(original, LittleError):
+            error = original  # a copy ``check`` raised: the error it copies
         if self.error is None:
             self.error = error
             self._writer.refused = error
@@ -161,14 +184,16 @@ class Execution:
         *,
         run_sub: SubRun,
         sub_runs_fresh: Mapping[str, bool | None] | None = None,
+        parent_integrity: IntegrityLatch | None = None,
     ) -> None:
         self.world = world
         self.run_id = run_id
         self.replayed = replayed
         self.writer = writer
         self.owner = owner
-        self.integrity = IntegrityLatch(writer)
-        """The first integrity error of this execution, latched: it finishes the execution."""
+        self.integrity = IntegrityLatch(writer, parent_integrity)
+        """The first integrity error of this execution, latched: it finishes the execution
+        (and a sub-run's, its parent's: ``parent_integrity``, the parent's latch)."""
         self.billed_calls = replayed.usage.calls
         self.billed_tokens = replayed.usage.input_tokens + replayed.usage.output_tokens
         self.counted_calls = {

@@ -405,7 +405,8 @@ class Simulating:
     """The tool calls inside served exchanges that ran and matched their recorded results."""
     tools_served: list[str] = field(default_factory=list)
     """The tool calls inside served exchanges that did not run (side-effecting, or recorded
-    redacted or rejected), each with why: their recorded results were served."""
+    redacted or rejected, or needing a person's approval), each with why: their recorded
+    results were served."""
 
     @classmethod
     def of(cls, runs: Mapping[str, Iterable[LoggedEvent]]) -> Simulating:
@@ -425,7 +426,9 @@ class Simulating:
 
 SIMULATING: ContextVar[Simulating | None] = ContextVar("little_simulating", default=None)
 """Set while ``little.runtime.simulate`` runs a workflow: a call the record cannot serve is a
-divergence (``SimulationDivergedError``), never an invocation; a sub-run is simulated against
+divergence (``SimulationDivergedError``), never a model invocation (the tool calls of a served
+exchange run again to be compared, ``Recorder.served_tool_calls``, but those that cannot be:
+side-effecting, approval-gated, recorded redacted or rejected); a sub-run is simulated against
 the golden run's sub-run at the same call; a served exchange's request hashes are checked
 against the golden run's."""
 
@@ -469,9 +472,10 @@ class AgentCalls:
     ) -> AgentCalls:
         """The agent calls of an execution of the run folded to ``state``, replaying
         ``source``. ``sub_runs_fresh``: for each sub-run the run reserved, whether it did fresh
-        work (True), replayed the recorded one whole (False) or has not ended (None: it
-        replays the recorded one, and latches when it ends if it did not stay whole); a
-        sub-run not named there did fresh work."""
+        work (True), replayed the recorded one whole (False) or has not ended (None, a
+        sub-run never started included: the latch rule decides again whether it replays the
+        recorded one, from the misses before its reservation, and one that replays latches
+        when it ends if it did not stay whole); a sub-run not named there did fresh work."""
         own = {c.ordinal: c for c in state.agent_calls}
         calls = cls(own=own, source=source)
         calls.next_ordinal = max(own, default=-1) + 1
@@ -501,11 +505,13 @@ class AgentCalls:
                     calls._miss((c.ordinal, *place), c.ordinal, at_call=True)
             scopes = _workflow_scopes(state)
             fresh_subs = sub_runs_fresh or {}
-            for sub in state.sub_runs:
-                recorded = source.sub_run(sub.call_id) if sub.call_id is not None else None
-                if fresh_subs.get(sub.sub_run_id, True) is None and recorded is not None:
-                    scope = _workflow_scope(scopes, sub.step_path)
-                    calls.sub_run_sources[sub.call_id or ""] = (scope, recorded.sub_run_id)
+            replaying = [
+                (sub, recorded)
+                for sub in state.sub_runs
+                if fresh_subs.get(sub.sub_run_id, True) is None
+                and sub.call_id is not None
+                and (recorded := source.sub_run(sub.call_id)) is not None
+            ]
             latched = [
                 *(
                     (v.step_path, v.admitted_calls, MISS_VALUE)
@@ -522,6 +528,19 @@ class AgentCalls:
                 scope = _workflow_scope(scopes, path)
                 index = sum(1 for o, (s, _) in calls._places.items() if s == scope and o < admitted)
                 calls._latch((admitted - 1, scope, index - 1), cause, admitted)
+            for sub, recorded in replaying:
+                # not ended, or never started: the latch rule decides again, from what was
+                # known when it was reserved, as ``start_sub_run`` decided it live (else
+                # the verdict would depend on where a crash landed)
+                scope = _workflow_scope(scopes, sub.step_path)
+                admitted = sub.admitted_calls
+                index = sum(1 for o, (s, _) in calls._places.items() if s == scope and o < admitted)
+                if calls._latching(
+                    admitted, scope, index, recorded.admitted_calls, known_before=admitted
+                ):
+                    calls._latch((admitted - 1, scope, index - 1), MISS_SUB_RUN, admitted)
+                else:
+                    calls.sub_run_sources[sub.call_id or ""] = (scope, recorded.sub_run_id)
         return calls
 
     def _bound(self, scope: str, index: int, before: int, *, at_call: bool) -> int:
@@ -560,7 +579,13 @@ class AgentCalls:
             self.causes[miss] = cause
 
     def _latching(
-        self, ordinal: int, scope: str, index: int, recorded: int | None
+        self,
+        ordinal: int,
+        scope: str,
+        index: int,
+        recorded: int | None,
+        *,
+        known_before: int | None = None,
     ) -> list[tuple[int, str, int]]:
         """The misses that latch a call (or a value) at ``(scope, index)``, admitted now with
         ``ordinal``, which the recorded run admitted at position ``recorded`` (a call's
@@ -572,12 +597,19 @@ class AgentCalls:
         * what the recorded run admitted after the miss's place in its own admission order
           (``bounds``), in every branch: a recorded answer produced after an answer that no
           longer exists is not reused, whichever order the replay's branches admit in.
+
+        ``known_before``: only the misses at a point before that many calls were admitted
+        (a resume deciding again what was decided then; a miss at the same count in a sibling
+        branch, which the log cannot order, counts: the safe side is fresh).
         """
         return [
             m
             for m in self.misses
-            if _after(m, ordinal, scope, index)
-            or (recorded is not None and recorded > self.bounds.get(m, recorded))
+            if (known_before is None or m[0] < known_before)
+            and (
+                _after(m, ordinal, scope, index)
+                or (recorded is not None and recorded > self.bounds.get(m, recorded))
+            )
         ]
 
     def start_sub_run(self, scope: str, call_id: str, workflow: str) -> None:

@@ -658,11 +658,13 @@ class Recorder:
             tool = tools.get(request.name)
             recorded = message.get("content")
             kept = self._kept(tool, request, recorded)
-            if self.serving.runs_served_tool(ticket.ordinal, call_id, request.name, kept):
-                got = await self._run_again(call_id, request, tool)
-                self.serving.served_tool_result(
-                    ticket.ordinal, call_id, request.name, recorded, got
-                )
+            # a simulation's difference is an integrity error: latched, whoever catches it
+            with self._x.integrity:
+                if self.serving.runs_served_tool(ticket.ordinal, call_id, request.name, kept):
+                    got = await self._run_again(call_id, request, tool)
+                    self.serving.served_tool_result(
+                        ticket.ordinal, call_id, request.name, recorded, got
+                    )
 
     def _kept(self, tool: Tool | None, request: ToolCallRequest, recorded: Any) -> str | None:
         """Why a served tool call cannot run again to be compared (None: it can)."""
@@ -677,6 +679,7 @@ class Recorder:
                 error = None
             if isinstance(error, str) and error.startswith(REJECTED):
                 return "rejected by a person when recorded"  # it never ran
+            return "needs a person's approval"  # approved once; no one is asked again here
         return None
 
     async def _run_again(self, call_id: str, request: ToolCallRequest, tool: Tool | None) -> str:
@@ -716,7 +719,8 @@ class Recorder:
             "call_id": approval_id,
             "session_id": self.session_id,
         }
-        wait = await self._x.waits.approval(self.session_id, approval_id, details)
+        with self._x.integrity:  # a simulated wait that does not match latches
+            wait = await self._x.waits.approval(self.session_id, approval_id, details)
         if wait.outcome == "approved":
             return None
         decision = None

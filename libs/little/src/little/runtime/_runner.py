@@ -50,7 +50,14 @@ from little.runtime._errors import (
     SubRunFailedError,
     WorkflowVersionError,
 )
-from little.runtime._execution import Execution, RunResult, fold_run_off_loop, load_json, store_json
+from little.runtime._execution import (
+    Execution,
+    IntegrityLatch,
+    RunResult,
+    fold_run_off_loop,
+    load_json,
+    store_json,
+)
 from little.runtime._recorded import (
     MODE_FULL,
     MODE_REPAIRABLE,
@@ -104,6 +111,7 @@ async def execute(
     full_replay: FullReplay | None = None,
     fresh: bool = False,
     hold: float | None = None,
+    parent_integrity: IntegrityLatch | None = None,
 ) -> RunResult:
     """Run or resume ``run_id`` in this process, to its end or until it waits.
 
@@ -119,7 +127,8 @@ async def execute(
     (recorded-call replay, ``little.runtime._recorded``) in ``replay_mode`` (``repairable`` or
     ``strict``, see ``run``), or as a full replay (``full_replay``). ``fresh=True``: the caller made the
     run id just now and never gave it out (``run`` without ``run_id``), so there is no log to
-    read first. Every read and fold runs off the event loop.
+    read first. ``parent_integrity``: a sub-run's parent execution's integrity latch (an error
+    it latches finishes the sub-run too). Every read and fold runs off the event loop.
     """
     if replay_mode not in REPLAY_MODES:
         raise ConfigurationError(
@@ -214,6 +223,7 @@ async def execute(
                 prepared=prepared,
                 models=models,
                 hold=hold,
+                parent_integrity=parent_integrity,
             )
         finally:
             await writer.settled()  # no append of this execution is left in flight when it ends
@@ -237,6 +247,7 @@ async def execute(
             parent_run_id=parent_run_id,
             parent_call_id=parent_call_id,
             on_running=on_running,  # a supervisor hears of the new claim (and its epoch)
+            parent_integrity=parent_integrity,
         )
     return result
 
@@ -261,6 +272,7 @@ async def _execute_claimed(
     hold: float | None,
     prepared: RecordedCalls | None = None,
     models: dict[str, Model] | None = None,
+    parent_integrity: IntegrityLatch | None = None,
 ) -> RunResult:
     await writer.checkpoint()  # stopped or cancelled while claiming
     if state.steps:
@@ -358,6 +370,7 @@ async def _execute_claimed(
         models,
         run_sub=_run_sub,
         sub_runs_fresh=sub_runs_fresh,
+        parent_integrity=parent_integrity,
     )
     input = await execution.load_json(state.input_json, state.input_ref)
     log.info("run_executing", run_id=run_id, epoch=writer.epoch, resumed_from_seq=state.last_seq)
@@ -367,7 +380,7 @@ async def _execute_claimed(
         try:
             output = await workflow(WorkflowContext(execution), input)
         except (Exception, ExecutionSuspended) as exc:
-            if execution.integrity.error in (None, exc):
+            if execution.integrity.error is None or execution.integrity.holds(exc):
                 raise
             _caught(execution, exc)  # then the workflow failed or waited otherwise
         else:
@@ -509,9 +522,9 @@ def _sub_runs_fresh(
     world: World, state: MaterializedRunState, source: RecordedCalls
 ) -> dict[str, bool | None]:
     """For a replaying run's resume, each sub-run it reserved: fresh work (True), the
-    recorded sub-run replayed whole (False), or replaying it and not ended (None); see
-    ``AgentCalls.of``. Only a sub-run the record started at the same call with the same
-    workflow can be anything but fresh. A worker thread."""
+    recorded sub-run replayed whole (False), or not ended, or never started (None: the latch
+    rule decides again, ``AgentCalls.of``). Only a sub-run the record started at the same
+    call with the same workflow can be anything but fresh. A worker thread."""
     verdicts: dict[str, bool | None] = {}
     for sub in state.sub_runs:
         recorded = None if sub.call_id is None else source.sub_run(sub.call_id)
@@ -519,7 +532,7 @@ def _sub_runs_fresh(
             verdicts[sub.sub_run_id] = True
             continue
         folded, _, _ = fold_run(world, sub.sub_run_id)
-        if folded.workflow is None:  # reserved, never started: it starts replaying
+        if folded.workflow is None:  # reserved, never started: the latch rule decides
             verdicts[sub.sub_run_id] = None
         elif not folded.terminal:
             replaying = folded.replay_source_run_id == recorded.sub_run_id
@@ -561,6 +574,7 @@ async def _run_sub(
         replay_from=golden,
         replay_mode=mode if mode in REPLAY_MODES else MODE_REPAIRABLE,
         full_replay=None if full is None else full[1],
+        parent_integrity=execution.integrity,  # the parent's latch finishes it too
     )
     if result.status == "waiting":  # the sub-run let go of itself: so does its parent
         raise ExecutionSuspended(execution.run_id, result.wake_at, result.waiting_for)

@@ -9,8 +9,11 @@ runs, a call the record cannot serve is a divergence (``SimulationDivergedError`
 before anything is invoked), so no model is called; a step's own code does run (one that
 calls a service itself, not through a session, reaches it), and so does every tool call of a
 served exchange that is not side-effecting ("tool code not re-executed unless in simulation
-mode"): a result other than the recorded one is the divergence, at that call. A
-side-effecting tool call is served as recorded (no effect repeats), and the report says so. Then its trace
+mode"): a result other than the recorded one is the divergence, at that call (latched like
+an integrity error: a workflow that catches it does not make the run identical). A
+side-effecting tool call is served as recorded (no effect repeats), and so is one that needs a
+person's approval (no one is asked), or was recorded redacted or rejected; the report lists
+them. Then its trace
 (step order, branch sets, decision targets, agent-call request keys, the final outcome) is
 compared with the golden run's, and the first difference is the divergence. Beside it, what
 the golden run recorded from the divergent call on: what re-running from there would spend.
@@ -96,8 +99,9 @@ class Simulation:
     tools_run: tuple[str, ...] = ()
     """The tool calls that ran again and returned what the golden run recorded."""
     tools_served: tuple[str, ...] = ()
-    """The tool calls that did not run (side-effecting ones: no effect repeats; or recorded
-    redacted, or rejected by a person), each with why: the golden run's results were served."""
+    """The tool calls that did not run (side-effecting ones: no effect repeats; those needing a
+    person's approval: no one is asked; or recorded redacted, or rejected by a person), each
+    with why: the golden run's results were served."""
 
     @property
     def identical(self) -> bool:
@@ -367,8 +371,10 @@ async def simulate(
     golden: str | os.PathLike[str] | GoldenRun,
     input: Any = _UNSET,
 ) -> Simulation:
-    """Re-execute ``workflow`` against a golden run with every call served from its record,
-    never invoking a model or a tool; compare step order, branch sets, decision targets,
+    """Re-execute ``workflow`` against a golden run with every model call served from its
+    record, never invoking a model; the tool calls inside served exchanges run again and are
+    compared with their recorded results (but side-effecting, approval-gated, redacted and
+    rejected ones, served as recorded: ``Simulation.tools_served``); compare step order, branch sets, decision targets,
     request keys (and, for served exchanges, their turns' request hashes), sub-runs and the
     outcome. ``golden`` is a run id of ``world``, a golden file's path (``little.golden``: a
     ``Path``, since a string is a run id; ``world`` is then not read) or a ``GoldenRun``

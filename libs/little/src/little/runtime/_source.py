@@ -109,10 +109,16 @@ _CLOCK_ATTRS = {
     "date": {"today"},
     "uuid": {"uuid1", "uuid4"},
     "os": {"urandom", "getrandom", "times"},
+    "ssl": {"RAND_bytes", "RAND_pseudo_bytes"},
 }
 _RANDOM_MODULES = {"random", "secrets"}
-_WATCHED = {"time", "datetime", "uuid", "os", *_RANDOM_MODULES}
+_WATCHED = {"time", "datetime", "uuid", "os", "ssl", *_RANDOM_MODULES}
 _CLASSES = {"datetime", "date"}  # datetime.datetime and datetime.date: their clocks
+_INSTANCES = {"min", "max"}
+"""Class attributes of ``datetime`` and ``date`` that are instances of the class: their
+``now``/``today``/``utcnow`` is the class's (``datetime.min.now()``). An instance held in a
+variable (``d = datetime(2020, 1, 1); d.now()``) is not seen: the scan reads syntax, and
+knowing a variable's type needs data flow."""
 _LOOP_CALLS = {"get_running_loop", "get_event_loop"}
 _GATEWAYS = {"sys", "builtins", "importlib"}
 """Modules through which a watched module is reached without naming it in an import."""
@@ -247,6 +253,18 @@ class _Scan:
                 return self.stands_for(ast.Name(key, ast.Load()), loose=False)
         return None
 
+    def instance_of(self, expr: ast.expr) -> tuple[str, str] | None:
+        """The class (``datetime`` or ``date``) of which ``expr`` is a class attribute chain
+        (``datetime.min``, ``date.max.min``), and the chain as written; None otherwise."""
+        if not isinstance(expr, ast.Attribute) or expr.attr not in _INSTANCES:
+            return None
+        cls = self.stands_for(expr.value, loose=False)
+        if cls in _CLASSES:
+            assert cls is not None
+            return cls, f"{cls}.{expr.attr}"
+        inner = self.instance_of(expr.value)
+        return None if inner is None else (inner[0], f"{inner[1]}.{expr.attr}")
+
     def member(self, node: ast.AST, base_expr: ast.expr, attr: str) -> None:
         """``base.attr`` (or ``getattr(base, "attr")``): a clock or randomness read?"""
         name = self.stands_for(base_expr)
@@ -255,6 +273,11 @@ class _Scan:
             or (isinstance(base_expr, ast.Call) and _called_name(base_expr) in _LOOP_CALLS)
         ):
             name = "loop"
+        if name is None and (instance := self.instance_of(base_expr)) is not None:
+            cls, path = instance  # ``datetime.min.now``: a class attribute's own clock
+            if attr in _CLOCK_ATTRS[cls]:
+                self.flag(node, f"{path}.{attr}")
+            return
         if name == "loop" or (
             name is not None and (name in _RANDOM_MODULES or attr in _CLOCK_ATTRS.get(name, ()))
         ):

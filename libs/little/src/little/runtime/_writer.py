@@ -28,6 +28,7 @@ from little.events import (
 )
 from little.log import PendingAppend, Position
 from little.runtime._control import RunControl
+from little.runtime._errors import raised_again
 from little.runtime._faults import FAULTS
 
 if TYPE_CHECKING:
@@ -135,7 +136,7 @@ class RunWriter:
         """Build one event, append it (after the deferred ones) and await its ack; returns it
         and its position."""
         if self.refused is not None and cls not in _ENDS:
-            raise self.refused
+            raise raised_again(self.refused) from self.refused
         if self.control is not None and self.control.halted:
             await self.checkpoint()
         event = self._new(cls, fields)
@@ -157,7 +158,7 @@ class RunWriter:
         deferred, and why that is safe").
         """
         if self.refused is not None and cls not in _RESULTS:
-            raise self.refused
+            raise raised_again(self.refused) from self.refused
         control = self.control
         if control is not None and control.halted:
             raise control.stopped(self.run_id)
