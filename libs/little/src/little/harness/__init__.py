@@ -16,6 +16,7 @@ from little.harness._model import (
     count_invocations,
 )
 from little.harness._providers import model_from_spec
+from little.harness._retry import ProviderFailure, RetryPolicy
 from little.harness._tools import Tool, ToolContext, ToolError, tool
 
 __all__ = [
@@ -23,6 +24,8 @@ __all__ = [
     "Model",
     "ModelRequest",
     "ModelResponse",
+    "ProviderFailure",
+    "RetryPolicy",
     "ScriptedModel",
     "Tool",
     "ToolCallRequest",

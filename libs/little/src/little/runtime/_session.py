@@ -239,7 +239,10 @@ class AgentSession:
             turn, request_hash, previous_hash, appended_text, len(messages), self._tools_hash
         )
         return await self._recorder.model_turn(
-            request, lambda: self._complete(messages), ModelResponse.from_json
+            request,
+            lambda: self._complete(messages),
+            ModelResponse.from_json,
+            getattr(self.model, "retry_policy", None),
         )
 
     async def _complete(self, messages: list[Message]) -> ModelResponse:
