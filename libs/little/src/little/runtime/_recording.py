@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from little import tracing
@@ -550,6 +550,8 @@ class Recorder:
         ``harness.tool_call.started`` acked (with the call's idempotency key), invoked (with
         the arguments the model asked for, ``live[call.id]``), and its outcome deferred."""
         self._x.integrity.check()
+        if tool is not None and tool.recorded_name is not None:
+            call = replace(call, name=tool.recorded_name)  # an MCP tool: mcp:<server>/<tool>
         call_id = f"{turn}:{call.id}"
         # as recorded (redacted): the form a full replay finds its source's receipts by
         arguments_json = canonical_json(self.redacted("tool_arguments", call.arguments))
