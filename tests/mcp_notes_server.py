@@ -19,6 +19,7 @@ server = MCPServer("notes")
 def _log(kind: str, **fields: Any) -> None:
     path = os.environ.get("MCP_NOTES_LOG")
     if path:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         with open(path, "a") as f:
             f.write(json.dumps({"pid": os.getpid(), "kind": kind, **fields}) + "\n")
             f.flush()

@@ -82,6 +82,8 @@ class McpServer:
         self._holder: asyncio.Task[None] | None = None
         self._closing: asyncio.Event | None = None
         self._lock: asyncio.Lock | None = None
+        self._listed: dict[str, dict[str, Any]] = {}
+        """The listing the session's tools were built from (recorded, or made now)."""
 
     def __repr__(self) -> str:
         return f"mcp({self.name!r}, side_effecting={self.side_effecting})"
@@ -118,11 +120,23 @@ class McpServer:
             return
         try:
             async with Client(self.server) as client:
+                self._seed(client)
                 ready.set_result(client)
                 await closing.wait()
         except Exception as exc:
             if not ready.done():
                 ready.set_exception(exc)
+
+    def _seed(self, client: Any) -> None:
+        """Tell the ``mcp`` client the output schemas of the listing the session holds (it
+        validates a tool's structured result against them), so a resume that serves the
+        listing from the log does not have the client list the server again for them. The
+        client keeps them in a private cache: without it (another ``mcp`` version) the client
+        lists again, which changes nothing recorded."""
+        schemas = getattr(getattr(client, "session", None), "_tool_output_schemas", None)
+        if isinstance(schemas, dict):
+            for tool, entry in self._listed.items():
+                schemas.setdefault(tool, entry.get("outputSchema"))
 
     async def aclose(self) -> None:
         """Close the connection, if one is open (the server's child process ends with it)."""
@@ -177,6 +191,7 @@ class McpServer:
 
     def tools_from(self, listing: Sequence[dict[str, Any]]) -> list[Tool]:
         """The session's tools for a listing (recorded or fresh): each calls the server."""
+        self._listed = {str(entry["name"]): entry for entry in listing}
         return [self._tool(entry) for entry in listing]
 
     def _tool(self, entry: dict[str, Any]) -> Tool:

@@ -58,8 +58,8 @@ async def list_mcp_server(
     if not isinstance(found, list):
         error = found.get("error") if isinstance(found, dict) else found
         refused = McpError(
-            f"run {execution.run_id}: session {of_session}: MCP server "
-            f"{server.name!r} was not listed: {error}"
+            f"run {execution.run_id}: session {of_session}: tools of MCP server "
+            f"{server.name!r}: {error}"
         )
         await recorder.finish(0, None, refused)
         raise refused
