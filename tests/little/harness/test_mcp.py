@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import socket
+import subprocess
 import sys
+import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -265,3 +270,51 @@ def test_server_names_and_the_names_the_model_is_told() -> None:
     assert long.name.startswith("mcp__ssss")
     assert long.recorded_as == f"mcp:{'s' * 40}/{'t' * 40}"
     assert McpError.retryable
+
+
+@pytest.fixture
+def http_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """The notes server over streamable HTTP, a child process of its own; its URL and log."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = tmp_path / "http-server.jsonl"
+    proc = subprocess.Popen(
+        [sys.executable, str(SERVER), "http", str(port)],
+        env={**os.environ, "MCP_NOTES_LOG": str(log)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # until it accepts connections (it imports, then binds)
+            assert proc.poll() is None, "the MCP server exited"
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the MCP server did not listen in 60 s"
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp", log
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_a_server_over_streamable_http(tmp_path: Path, http_server: tuple[str, Path]) -> None:
+    url, log = http_server
+    model = Provider("openai", "mcp__notes__add", {"a": 20, "b": 22})
+    wf = mcp_workflow(model, [mcp(url, name="notes")])
+    with little.local_world(tmp_path / "world") as world:
+        result = asyncio.run(run(world, wf, "20 + 22?"))
+        assert (result.status, result.output) == ("completed", 'told: "42"')
+        assert [e[:2] for e in tool_events(world, result.run_id)] == [
+            ("started", "mcp:notes/tools/list"),
+            ("succeeded", "mcp:notes/tools/list"),
+            ("started", "mcp:notes/add"),
+            ("succeeded", "mcp:notes/add"),
+        ]
+        assert [(e["kind"], e.get("tool")) for e in served(log)] == [
+            ("list", None),
+            ("call", "add"),
+        ]
