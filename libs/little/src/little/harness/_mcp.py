@@ -115,7 +115,9 @@ class McpServer:
             from mcp import Client
         except ImportError as exc:
             ready.set_exception(
-                ConfigurationError(f"{self!r} needs the mcp package: pip install mcp ({exc})")
+                ConfigurationError(
+                    f"{self!r} needs the mcp package: pip install 'little-workflow[mcp]' ({exc})"
+                )
             )
             return
         try:
