@@ -19,22 +19,20 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx2
 import pytest
 from mcp import StdioServerParameters
 
 import little
-from little.events import AgentCallAdmitted, ToolCallFailed, ToolCallStarted, ToolCallSucceeded
-from little.harness import McpError, McpServer, mcp
-from little.runtime import StepContext, WorkflowContext, execute, resume, run, workflow
-from tests.little.harness.test_adapters import (
-    Crash,
-    Recorded,
-    anthropic_message,
-    anthropic_model,
-    chat_completion,
-    openai_model,
+from little.events import (
+    AgentCallAdmitted,
+    AgentCallSettled,
+    ToolCallFailed,
+    ToolCallStarted,
+    ToolCallSucceeded,
 )
+from little.harness import McpError, McpServer, mcp
+from little.runtime import execute, resume, run
+from tests.little.harness.mcp_workflows import Crash, Provider, mcp_workflow
 from tests.paths import REPO
 
 SERVER = REPO / "tests" / "mcp_notes_server.py"
@@ -48,94 +46,6 @@ def stdio(log: Path, **env: str) -> StdioServerParameters:
 
 def served(log: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-
-
-class Provider:
-    """A provider over a mock transport: turn 1 asks for one tool call, turn 2 answers with the
-    tool's result as it was given (so the answer shows what the model was told)."""
-
-    def __init__(self, provider: str, tool: str, arguments: dict[str, Any]) -> None:
-        self.provider = provider
-        self.tool = tool
-        self.arguments = arguments
-        self.recorded = Recorded()
-        self.recorded.handle = self.handle  # type: ignore[method-assign]
-
-    def handle(self, request: httpx2.Request) -> httpx2.Response:
-        self.recorded.requests.append(request)
-        body = json.loads(request.content)
-        last = body["messages"][-1]
-        if self.provider == "openai":
-            if last["role"] == "tool":
-                reply = chat_completion(
-                    {"content": f"told: {last['content']}"},
-                    "stop",
-                    prompt_tokens=30,
-                    completion_tokens=5,
-                )
-            else:
-                call = {
-                    "id": "call_1",
-                    "type": "function",
-                    "function": {"name": self.tool, "arguments": json.dumps(self.arguments)},
-                }
-                reply = chat_completion(
-                    {"content": None, "tool_calls": [call]},
-                    "tool_calls",
-                    prompt_tokens=20,
-                    completion_tokens=8,
-                )
-        else:
-            blocks = last["content"] if isinstance(last["content"], list) else []
-            results = [b for b in blocks if b.get("type") == "tool_result"]
-            if results:
-                reply = anthropic_message(
-                    [{"type": "text", "text": f"told: {results[0]['content']}"}],
-                    "end_turn",
-                    input_tokens=30,
-                    output_tokens=5,
-                )
-            else:
-                use = {"type": "tool_use", "id": "toolu_1", "name": self.tool}
-                reply = anthropic_message(
-                    [{**use, "input": self.arguments}],
-                    "tool_use",
-                    input_tokens=20,
-                    output_tokens=8,
-                )
-        return httpx2.Response(200, json=reply, headers={"request-id": "req_test"})
-
-    def model(self) -> Any:
-        build = openai_model if self.provider == "openai" else anthropic_model
-        name = "gpt-4o-mini" if self.provider == "openai" else "claude-haiku-4-5"
-        return build(self.recorded, name)
-
-    def tools_sent(self, i: int) -> list[str]:
-        body = self.recorded.body(i)
-        if self.provider == "openai":
-            return [t["function"]["name"] for t in body.get("tools", [])]
-        return [t["name"] for t in body.get("tools", [])]
-
-
-def mcp_workflow(
-    provider: Provider, servers: list[McpServer], *, crash_once: bool = False
-) -> little.runtime.Workflow:
-    """``servers`` is read at each execution: a test may put another server there for the
-    resume (the same name, a changed or missing server)."""
-    crashed: list[bool] = []
-
-    async def ask(step: StepContext, prompt: str) -> str | None:
-        async with step.session("agent", model=provider.model(), tools=list(servers)) as agent:
-            answer = await agent.run(prompt)
-        if crash_once and not crashed:
-            crashed.append(True)
-            raise Crash
-        return answer
-
-    async def flow(ctx: WorkflowContext, prompt: str) -> Any:
-        return await ctx.step("ask", ask, prompt)
-
-    return workflow(f"mcp-{uuid.uuid4().hex[:8]}", version="1")(flow)
 
 
 def tool_events(world: little.World, run_id: str) -> list[tuple[str, ...]]:
@@ -318,3 +228,37 @@ def test_a_server_over_streamable_http(tmp_path: Path, http_server: tuple[str, P
             ("list", None),
             ("call", "add"),
         ]
+
+
+def test_a_replay_lists_the_server_again_and_is_served_only_if_it_lists_the_same_tools(
+    tmp_path: Path,
+) -> None:
+    """A recorded-call replay (``replay_from``) of a session holding a server declared not
+    side-effecting: the listed schemas are the session's configuration, so the same listing
+    lets the agent call be served (the tool is not called), another one misses it."""
+    log = tmp_path / "server.jsonl"
+    servers: list[McpServer] = [mcp(stdio(log), name="notes", side_effecting=False)]
+    model = Provider("openai", "mcp__notes__add", {"a": 3, "b": 4})
+    wf = mcp_workflow(model, servers)
+
+    def settled(world: little.World, run_id: str) -> list[tuple[bool, str | None]]:
+        return [
+            (x.event.replayed, x.event.miss_reason)
+            for x in world.read_run(run_id)
+            if isinstance(x.event, AgentCallSettled)
+        ]
+
+    with little.local_world(tmp_path / "world") as world:
+        first = asyncio.run(run(world, wf, "3 + 4?"))
+        assert first.output == 'told: "7"'
+        same = asyncio.run(run(world, wf, "3 + 4?", replay_from=first.run_id))
+        assert same.output == 'told: "7"'
+        assert settled(world, same.run_id) == [(True, None)]
+        assert [e["kind"] for e in served(log)] == ["list", "call", "list"]
+        assert model.recorded.calls == 2
+
+        servers[:] = [mcp(stdio(log, MCP_NOTES_EXTRA="1"), name="notes", side_effecting=False)]
+        changed = asyncio.run(run(world, wf, "3 + 4?", replay_from=first.run_id))
+        assert changed.output == 'told: "7"'
+        assert settled(world, changed.run_id) == [(False, "configuration-changed")]
+        assert [e["kind"] for e in served(log)] == ["list", "call", "list", "list", "call"]
