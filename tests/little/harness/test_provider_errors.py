@@ -286,3 +286,5 @@ def test_the_retry_settings_are_read_when_an_adapter_is_made(
         policy = cls("m", api_key="k").retry_policy
         assert (policy.max_retries, policy.base_delay, policy.max_delay) == (7, 0.125, 9.0)
         assert cls("m", api_key="k", max_retries=1).retry_policy.max_retries == 1
+        # the client the adapter makes retries nothing itself: every attempt is the kernel's
+        assert cls("m", api_key="k").client.max_retries == 0
