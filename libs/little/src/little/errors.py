@@ -34,6 +34,7 @@
     ├── LoopLimitError             (little.runtime)  a step was visited more than its max_visits
     ├── PanelMixedError            (little.runtime)  a replayed panel's legs were recorded and fresh
     ├── PatchDeprecatedError       (little.runtime)  a run on a patch's old path met deprecate_patch
+    ├── McpError                   (little.harness)  an MCP server was not listed; retryable
     └── ToolError                  (little.harness)  a tool's failure, reported to the model
     RunInterrupt (BaseException)                     ends an execution, not a failure
     ├── ExecutionStopped           (little.runtime)  its supervisor stopped it; retryable

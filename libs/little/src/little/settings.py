@@ -79,6 +79,17 @@ class LittleSettings(BaseSettings):
     through: it strips secrets from prompts, model responses, tool arguments and results
     before they are written."""
 
+    model_max_retries: int = 2
+    """Retries of a model turn that failed with a rate limit, a 5xx or a dropped connection
+    (the OpenAI and Anthropic adapters; each attempt is recorded, the SDK's own retries are
+    off). An adapter's ``max_retries=`` wins. A 4xx is never retried."""
+    model_retry_delay: float = 0.5
+    """Seconds before a model turn's first retry; each later retry waits twice as long (at
+    least the provider's ``retry-after``). An adapter's ``retry_delay=`` wins."""
+    model_retry_max_delay: float = 30.0
+    """The longest wait between two attempts of a model turn, in seconds. An adapter's
+    ``retry_max_delay=`` wins."""
+
     @model_validator(mode="after")
     def _apply_topic_prefix(self) -> LittleSettings:
         # Applied once, when the settings are read: the fields hold the names in use, so

@@ -5,6 +5,7 @@ Pure of the runtime: the recorded session that drives them (``AgentSession``, op
 reverse.
 """
 
+from little.harness._mcp import McpError, McpServer, mcp
 from little.harness._model import (
     Message,
     Model,
@@ -16,13 +17,18 @@ from little.harness._model import (
     count_invocations,
 )
 from little.harness._providers import model_from_spec
+from little.harness._retry import ProviderFailure, RetryPolicy
 from little.harness._tools import Tool, ToolContext, ToolError, tool
 
 __all__ = [
+    "McpError",
+    "McpServer",
     "Message",
     "Model",
     "ModelRequest",
     "ModelResponse",
+    "ProviderFailure",
+    "RetryPolicy",
     "ScriptedModel",
     "Tool",
     "ToolCallRequest",
@@ -30,6 +36,7 @@ __all__ = [
     "ToolError",
     "ToolSpec",
     "count_invocations",
+    "mcp",
     "model_from_spec",
     "tool",
 ]

@@ -48,6 +48,14 @@ class Tool:
     requires_approval: bool = False
     """A person approves each call before it runs (``little approve`` / ``little reject``):
     the session records the request and the run waits, holding no process."""
+    recorded_name: str | None = None
+    """The name its calls are recorded under when it differs from the name the model is told
+    (an MCP server's tool: told ``mcp__<server>__<tool>``, recorded ``mcp:<server>/<tool>``)."""
+
+    @property
+    def recorded_as(self) -> str:
+        """The name its calls are recorded under."""
+        return self.recorded_name or self.name
 
     @property
     def spec(self) -> ToolSpec:

@@ -52,7 +52,7 @@ from little.runtime._session import AgentSession, ApprovalPolicy
 from little.runtime._waits import ScopeWaits, seconds, utcnow
 
 if TYPE_CHECKING:
-    from little.harness import Model, Tool
+    from little.harness import McpServer, Model, Tool
     from little.runtime._compaction import CompactionPolicy
     from little.runtime._execution import Execution
 
@@ -518,7 +518,7 @@ class StepContext(_ValuesMixin, _WaitsMixin):
         name: str,
         *,
         model: Model,
-        tools: list[Tool] | None = None,
+        tools: Sequence[Tool | McpServer] | None = None,
         system: str | None = None,
         manifest: Mapping[str, Any] | None = None,
         approval: ApprovalPolicy = False,

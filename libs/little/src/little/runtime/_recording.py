@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from little import tracing
@@ -32,7 +32,7 @@ from little.events import (
     ToolCallSucceeded,
     Usage,
 )
-from little.harness import Tool, ToolCallRequest, ToolContext, ToolError
+from little.harness import RetryPolicy, Tool, ToolCallRequest, ToolContext, ToolError
 from little.redaction import REDACTED
 from little.replay import assert_harness_manifest_consistent, manifest_hash
 from little.runtime._errors import ENDS_THE_RUN, BranchStopped, BudgetExceededError
@@ -418,10 +418,17 @@ class Recorder:
         request: TurnRequest,
         invoke: Callable[[], Awaitable[R]],
         decode: Callable[[str, Usage], R],
+        retry: RetryPolicy | None = None,
     ) -> R:
         """One model turn: answered from the log, or ``harness.model.called`` acked, then
         ``invoke()``, then ``harness.model.responded`` deferred (``harness.model.failed`` if
-        it raised). ``decode`` rebuilds a response from its recorded JSON and usage."""
+        it raised). ``decode`` rebuilds a response from its recorded JSON and usage.
+
+        ``retry`` (the model's ``retry_policy``): a failure it calls retryable is recorded
+        (``harness.model.failed``, ``retryable=true``, acked), waited out without blocking
+        the loop, and the turn attempted again with a new ``harness.model.called``, at most
+        ``max_retries`` times; any other failure ends the turn at once. Without one a
+        failure ends the turn, recorded retryable unless the error says otherwise."""
         with self._x.integrity:
             answer = self.serving.turn(request.turn, request.request_hash)
         if isinstance(answer, Served):
@@ -433,7 +440,7 @@ class Recorder:
             self.spans.served_turn(self.provider, self.model, usage, request.turn)
             return decode(text or "{}", usage)
         with self.spans.chat(self.provider, self.model, request.turn, answer.again) as span:
-            response = await self._fresh_turn(request, invoke, decode, answer.again, span)
+            response = await self._fresh_turn(request, invoke, decode, answer.again, span, retry)
             self.spans.answered(
                 span, self.provider, self.model, response.usage, response.finish_reason
             )
@@ -446,6 +453,7 @@ class Recorder:
         decode: Callable[[str, Usage], R],
         again: bool,
         span: Any,
+        retry: RetryPolicy | None,
     ) -> R:
         self._step._check_group()
         self._x.check_budget(self.ordinal, reserved=self.reserved)
@@ -453,37 +461,52 @@ class Recorder:
         if again:  # in flight at a stop: the provider may bill it twice
             self._x.count_reinvoked()
         appended_json, appended_ref = await self._x.store_text(request.appended_text)
-        called = await self._emit(
-            ModelCalled,
-            turn=request.turn,
-            provider=self.provider,
-            model=self.model,
-            request_hash=request.request_hash,
-            previous_request_hash=request.previous_hash,
-            appended_messages_json=appended_json,
-            appended_messages_ref=appended_ref,
-            message_count=request.message_count,
-            tools_hash=request.tools_hash,
-        )
-        tracing.set_attributes(span, little_seq=called.seq)
-        try:
-            response = await invoke()
-        except RunInterrupt:  # the call ends unanswered and stays in flight, for the resume
-            FAULTS.call_returned()
-            raise
-        except Exception as exc:
-            FAULTS.call_returned()
-            await self._emit(
-                ModelFailed,
+        retries = 0
+        while True:  # one attempt per pass, each recorded write-ahead
+            called = await self._emit(
+                ModelCalled,
                 turn=request.turn,
                 provider=self.provider,
                 model=self.model,
                 request_hash=request.request_hash,
-                error_type=type(exc).__name__,
-                message=self.redacted("model_error", str(exc)),
-                retryable=True,
+                previous_request_hash=request.previous_hash,
+                appended_messages_json=appended_json,
+                appended_messages_ref=appended_ref,
+                message_count=request.message_count,
+                tools_hash=request.tools_hash,
             )
-            raise
+            tracing.set_attributes(span, little_seq=called.seq, little_attempt=retries + 1)
+            try:
+                response = await invoke()
+                break
+            except RunInterrupt:  # the call ends unanswered and stays in flight, for the resume
+                FAULTS.call_returned()
+                raise
+            except Exception as exc:
+                FAULTS.call_returned()
+                failure = retry.classify(exc) if retry is not None else None
+                retryable = (
+                    failure.retryable if failure is not None else getattr(exc, "retryable", True)
+                )
+                # acked, not deferred: the wait before the next attempt may be long, and a
+                # crash in it must find this attempt answered, not in flight
+                await self._emit(
+                    ModelFailed,
+                    turn=request.turn,
+                    provider=self.provider,
+                    model=self.model,
+                    request_hash=request.request_hash,
+                    error_type=type(exc).__name__,
+                    message=self.redacted("model_error", str(exc)),
+                    retryable=bool(retryable),
+                )
+                if retry is None or failure is None or not failure.retryable:
+                    raise
+                if retries >= retry.max_retries:
+                    raise
+                retries += 1
+                await retry.sleep(retry.delay(retries, failure))
+                self._step._check_group()  # a branch stopped meanwhile makes no new attempt
         FAULTS.call_returned()
         text = response.to_json()  # canonical
         if self._redact is not None:
@@ -527,6 +550,8 @@ class Recorder:
         ``harness.tool_call.started`` acked (with the call's idempotency key), invoked (with
         the arguments the model asked for, ``live[call.id]``), and its outcome deferred."""
         self._x.integrity.check()
+        if tool is not None and tool.recorded_name is not None:
+            call = replace(call, name=tool.recorded_name)  # an MCP tool: mcp:<server>/<tool>
         call_id = f"{turn}:{call.id}"
         # as recorded (redacted): the form a full replay finds its source's receipts by
         arguments_json = canonical_json(self.redacted("tool_arguments", call.arguments))

@@ -9,16 +9,25 @@ comes from, and imports nothing of the workflow context (its step is a ``Session
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from little._canonical import canonical_hash, canonical_json, chain_hash, sha256_hex
 from little.errors import ConfigurationError
-from little.harness import Message, Model, ModelRequest, ModelResponse, Tool, ToolCallRequest
+from little.harness import (
+    McpServer,
+    Message,
+    Model,
+    ModelRequest,
+    ModelResponse,
+    Tool,
+    ToolCallRequest,
+)
 from little.replay import manifest_hash
 from little.runtime._compaction import SUMMARY_ACK, SUMMARY_PREFIX, CompactionPolicy
 from little.runtime._errors import ENDS_THE_RUN
+from little.runtime._mcp_listing import list_mcp_server
 from little.runtime._recording import (
     SETTLING,
     AgentCallTicket,
@@ -44,7 +53,7 @@ class AgentSession:
         session_id: str,
         name: str,
         model: Model,
-        tools: list[Tool],
+        tools: Sequence[Tool | McpServer],
         system: str | None,
         manifest: Mapping[str, Any] | None,
         approval: ApprovalPolicy = False,
@@ -55,6 +64,23 @@ class AgentSession:
         self.session_id = session_id
         self.name = name
         self.model = model
+        self._approval = approval
+        self._extra_manifest = manifest
+        self._servers = [t for t in tools if isinstance(t, McpServer)]
+        """MCP servers: listed (a recorded call) when the session opens, then configured."""
+        self._compaction = compact
+        self._system_given = system
+        if not self._servers:
+            self._configure([t for t in tools if isinstance(t, Tool)])
+        else:
+            self._plain = [t for t in tools if isinstance(t, Tool)]
+
+    def _configure(self, tools: list[Tool]) -> None:
+        """The session's tools, manifest, request hash chain and recorder (at once, or once its
+        MCP servers are listed)."""
+        execution, step, session_id = self._x, self._step, self.session_id
+        model, system, compact = self.model, self._system_given, self._compaction
+        approval, manifest = self._approval, self._extra_manifest
         self.tools = {t.name: t for t in tools}
         self._live_calls: dict[str, ToolCallRequest] = {}
         """The tool calls of the last model response as the model asked them (a redactor
@@ -72,7 +98,6 @@ class AgentSession:
         options = getattr(model, "request_options", None)
         if options:  # temperature, max tokens, ...: absent (not {}) for models without any
             self.manifest["model_options"] = _json_value(options)
-        self._compaction = compact
         self._policy_hash = ""
         if compact is not None:  # absent (not null) without one: older manifests keep their hash
             policy = compact.as_json(model_id)
@@ -112,6 +137,16 @@ class AgentSession:
         self.system = self._recorder.redacted("system", system) if system is not None else None
 
     async def __aenter__(self) -> AgentSession:
+        if self._servers:
+            try:
+                listed = [
+                    await list_mcp_server(self._x, self._step, self.session_id, self.name, server)
+                    for server in self._servers
+                ]
+            except BaseException:
+                await self._close_servers()
+                raise
+            self._configure([*self._plain, *(t for tools in listed for t in tools)])
         await self._recorder.start(self.name, self.system)
         return self
 
@@ -121,7 +156,14 @@ class AgentSession:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self._recorder.finish(self.turns, self._answer, exc)
+        try:
+            await self._recorder.finish(self.turns, self._answer, exc)
+        finally:
+            await self._close_servers()
+
+    async def _close_servers(self) -> None:
+        for server in self._servers:
+            await server.aclose()
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -239,7 +281,10 @@ class AgentSession:
             turn, request_hash, previous_hash, appended_text, len(messages), self._tools_hash
         )
         return await self._recorder.model_turn(
-            request, lambda: self._complete(messages), ModelResponse.from_json
+            request,
+            lambda: self._complete(messages),
+            ModelResponse.from_json,
+            getattr(self.model, "retry_policy", None),
         )
 
     async def _complete(self, messages: list[Message]) -> ModelResponse:

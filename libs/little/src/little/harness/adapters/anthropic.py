@@ -24,8 +24,12 @@ cache_creation_input_tokens`` (all input, as the price table expects),
 ``output_tokens_details.thinking_tokens`` when reported.
 
 The SDK is imported when an ``AnthropicModel`` is constructed, never when ``little.harness``
-is. Provider errors propagate as the SDK's exceptions (after the SDK's own retries); the
-session records them as ``harness.model.failed``.
+is. Provider errors propagate as the SDK's exceptions; the SDK's own retries are off (the
+client given is copied with ``max_retries=0``): the recording kernel retries a turn that
+failed with a rate limit, a 5xx or no answer (``retry_policy``; ``max_retries``,
+``retry_delay`` and ``retry_max_delay`` default to ``LITTLE_MODEL_MAX_RETRIES``,
+``LITTLE_MODEL_RETRY_DELAY`` and ``LITTLE_MODEL_RETRY_MAX_DELAY``), each attempt a recorded
+``harness.model.called`` and ``harness.model.failed``.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 from little.errors import ConfigurationError
 from little.events import Usage
 from little.harness._model import Message, ModelRequest, ModelResponse, ToolCallRequest, ToolSpec
+from little.harness._retry import ProviderFailure, RetryPolicy, sdk_failure
 
 __all__ = [
     "PROVIDER",
@@ -89,6 +94,9 @@ class AnthropicModel:
         *,
         client: AsyncAnthropic | None = None,
         api_key: str | None = None,
+        max_retries: int | None = None,
+        retry_delay: float | None = None,
+        retry_max_delay: float | None = None,
         max_tokens: int = 1024,
         **kw: Any,
     ) -> None:
@@ -99,6 +107,14 @@ class AnthropicModel:
         self.name = model
         self.max_tokens = max_tokens
         self.options: dict[str, Any] = dict(kw)
+        self.retry_policy = RetryPolicy.from_settings(
+            self.failure,
+            max_retries=max_retries,
+            base_delay=retry_delay,
+            max_delay=retry_max_delay,
+        )
+        """How the recording kernel retries a failed turn (each attempt recorded); the SDK
+        client's own retries are off."""
 
     @property
     def client(self) -> AsyncAnthropic:
@@ -106,12 +122,20 @@ class AnthropicModel:
         from the log needs no key and no network."""
         if self._client is None:
             try:
-                self._client = self._sdk.AsyncAnthropic(api_key=self._api_key)
+                self._client = self._sdk.AsyncAnthropic(api_key=self._api_key, max_retries=0)
             except self._sdk.AnthropicError as exc:
                 raise ConfigurationError(
                     f"{self!r} cannot call its API: {exc} (set ANTHROPIC_API_KEY or pass api_key=)"
                 ) from exc
+        elif self._client.max_retries != 0:
+            # every attempt is the kernel's, recorded: one the SDK repeated unseen is not
+            self._client = self._client.with_options(max_retries=0)
         return self._client
+
+    def failure(self, exc: BaseException) -> ProviderFailure:
+        """What a failed call says about another attempt: retryable for a rate limit (429),
+        408, 409, a 5xx or no answer at all; not for any other 4xx."""
+        return sdk_failure(self._sdk, exc)
 
     def __repr__(self) -> str:
         return f"AnthropicModel({self.name!r})"
