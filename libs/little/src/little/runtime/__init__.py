@@ -34,6 +34,7 @@ from little.runtime._outer_loop import (
     outer_loop,
 )
 from little.runtime._recorded import FullReplay
+from little.runtime._recording import AgentCallTicket, Recorder, ToolOutcome, TurnRequest
 from little.runtime._registry import (
     Workflow,
     lookup,
@@ -48,6 +49,7 @@ from little.runtime._simulate import Divergence, Simulation, simulate
 from little.runtime._workflow_tool import workflow_tool
 
 __all__ = [
+    "AgentCallTicket",
     "AgentSession",
     "BranchStopped",
     "BudgetExceededError",
@@ -63,6 +65,7 @@ __all__ = [
     "PanelMixedError",
     "ParkRun",
     "PatchDeprecatedError",
+    "Recorder",
     "Retry",
     "RunControl",
     "RunNotStartedError",
@@ -74,6 +77,8 @@ __all__ = [
     "StepContext",
     "StepFailedError",
     "SubRunFailedError",
+    "ToolOutcome",
+    "TurnRequest",
     "UnknownWorkflowError",
     "WaitTimeoutError",
     "Waker",
