@@ -47,8 +47,8 @@ from little.runtime._errors import (
 from little.runtime._groups import _Group, drain
 from little.runtime._panels import run_panel
 from little.runtime._patches import Reached, ScopeKey
-from little.runtime._registry import lookup
 from little.runtime._recording import Recorder
+from little.runtime._registry import lookup
 from little.runtime._session import AgentSession, ApprovalPolicy
 from little.runtime._waits import ScopeWaits, seconds, utcnow
 

@@ -1,0 +1,64 @@
+"""A Pydantic AI agent under ``durable``: each run is a recorded agent call, each model request
+and tool call recorded write-ahead; a run served from a record invokes nothing and builds the
+same requests."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import little
+from little.events import (
+    AgentCallAdmitted,
+    AgentCallSettled,
+    ModelCalled,
+    ModelResponded,
+    SessionStarted,
+    ToolCallStarted,
+    ToolCallSucceeded,
+)
+from little.runtime import run
+from tests.little.integrations.pydantic_ai import workflows as wf
+
+
+def _events(world: little.World, run_id: str) -> list[Any]:
+    return [r.event for r in world.read_run(run_id)]
+
+
+def _of(events: list[Any], cls: type) -> list[Any]:
+    return [e for e in events if isinstance(e, cls)]
+
+
+def test_each_run_is_an_agent_call_with_its_model_requests_and_tool_calls_recorded(
+    tmp_path: Path,
+) -> None:
+    wf.COUNTS.clear()
+    with little.local_world(tmp_path / "w") as world:
+        result = asyncio.run(run(world, wf.version("1"), "Kafka"))
+        assert result.status == "completed", result.error
+        events = _events(world, result.run_id)
+    assert result.output == {
+        "first": "answer to [Brief me on Kafka] using facts(Brief me on Kafka)",
+        "second": "answer to [Shorter.]",
+    }
+    (started,) = _of(events, SessionStarted)
+    assert started.session_name == "researcher"
+    assert started.model == "function:function:answer:stream_answer"
+    assert [e.ordinal for e in _of(events, AgentCallAdmitted)] == [0, 1]
+    settled = _of(events, AgentCallSettled)
+    assert [(e.ordinal, e.outcome, e.model_calls) for e in settled] == [
+        (0, "succeeded", 2),
+        (1, "succeeded", 1),
+    ]
+    called = _of(events, ModelCalled)
+    assert [e.turn for e in called] == [1, 2, 3]
+    assert called[0].previous_request_hash is None
+    assert [c.previous_request_hash for c in called[1:]] == [c.request_hash for c in called[:2]]
+    assert [e.usage.input_tokens for e in _of(events, ModelResponded)] == [101, 103, 105]
+    (tool,) = _of(events, ToolCallStarted)
+    assert (tool.tool, tool.call_id) == ("search", "1:call-1")
+    assert tool.idempotency_key == f"{result.run_id}/research/1:call-1"
+    (done,) = _of(events, ToolCallSucceeded)
+    assert done.result_json == '"facts(Brief me on Kafka)"'
+    assert wf.COUNTS == {"model": 3, "tool:search": 1}
