@@ -62,3 +62,20 @@ def test_each_run_is_an_agent_call_with_its_model_requests_and_tool_calls_record
     (done,) = _of(events, ToolCallSucceeded)
     assert done.result_json == '"facts(Brief me on Kafka)"'
     assert wf.COUNTS == {"model": 3, "tool:search": 1}
+
+
+def test_a_spent_budget_ends_the_run_even_when_a_framework_error_hook_answers_for_it(
+    tmp_path: Path,
+) -> None:
+    """little's control errors pass through the framework's error handling: a user's
+    ``on_model_request_error`` that answers for any failed request does not swallow a spent
+    budget (the run fails as itself, and the model is never asked past the budget)."""
+    wf.COUNTS.clear()
+    flow = wf.version("recover", recover=True)
+    with little.local_world(tmp_path / "w") as world:
+        result = asyncio.run(run(world, flow, "Kafka", max_tokens=200))
+        events = _events(world, result.run_id)
+    assert result.status == "failed"
+    assert "BudgetExceededError" in str(result.error), result.error
+    assert wf.COUNTS["model"] == 2  # the third request is refused before the model is asked
+    assert len(_of(events, ModelCalled)) == 2

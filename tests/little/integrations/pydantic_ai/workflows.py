@@ -14,7 +14,8 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
 
-from pydantic_ai import Agent
+from pydantic_ai import Agent, RunContext
+from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -85,11 +86,22 @@ def _delta(part: ToolCallPart) -> Any:
     return DeltaToolCall(part.tool_name, part.args_as_json_str(), part.tool_call_id)
 
 
-def researcher(**tool_kwargs: Any) -> Agent[None, str]:
+class Recover(AbstractCapability[Any]):
+    """A user's error hook that answers for a failed model request (swallowing the error)."""
+
+    async def on_model_request_error(
+        self, ctx: RunContext[Any], *, request_context: Any, error: Exception
+    ) -> ModelResponse:
+        COUNTS["recovered"] += 1
+        return ModelResponse(parts=[TextPart("recovered")])
+
+
+def researcher(recover: bool = False, **tool_kwargs: Any) -> Agent[None, str]:
     agent: Agent[None, str] = Agent(
         FunctionModel(answer, stream_function=stream_answer),
         name="researcher",
         instructions="Be brief.",
+        capabilities=[Recover()] if recover else [],
     )
 
     @agent.tool_plain(**tool_kwargs)
@@ -101,9 +113,11 @@ def researcher(**tool_kwargs: Any) -> Agent[None, str]:
     return agent
 
 
-def research_flow(follow_up: str = FOLLOW_UP, stream: bool = False, **tool_kwargs: Any) -> Any:
+def research_flow(
+    follow_up: str = FOLLOW_UP, stream: bool = False, recover: bool = False, **tool_kwargs: Any
+) -> Any:
     async def research(step: StepContext, topic: str) -> dict[str, Any]:
-        agent = durable(step, researcher(**tool_kwargs))
+        agent = durable(step, researcher(recover, **tool_kwargs))
         first = await agent.run(f"Brief me on {topic}")
         if not stream:
             second = await agent.run(follow_up, message_history=first.all_messages())

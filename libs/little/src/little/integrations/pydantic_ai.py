@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any, NoReturn
 
 from pydantic_ai import ModelRetry
@@ -60,7 +60,7 @@ from little._canonical import canonical_hash, canonical_json
 from little.events import Usage
 from little.harness import Tool, ToolCallRequest, ToolContext, ToolError
 from little.integrations._common import MessageChain, json_value, refuse, strip_stamps
-from little.runtime import AgentCallTicket, Recorder, StepContext, TurnRequest
+from little.runtime import CONTROL_ERRORS, AgentCallTicket, Recorder, StepContext, TurnRequest
 
 __all__ = ["FORMAT", "STAMPS", "DurableAgent", "durable", "stripped"]
 
@@ -339,7 +339,8 @@ class _RecordingModel(WrapperModel):
                 await self.wrapped.request(messages, model_settings, model_request_parameters)
             )
 
-        response = await run.session.recorder.model_turn(turn, invoke, _Response.decode)
+        with run.guard():
+            response = await run.session.recorder.model_turn(turn, invoke, _Response.decode)
         return response.native
 
     @asynccontextmanager
@@ -357,6 +358,22 @@ class _RecordingModel(WrapperModel):
             yield _replayed(run.served_turn(turn), model_request_parameters)
             return
         run.session.serving_model(self.wrapped)
+        with run.guard():
+            async with self._live(
+                turn, messages, model_settings, model_request_parameters, run_context
+            ) as stream:
+                yield stream
+
+    @asynccontextmanager
+    async def _live(
+        self,
+        turn: TurnRequest,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+        run_context: RunContext[Any] | None,
+    ) -> AsyncIterator[Any]:
+        run = self._run
         async with run.session.recorder.live_turn(turn, _Response.decode) as live:
             if live.served is not None:  # this run's own log answered it: replayed
                 yield _replayed(live.served.native, model_request_parameters)
@@ -409,8 +426,38 @@ class _Run(AbstractCapability[Any]):
         self.ticket = ticket
         self.recorded = recorded
 
+        self.control: BaseException | None = None
+        """The first of little's control errors raised inside the framework: raised again at
+        every boundary the framework hands back through, whatever its hooks did with it."""
+
+    @contextmanager
+    def guard(self) -> Iterator[None]:
+        """Remember a control error passing out of little's code into the framework's."""
+        try:
+            yield
+        except CONTROL_ERRORS as exc:
+            if self.control is None:
+                self.control = exc
+            raise
+
+    def reraise(self, cause: BaseException | None = None) -> None:
+        """Raise the control error the framework swallowed (a fallback model, an error hook)."""
+        if self.control is not None and self.control is not cause:
+            raise self.control from cause
+
     def get_wrapper_model(self, model: Model) -> Model | None:
         return _RecordingModel(model, self)
+
+    async def wrap_model_request(
+        self, ctx: RunContext[Any], *, request_context: Any, handler: Any
+    ) -> ModelResponse:
+        try:
+            response: ModelResponse = await handler(request_context)
+        except BaseException as exc:
+            self.reraise(exc)
+            raise
+        self.reraise()
+        return response
 
     def served_turn(self, turn: TurnRequest) -> ModelResponse:
         assert self.recorded is not None
@@ -446,12 +493,18 @@ class _Run(AbstractCapability[Any]):
                 raise ModelRetry(str(exc.message)) from exc
             except Exception as exc:
                 box.exc = exc
+                if isinstance(exc, CONTROL_ERRORS) and self.control is None:
+                    self.control = exc
                 raise
             return to_jsonable_python(box.result)
 
         tool = Tool(call.tool_name, invoke, side_effecting=_is_side_effecting(tool_def))
         request = ToolCallRequest(call_id, call.tool_name, to_jsonable_python(args))
-        outcome = await self.session.recorder.tool_call_outcome(self.session.turns, request, tool)
+        with self.guard():
+            outcome = await self.session.recorder.tool_call_outcome(
+                self.session.turns, request, tool
+            )
+        self.reraise()
         if box.exc is not None:
             raise box.exc  # made now: the framework sees the very exception
         if outcome.error is not None:
@@ -558,9 +611,14 @@ class DurableAgent(WrapperAgent[Any, Any]):
         try:
             async with self.wrapped.iter(user_prompt, **kwargs) as agent_run:
                 yield agent_run
+            capability.reraise()  # swallowed by the framework's own error handling
         except BaseException as exc:
+            # what ended the run, whatever the framework's error handling made of it
+            ended = capability.control or exc
             if not ticket.served:
-                await session.recorder.settle_raised(ticket, exc, _result(agent_run))
+                await session.recorder.settle_raised(ticket, ended, _result(agent_run))
+            if ended is not exc:
+                raise ended from exc
             raise
         if ticket.served:
             await session.recorder.settle_served(ticket)

@@ -8,6 +8,7 @@ from little.runtime._context import Retry, StepContext, WorkflowContext
 from little.runtime._control import ExecutionStopped, RunControl
 from little.runtime._ending import FailRun, ParkRun, end_unrunnable
 from little.runtime._errors import (
+    CONTROL_ERRORS,
     BranchStopped,
     BudgetExceededError,
     ClaimRejectedError,
@@ -49,6 +50,7 @@ from little.runtime._simulate import Divergence, Simulation, simulate
 from little.runtime._workflow_tool import workflow_tool
 
 __all__ = [
+    "CONTROL_ERRORS",
     "AgentCallTicket",
     "AgentSession",
     "BranchStopped",

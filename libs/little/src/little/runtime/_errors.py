@@ -288,3 +288,12 @@ ENDS_THE_RUN: tuple[type[LittleError], ...] = (
 """``ENDS_THE_WRITER``, and the errors that fail the run as themselves: a spent budget, a panel
 mixing recorded and fresh legs, a run on a deprecated patch's old path. A step or a tool never
 records one as its own failure, nor retries it: every attempt would meet the same one."""
+
+CONTROL_ERRORS: tuple[type[LittleError], ...] = (
+    *ENDS_THE_RUN,
+    SessionDivergedError,
+    SimulationDivergedError,
+)
+"""What an agent framework's own error handling (a fallback model, an ``on_*_error`` hook, a
+tool error turned into a string) must never swallow: ``ENDS_THE_RUN`` and the divergences of a
+resume or a simulation. Interrupts (``RunInterrupt``) are ``BaseException``s and pass anyway."""
