@@ -14,12 +14,13 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
 
-from pydantic_ai import Agent, RunContext
+from pydantic_ai import Agent, ModelRetry, RunContext
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
+    RetryPromptPart,
     TextPart,
     ToolCallPart,
     ToolReturnPart,
@@ -54,12 +55,14 @@ def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     COUNTS["model"] += 1
     prompt = _prompt(messages)
     last = messages[-1]
-    returns = [p for p in last.parts if isinstance(p, ToolReturnPart)]
+    returns = [p for p in last.parts if isinstance(p, ToolReturnPart | RetryPromptPart)]
     _log_call("model", prompt=prompt, after_tool=bool(returns), n=len(messages))
     usage = RequestUsage(input_tokens=100 + len(messages), output_tokens=20)
     tools = {t.name for t in info.function_tools}
-    if not returns and prompt.startswith("Brief") and "search" in tools:
-        call = ToolCallPart("search", {"q": prompt}, tool_call_id=f"call-{len(messages)}")
+    retried = [p for p in returns if getattr(p, "outcome", "retried") == "retried"]
+    if (retried or not returns) and prompt.startswith("Brief") and "search" in tools:
+        q = prompt + (" again" if retried else "")
+        call = ToolCallPart("search", {"q": q}, tool_call_id=f"call-{len(messages)}")
         return ModelResponse(parts=[call], usage=usage)
     text = f"answer to [{prompt}]" + (f" using {returns[0].content}" if returns else "")
     return ModelResponse(parts=[TextPart(text)], usage=usage)
@@ -83,7 +86,7 @@ async def stream_answer(
 def _delta(part: ToolCallPart) -> Any:
     from pydantic_ai.models.function import DeltaToolCall
 
-    return DeltaToolCall(part.tool_name, part.args_as_json_str(), part.tool_call_id)
+    return DeltaToolCall(part.tool_name, part.args_as_json_str(), tool_call_id=part.tool_call_id)
 
 
 class Recover(AbstractCapability[Any]):
@@ -96,7 +99,9 @@ class Recover(AbstractCapability[Any]):
         return ModelResponse(parts=[TextPart("recovered")])
 
 
-def researcher(recover: bool = False, **tool_kwargs: Any) -> Agent[None, str]:
+def researcher(
+    recover: bool = False, retry_once: bool = False, **tool_kwargs: Any
+) -> Agent[None, str]:
     agent: Agent[None, str] = Agent(
         FunctionModel(answer, stream_function=stream_answer),
         name="researcher",
@@ -104,21 +109,30 @@ def researcher(recover: bool = False, **tool_kwargs: Any) -> Agent[None, str]:
         capabilities=[Recover()] if recover else [],
     )
 
-    @agent.tool_plain(**tool_kwargs)
+    @agent.tool_plain(**tool_kwargs)  # type: ignore[untyped-decorator]
     def search(q: str) -> str:
         COUNTS["tool:search"] += 1
         _log_call("tool", tool="search", q=q)
+        if retry_once and not q.endswith(" again"):
+            raise ModelRetry("search again")
         return f"facts({q})"
 
     return agent
 
 
 def research_flow(
-    follow_up: str = FOLLOW_UP, stream: bool = False, recover: bool = False, **tool_kwargs: Any
+    follow_up: str = FOLLOW_UP,
+    stream: bool = False,
+    recover: bool = False,
+    retry_once: bool = False,
+    pause: bool = False,
+    **tool_kwargs: Any,
 ) -> Any:
     async def research(step: StepContext, topic: str) -> dict[str, Any]:
-        agent = durable(step, researcher(recover, **tool_kwargs))
+        agent = durable(step, researcher(recover, retry_once, **tool_kwargs))
         first = await agent.run(f"Brief me on {topic}")
+        if pause:  # the run waits (holding no process) until the signal "go"
+            await step.wait_for_signal("go")
         if not stream:
             second = await agent.run(follow_up, message_history=first.all_messages())
             return {"first": first.output, "second": second.output}

@@ -35,7 +35,13 @@ from typing import Any, NoReturn
 from pydantic_ai import ModelRetry
 from pydantic_ai.agent import AbstractAgent, WrapperAgent
 from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, ToolFailed
+from pydantic_ai.exceptions import (
+    ApprovalRequired,
+    CallDeferred,
+    ToolFailed,
+    ToolFailedError,
+    ToolRetryError,
+)
 from pydantic_ai.messages import (
     ModelMessage,
     ModelMessagesTypeAdapter,
@@ -491,6 +497,12 @@ class _Run(AbstractCapability[Any]):
             except ModelRetry as exc:
                 box.exc = exc
                 raise ModelRetry(str(exc.message)) from exc
+            except ToolRetryError as exc:  # a ModelRetry the framework wrapped for the model
+                box.exc = exc
+                raise ModelRetry(str(exc.tool_retry.content)) from exc
+            except ToolFailedError as exc:  # a ToolFailed the framework wrapped for the model
+                box.exc = exc
+                raise ToolFailed(str(exc.tool_failed.content)) from exc
             except Exception as exc:
                 box.exc = exc
                 if isinstance(exc, CONTROL_ERRORS) and self.control is None:
