@@ -39,6 +39,8 @@ COUNTS: Counter[str] = Counter()
 """Real invocations in this process: ``model``, ``tool:<name>``."""
 STREAMED: list[list[str]] = []
 """The deltas each streamed run handed its consumer, in order."""
+TIMELINE: list[str] = []
+"""The streamed words as the model produced them and the consumer got them, interleaved."""
 
 
 def _prompt(messages: list[ModelMessage]) -> str:
@@ -80,6 +82,7 @@ async def stream_answer(
     assert isinstance(part, TextPart)
     words = part.content.split(" ")
     for i, word in enumerate(words):
+        TIMELINE.append(f"produced {i}")
         yield word if i == 0 else " " + word
 
 
@@ -138,7 +141,8 @@ def research_flow(
             return {"first": first.output, "second": second.output}
         deltas: list[str] = []
         async with agent.run_stream(follow_up, message_history=first.all_messages()) as s:
-            async for delta in s.stream_text(delta=True):
+            async for delta in s.stream_text(delta=True, debounce_by=None):
+                TIMELINE.append(f"consumed {len(deltas)}")
                 deltas.append(delta)
             output = await s.get_output()
         STREAMED.append(deltas)

@@ -1,0 +1,52 @@
+"""``run_stream`` under ``durable``: live on a fresh call (each delta reaches the consumer before
+the model produced the next; ``responded`` is written when the stream ends) and replayed on a
+served one (the framework's own events synthesised from the recorded response)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import little
+from little.events import AgentCallSettled, ModelResponded
+from little.runtime import run
+from tests.little.integrations.pydantic_ai import workflows as wf
+
+TEXT = "answer to [Shorter.]"
+
+
+def test_a_fresh_stream_is_live_and_recorded_when_it_ends(tmp_path: Path) -> None:
+    wf.STREAMED.clear()
+    wf.TIMELINE.clear()
+    with little.local_world(tmp_path / "w") as world:
+        result = asyncio.run(run(world, wf.version("stream", stream=True), "Kafka"))
+        assert result.status == "completed", result.error
+        events = [r.event for r in world.read_run(result.run_id)]
+    assert result.output["second"] == TEXT
+    (deltas,) = wf.STREAMED
+    assert "".join(deltas) == TEXT
+    assert len(deltas) > 1  # word by word, not one block
+    # live: the consumer had the first word before the model produced the last one
+    assert wf.TIMELINE.index("consumed 0") < wf.TIMELINE.index(f"produced {len(deltas) - 1}")
+    responded = [e for e in events if isinstance(e, ModelResponded)]
+    assert len(responded) == 3
+    assert '"content":"answer to [Shorter.]"' in (responded[-1].response_json or "")
+
+
+def test_a_served_stream_replays_the_recorded_text_invoking_nothing(tmp_path: Path) -> None:
+    flow = wf.version("stream", stream=True)
+    with little.local_world(tmp_path / "w") as world:
+        source = asyncio.run(run(world, flow, "Kafka"))
+        assert source.status == "completed", source.error
+        wf.STREAMED.clear()
+        wf.TIMELINE.clear()
+        wf.COUNTS.clear()
+        replay = asyncio.run(run(world, flow, "Kafka", replay_from=source.run_id))
+        assert replay.status == "completed", replay.error
+        events = [r.event for r in world.read_run(replay.run_id)]
+    assert wf.COUNTS == {}
+    assert [e.replayed for e in events if isinstance(e, AgentCallSettled)] == [True, True]
+    (deltas,) = wf.STREAMED
+    assert "".join(deltas) == TEXT  # the recorded text, through the framework's stream
+    assert not [t for t in wf.TIMELINE if t.startswith("produced")]
+    assert replay.output == source.output
