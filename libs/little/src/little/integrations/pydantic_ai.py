@@ -583,7 +583,7 @@ class DurableAgent(WrapperAgent[Any, Any]):
         return self._session.recorder.session_id
 
     def realtime(self, *args: Any, **kwargs: Any) -> NoReturn:
-        _refuse("realtime sessions", "a live audio session cannot be recorded and replayed")
+        _refuse("a realtime session", "a live audio session cannot be recorded and replayed")
 
     def _admit(self, user_prompt: Any, kwargs: dict[str, Any]) -> AgentCallTicket:
         for argument, why in _REFUSED_ARGUMENTS.items():
