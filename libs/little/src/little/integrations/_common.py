@@ -8,7 +8,7 @@ Framework-neutral: nothing here imports a framework; an adapter hands in its own
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +16,7 @@ from little._canonical import canonical_hash, canonical_json, chain_hash
 from little.errors import ConfigurationError
 
 __all__ = [
+    "Link",
     "MessageChain",
     "UnsupportedFeatureError",
     "json_value",
@@ -123,8 +124,3 @@ class MessageChain:
     @property
     def head(self) -> str:
         return self._chain
-
-
-def hash_of(values: Iterable[Any]) -> str:
-    """The canonical hash of a sequence of JSON values."""
-    return canonical_hash(list(values))

@@ -68,7 +68,15 @@ from little.harness import Tool, ToolCallRequest, ToolContext, ToolError
 from little.integrations._common import MessageChain, json_value, refuse, strip_stamps
 from little.runtime import CONTROL_ERRORS, AgentCallTicket, Recorder, StepContext, TurnRequest
 
-__all__ = ["FORMAT", "STAMPS", "DurableAgent", "durable", "stripped"]
+__all__ = [
+    "FORMAT",
+    "SIDE_EFFECTING",
+    "STAMPS",
+    "DurableAgent",
+    "durable",
+    "manifest_of",
+    "stripped",
+]
 
 FORMAT = "pydantic-ai"
 """The message format a session's manifest names: its recorded messages are Pydantic AI's."""
