@@ -83,6 +83,18 @@ def test_a_kill_after_a_call_returned_reruns_only_that_call(tmp_path: Path, n: i
     assert settled == [(0, "succeeded"), (1, "succeeded")]
 
 
+@pytest.mark.kafka
+@pytest.mark.parametrize("n", [0, 2])
+def test_on_the_broker_a_kill_after_a_call_returned_reruns_only_that_call(
+    tmp_path: Path, kafka_bootstrap_servers: str, unique: str, n: int
+) -> None:
+    """The same on Kafka (fresh topics): killed after a model request (n=0) or a model
+    request after the tool call (n=2) returned, the resume makes only that request again."""
+    kafka = f"{kafka_bootstrap_servers}|pyai{unique}n{n}."
+    scenario, _ = _crash_and_resume(tmp_path, kafka, LITTLE_CRASH_AFTER_CALL=n)
+    assert _invocations(scenario) == BASELINE + Counter({IN_ORDER[n]: 1})
+
+
 def test_a_kill_after_any_event_resumes_to_the_uncrashed_outcome(tmp_path: Path) -> None:
     """SIGKILL after every event of the run, one process each: the resume completes with the
     uncrashed output, and at most the one call in flight ran twice."""
