@@ -79,3 +79,41 @@ def test_a_spent_budget_ends_the_run_even_when_a_framework_error_hook_answers_fo
     assert "BudgetExceededError" in str(result.error), result.error
     assert wf.COUNTS["model"] == 2  # the third request is refused before the model is asked
     assert len(_of(events, ModelCalled)) == 2
+
+
+def test_parallel_tool_calls_are_recorded_and_served_on_a_resume(tmp_path: Path) -> None:
+    """Two tool calls in one model turn, run at once by the framework: each recorded with its
+    own call id; the resume (after a durable wait) serves both from the log."""
+    from little.runtime import follow, send_signal
+
+    wf.COUNTS.clear()
+    flow = wf.version("parallel-pause", pause=True)
+    with little.local_world(tmp_path / "w") as world:
+        first = asyncio.run(run(world, flow, "Kafka and Pulsar"))
+        assert first.status == "waiting", first.error
+        asyncio.run(send_signal(world, first.run_id, "go"))
+        done = asyncio.run(follow(world, first.run_id))
+        events = _events(world, first.run_id)
+    assert done.status == "completed", done.error
+    assert done.output["first"] == (
+        "answer to [Brief me on Kafka and Pulsar] using facts(Kafka) + facts(Pulsar)"
+    )
+    started = sorted(e.call_id for e in _of(events, ToolCallStarted))
+    assert started == ["1:call-1-0", "1:call-1-1"]
+    assert len(_of(events, ToolCallSucceeded)) == 2
+    assert wf.COUNTS == {"model": 3, "tool:search": 2}  # the resume ran the second call only
+
+
+def test_iter_is_a_recorded_agent_call_too(tmp_path: Path) -> None:
+    wf.COUNTS.clear()
+    with little.local_world(tmp_path / "w") as world:
+        result = asyncio.run(run(world, wf.version("iter", iterate=True), "Kafka"))
+        assert result.status == "completed", result.error
+        events = _events(world, result.run_id)
+    assert result.output["first"] == "answer to [Brief me on Kafka] using facts(Brief me on Kafka)"
+    settled = _of(events, AgentCallSettled)
+    assert [(e.ordinal, e.outcome, e.model_calls) for e in settled] == [
+        (0, "succeeded", 2),
+        (1, "succeeded", 1),
+    ]
+    assert len(_of(events, ModelCalled)) == 3

@@ -62,11 +62,19 @@ def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     usage = RequestUsage(input_tokens=100 + len(messages), output_tokens=20)
     tools = {t.name for t in info.function_tools}
     retried = [p for p in returns if getattr(p, "outcome", "retried") == "retried"]
+    if not returns and " and " in prompt and "search" in tools:  # two calls in one turn
+        first, second = prompt.removeprefix("Brief me on ").split(" and ")
+        calls = [
+            ToolCallPart("search", {"q": q}, tool_call_id=f"call-{len(messages)}-{i}")
+            for i, q in enumerate((first, second))
+        ]
+        return ModelResponse(parts=calls, usage=usage)
     if (retried or not returns) and prompt.startswith("Brief") and "search" in tools:
         q = prompt + (" again" if retried else "")
         call = ToolCallPart("search", {"q": q}, tool_call_id=f"call-{len(messages)}")
         return ModelResponse(parts=[call], usage=usage)
-    text = f"answer to [{prompt}]" + (f" using {returns[0].content}" if returns else "")
+    used = " + ".join(str(p.content) for p in returns)
+    text = f"answer to [{prompt}]" + (f" using {used}" if returns else "")
     return ModelResponse(parts=[TextPart(text)], usage=usage)
 
 
@@ -129,11 +137,19 @@ def research_flow(
     recover: bool = False,
     retry_once: bool = False,
     pause: bool = False,
+    iterate: bool = False,
     **tool_kwargs: Any,
 ) -> Any:
     async def research(step: StepContext, topic: str) -> dict[str, Any]:
         agent = durable(step, researcher(recover, retry_once, **tool_kwargs))
-        first = await agent.run(f"Brief me on {topic}")
+        if iterate:  # the graph driven node by node
+            async with agent.iter(f"Brief me on {topic}") as agent_run:
+                async for _node in agent_run:
+                    pass
+            first = agent_run.result
+            assert first is not None
+        else:
+            first = await agent.run(f"Brief me on {topic}")
         if pause:  # the run waits (holding no process) until the signal "go"
             await step.wait_for_signal("go")
         if not stream:
