@@ -104,3 +104,29 @@ def test_a_model_retry_is_recorded_as_the_tools_failure_and_raised_again_on_resu
     )
     assert before == {"model": 3, "tool:search": 2}  # the retried call, then the good one
     assert wf.COUNTS == {"model": 4, "tool:search": 2}  # the resume: the second call only
+
+
+def test_a_tool_raising_approval_required_waits_durably_and_runs_once_approved(
+    tmp_path: Path,
+) -> None:
+    """Pydantic AI's ``ApprovalRequired`` raised by the tool itself: recorded as the call's
+    failure (its class), the run waits for a person, and once approved the framework calls the
+    tool again, as a call of its own; the resume raises the recorded one again, not the tool."""
+    wf.COUNTS.clear()
+    flow = wf.version("asks", ask_approval=True)
+    with little.local_world(tmp_path / "w") as world:
+        first = asyncio.run(run(world, flow, "Kafka"))
+        assert first.status == "waiting", first.error
+        (asked,) = [e for e in _events(world, first.run_id) if isinstance(e, WaitStarted)]
+        assert asked.name == "research#researcher/1:call-1"
+        assert wf.COUNTS == {"model": 1, "tool:asked": 1}
+        asyncio.run(decide_approval(world, first.run_id, asked.name, approved=True))
+        done = asyncio.run(follow(world, first.run_id))
+        events = _events(world, first.run_id)
+    assert done.status == "completed", done.error
+    assert done.output["first"] == "answer to [Brief me on Kafka] using facts(Brief me on Kafka)"
+    failed = [(e.call_id, e.error_type) for e in events if isinstance(e, ToolCallFailed)]
+    assert failed == [("1:call-1", "ApprovalRequired")]
+    assert [e.call_id for e in events if isinstance(e, ToolCallSucceeded)] == ["1:call-1~approved"]
+    # the resume served the first attempt's ApprovalRequired: the tool was not asked again
+    assert wf.COUNTS == {"model": 3, "tool:asked": 1, "tool:search": 1}

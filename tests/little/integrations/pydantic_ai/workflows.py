@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
 
-from pydantic_ai import Agent, ModelRetry, RunContext
+from pydantic_ai import Agent, ApprovalRequired, ModelRetry, RunContext
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import (
     ModelMessage,
@@ -60,7 +60,7 @@ def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     returns = [p for p in last.parts if isinstance(p, ToolReturnPart | RetryPromptPart)]
     _log_call("model", prompt=prompt, after_tool=bool(returns), n=len(messages))
     usage = RequestUsage(input_tokens=100 + len(messages), output_tokens=20)
-    tools = {t.name for t in info.function_tools}
+    tools = {t.name.removesuffix("_gated") for t in info.function_tools}
     retried = [p for p in returns if getattr(p, "outcome", "retried") == "retried"]
     if not returns and " and " in prompt and "search" in tools:  # two calls in one turn
         first, second = prompt.removeprefix("Brief me on ").split(" and ")
@@ -71,7 +71,8 @@ def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         return ModelResponse(parts=calls, usage=usage)
     if (retried or not returns) and prompt.startswith("Brief") and "search" in tools:
         q = prompt + (" again" if retried else "")
-        call = ToolCallPart("search", {"q": q}, tool_call_id=f"call-{len(messages)}")
+        name = next(t.name for t in info.function_tools if t.name.startswith("search"))
+        call = ToolCallPart(name, {"q": q}, tool_call_id=f"call-{len(messages)}")
         return ModelResponse(parts=[call], usage=usage)
     used = " + ".join(str(p.content) for p in returns)
     text = f"answer to [{prompt}]" + (f" using {used}" if returns else "")
@@ -111,7 +112,10 @@ class Recover(AbstractCapability[Any]):
 
 
 def researcher(
-    recover: bool = False, retry_once: bool = False, **tool_kwargs: Any
+    recover: bool = False,
+    retry_once: bool = False,
+    ask_approval: bool = False,
+    **tool_kwargs: Any,
 ) -> Agent[None, str]:
     agent: Agent[None, str] = Agent(
         FunctionModel(answer, stream_function=stream_answer),
@@ -119,6 +123,22 @@ def researcher(
         instructions="Be brief.",
         capabilities=[Recover()] if recover else [],
     )
+
+    if ask_approval:  # the tool itself asks for a person (ApprovalRequired) unless approved
+
+        @agent.tool  # type: ignore[untyped-decorator]
+        def search_gated(ctx: RunContext[None], q: str) -> str:
+            if not ctx.tool_call_approved:
+                COUNTS["tool:asked"] += 1
+                raise ApprovalRequired()
+            return search(q)
+
+        def search(q: str) -> str:
+            COUNTS["tool:search"] += 1
+            _log_call("tool", tool="search", q=q)
+            return f"facts({q})"
+
+        return agent
 
     @agent.tool_plain(**tool_kwargs)  # type: ignore[untyped-decorator]
     def search(q: str) -> str:
@@ -138,10 +158,11 @@ def research_flow(
     retry_once: bool = False,
     pause: bool = False,
     iterate: bool = False,
+    ask_approval: bool = False,
     **tool_kwargs: Any,
 ) -> Any:
     async def research(step: StepContext, topic: str) -> dict[str, Any]:
-        agent = durable(step, researcher(recover, retry_once, **tool_kwargs))
+        agent = durable(step, researcher(recover, retry_once, ask_approval, **tool_kwargs))
         if iterate:  # the graph driven node by node
             async with agent.iter(f"Brief me on {topic}") as agent_run:
                 async for _node in agent_run:
