@@ -20,7 +20,6 @@ from typing import Any
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
     ModelMessage,
-    ModelRequest,
     ModelResponse,
     TextPart,
     ToolCallPart,
@@ -32,7 +31,7 @@ from pydantic_ai.usage import RequestUsage
 from little.integrations.pydantic_ai import durable
 from little.runtime import StepContext, WorkflowContext, workflow
 
-__all__ = ["brief", "researcher"]
+__all__ = ["brief", "researcher", "search"]
 
 
 def _log(kind: str, **fields: Any) -> None:
@@ -79,4 +78,5 @@ async def _research(step: StepContext, topic: str) -> dict[str, Any]:
 @workflow("pydantic_ai_research", version="1")
 async def brief(ctx: WorkflowContext, topic: str) -> dict[str, Any]:
     """One step, one Pydantic AI agent, two recorded agent calls."""
-    return await ctx.step("research", _research, topic)
+    result: dict[str, Any] = await ctx.step("research", _research, topic)
+    return result
