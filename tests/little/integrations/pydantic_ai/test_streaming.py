@@ -8,8 +8,9 @@ import asyncio
 from pathlib import Path
 
 import little
-from little.events import AgentCallSettled, ModelResponded
-from little.runtime import run
+from little.events import AgentCallSettled, ModelFailed, ModelResponded
+from little.integrations.pydantic_ai import durable
+from little.runtime import StepContext, WorkflowContext, run, workflow
 from tests.little.integrations.pydantic_ai import workflows as wf
 
 TEXT = "answer to [Shorter.]"
@@ -50,3 +51,29 @@ def test_a_served_stream_replays_the_recorded_text_invoking_nothing(tmp_path: Pa
     assert "".join(deltas) == TEXT  # the recorded text, through the framework's stream
     assert not [t for t in wf.TIMELINE if t.startswith("produced")]
     assert replay.output == source.output
+
+
+async def _stop_early(step: StepContext, prompt: str) -> str:
+    agent = durable(step, wf.researcher())
+    async with agent.run_stream(prompt) as s:
+        async for _ in s.stream_text(delta=True, debounce_by=None):
+            break  # the consumer has what it needed
+    return "stopped"
+
+
+@workflow("tests.pyai.stop_early")
+async def stop_early(ctx: WorkflowContext, prompt: str) -> str:
+    return await ctx.step("s", _stop_early, prompt)
+
+
+def test_a_consumer_that_stops_a_stream_early_records_the_request_as_failed(
+    tmp_path: Path,
+) -> None:
+    with little.local_world(tmp_path / "w") as world:
+        result = asyncio.run(run(world, stop_early, "Tell me a long story"))
+        events = [r.event for r in world.read_run(result.run_id)]
+    assert (result.status, result.output) == ("completed", "stopped")
+    (failed,) = [e for e in events if isinstance(e, ModelFailed)]
+    assert failed.error_type == "StreamStopped"
+    assert "consumer stopped before its end" in failed.message
+    assert not [e for e in events if isinstance(e, ModelResponded)]

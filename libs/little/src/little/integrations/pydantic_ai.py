@@ -26,10 +26,12 @@ calls (history processors, dynamic instructions, output validators) runs again e
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from typing import Any, NoReturn
 
 from pydantic_ai import ModelRetry
@@ -357,13 +359,25 @@ class _RecordingModel(WrapperModel):
             response = await run.session.recorder.model_turn(turn, invoke, _Response.decode)
         return response.native
 
-    @asynccontextmanager
-    async def request_stream(
+    def request_stream(  # type: ignore[override]
         self,
         messages: list[ModelMessage],
         model_settings: ModelSettings | None,
         model_request_parameters: ModelRequestParameters,
         run_context: RunContext[Any] | None = None,
+    ) -> AbstractAsyncContextManager[Any]:
+        stream = self._request_stream(
+            messages, model_settings, model_request_parameters, run_context
+        )
+        return _Tracked(stream, self._run)
+
+    @asynccontextmanager
+    async def _request_stream(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+        run_context: RunContext[Any] | None,
     ) -> AsyncIterator[Any]:
         run = self._run
         _check_settings(model_settings, "the request's model_settings")
@@ -397,6 +411,46 @@ class _RecordingModel(WrapperModel):
                 ) as stream:
                     yield stream
                 live.response = _Response(stream.get())
+
+
+class StreamStopped(Exception):
+    """A model stream whose consumer stopped reading before its end (the framework left it
+    open): recorded as the request's failure when its agent call ends."""
+
+
+class _Tracked(AbstractAsyncContextManager[Any]):
+    """A model stream of a run, known to the run while it is open: one the framework abandons
+    (its consumer stopped early) is closed by the run as failed (``StreamStopped``)."""
+
+    def __init__(self, stream: AbstractAsyncContextManager[Any], run: _Run) -> None:
+        self._stream = stream
+        self._run = run
+
+    async def __aenter__(self) -> Any:
+        entered = await self._stream.__aenter__()
+        self._run.open_streams.append(self)
+        return entered
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        if self in self._run.open_streams:
+            self._run.open_streams.remove(self)
+        if exc[0] is not None and issubclass(exc[0], GeneratorExit | asyncio.CancelledError):
+            # the framework closes a stream its consumer stopped reading: a failure, recorded
+            # (the closing goes on as it was)
+            await self.abandon()
+            return None
+        return await self._stream.__aexit__(*exc)
+
+    async def abandon(self) -> None:
+        """Close it as failed: its consumer stopped before the end."""
+        if self in self._run.open_streams:
+            self._run.open_streams.remove(self)
+        stopped = StreamStopped(
+            f"session {self._run.session.recorder.session_id} turn {self._run.session.turns}: "
+            "the stream's consumer stopped before its end"
+        )
+        with contextlib.suppress(StreamStopped):
+            await self._stream.__aexit__(StreamStopped, stopped, None)
 
 
 def _replayed(response: ModelResponse, params: ModelRequestParameters) -> Any:
@@ -440,6 +494,8 @@ class _Run(AbstractCapability[Any]):
         self.ticket = ticket
         self.recorded = recorded
 
+        self.open_streams: list[_Tracked] = []
+        """Model streams entered and not exited yet."""
         self.control: BaseException | None = None
         """The first of little's control errors raised inside the framework: raised again at
         every boundary the framework hands back through, whatever its hooks did with it."""
@@ -631,6 +687,8 @@ class DurableAgent(WrapperAgent[Any, Any]):
         try:
             async with self.wrapped.iter(user_prompt, **kwargs) as agent_run:
                 yield agent_run
+            for stream in list(capability.open_streams):  # abandoned: stopped early
+                await stream.abandon()
             capability.reraise()  # swallowed by the framework's own error handling
         except BaseException as exc:
             # what ended the run, whatever the framework's error handling made of it
