@@ -43,3 +43,7 @@ def test_the_example_agent_crashes_and_resumes_asking_only_the_request_in_flight
     assert json.loads(report.stdout)["status"] == "completed", report.stdout
     # the search and the first request served from the log; the second asked again; a third
     assert (_lines(calls / "pyai-model.jsonl"), _lines(calls / "pyai-tool.jsonl")) == (4, 1)
+    # the chat export names the session's native format instead of calling the record altered
+    export = little_cli("export", "ex1", "--format", "chat-jsonl", *where, env=env)
+    assert export.returncode == 1
+    assert "records pydantic-ai messages (its manifest's format)" in export.stderr + export.stdout
