@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from little.events import AgentCallSettled, ModelCalled, ToolCallStarted
+from little.events import AgentCallSettled, ModelCalled, ToolCallStarted, ToolCallSucceeded
 from tests.crash.support import REPO, Child, Scenario, each_crash_point, finish
 from tests.forkserver import server_for
 
@@ -120,3 +120,26 @@ def test_a_kill_after_any_event_resumes_to_the_uncrashed_outcome(tmp_path: Path)
         assert sum(seen.values()) - sum(BASELINE.values()) <= 1, (k, seen)
 
     each_crash_point(range(len(events)), check)
+
+
+def test_a_kill_while_parallel_tool_calls_run_reruns_only_the_ones_in_flight(
+    tmp_path: Path,
+) -> None:
+    """The model asks two tools at once; killed right after the first of them returned: the
+    resume serves the model's request from the log and runs each tool call at most once more
+    (only one whose answer had not landed), and ends as an uncrashed run does."""
+    scenario = Scenario(tmp_path)
+    topic = json.dumps("Kafka and Pulsar")
+    killed = _child(scenario, "r1", "run", topic, LITTLE_CRASH_AFTER_CALL=1)
+    assert killed.killed, killed.describe()
+    resumed = _child(scenario, "r1", "resume")
+    assert resumed.result["output"]["first"] == (
+        "answer to [Brief me on Kafka and Pulsar] using facts(Kafka) + facts(Pulsar)"
+    ), resumed.describe()
+    seen = _invocations(scenario)
+    assert seen["model Brief me on Kafka and Pulsar n=1"] == 1  # served from the log
+    assert 1 <= seen["tool search Kafka"] <= 2
+    assert 1 <= seen["tool search Pulsar"] <= 2
+    events = [e.event for e in scenario.events("r1")]
+    succeeded = [e.call_id for e in events if isinstance(e, ToolCallSucceeded)]
+    assert sorted(succeeded) == ["1:call-1-0", "1:call-1-1"]  # each answered once in the log

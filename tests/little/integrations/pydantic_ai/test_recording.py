@@ -117,3 +117,23 @@ def test_iter_is_a_recorded_agent_call_too(tmp_path: Path) -> None:
         (1, "succeeded", 1),
     ]
     assert len(_of(events, ModelCalled)) == 3
+
+
+def test_a_responses_usage_maps_cached_and_reasoning_tokens() -> None:
+    from pydantic_ai.messages import ModelResponse, TextPart
+    from pydantic_ai.usage import RequestUsage
+
+    from little.integrations.pydantic_ai import _Response
+
+    native = ModelResponse(
+        parts=[TextPart("x")],
+        usage=RequestUsage(
+            input_tokens=1000, output_tokens=50, cache_read_tokens=600, output_reasoning_tokens=30
+        ),
+    )
+    usage = _Response(native).usage
+    assert (usage.input_tokens, usage.output_tokens) == (1000, 50)
+    assert (usage.cached_input_tokens, usage.reasoning_tokens) == (600, 30)
+    again = _Response.decode(_Response(native).to_json(), usage)  # as a resume reads it back
+    assert again.native.parts == native.parts
+    assert again.native.run_id is None  # the framework stamps this run's own
