@@ -75,6 +75,7 @@ __all__ = [
     "SIDE_EFFECTING",
     "STAMPS",
     "DurableAgent",
+    "StreamStopped",
     "durable",
     "manifest_of",
     "stripped",
