@@ -137,3 +137,53 @@ def test_a_responses_usage_maps_cached_and_reasoning_tokens() -> None:
     again = _Response.decode(_Response(native).to_json(), usage)  # as a resume reads it back
     assert again.native.parts == native.parts
     assert again.native.run_id is None  # the framework stamps this run's own
+
+
+def _outer_model(messages: list[Any], info: Any) -> Any:
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+
+    wf.COUNTS["outer"] += 1
+    returns = [p for p in messages[-1].parts if isinstance(p, ToolReturnPart)]
+    if returns:
+        return ModelResponse(parts=[TextPart(f"outer got {returns[0].content}")])
+    return ModelResponse(parts=[ToolCallPart("ask_expert", {"q": "why"}, tool_call_id="x1")])
+
+
+def _expert_model(messages: list[Any], info: Any) -> Any:
+    from pydantic_ai.messages import ModelResponse, TextPart
+
+    wf.COUNTS["expert"] += 1
+    return ModelResponse(parts=[TextPart("because")])
+
+
+async def _nested(step: Any, topic: str) -> str:
+    from pydantic_ai import Agent
+    from pydantic_ai.models.function import FunctionModel
+
+    from little.integrations.pydantic_ai import durable
+
+    outer: Agent[None, str] = Agent(FunctionModel(_outer_model), name="outer")
+    expert = durable(step, Agent(FunctionModel(_expert_model), name="expert"))
+
+    @outer.tool_plain
+    async def ask_expert(q: str) -> str:  # an agent as a tool: a recorded call of its own
+        return str((await expert.run(q)).output)
+
+    return str((await durable(step, outer).run(topic)).output)
+
+
+def test_an_agent_called_from_a_tool_is_recorded_as_a_session_of_its_own(tmp_path: Path) -> None:
+    from little.runtime import WorkflowContext, workflow
+
+    @workflow("tests.pyai.nested")
+    async def nested(ctx: WorkflowContext, topic: str) -> str:
+        return str(await ctx.step("s", _nested, topic))
+
+    wf.COUNTS.clear()
+    with little.local_world(tmp_path / "w") as world:
+        result = asyncio.run(run(world, nested, "go"))
+        events = _events(world, result.run_id)
+    assert (result.status, result.output) == ("completed", "outer got because")
+    settled = [(e.session_id, e.ordinal) for e in _of(events, AgentCallSettled)]
+    assert settled == [("s#expert", 1), ("s#outer", 0)]  # the nested call inside the outer
+    assert [e.session_id for e in _of(events, ModelCalled)] == ["s#outer", "s#expert", "s#outer"]
