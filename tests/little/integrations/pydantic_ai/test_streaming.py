@@ -77,3 +77,26 @@ def test_a_consumer_that_stops_a_stream_early_records_the_request_as_failed(
     assert failed.error_type == "StreamStopped"
     assert "consumer stopped before its end" in failed.message
     assert not [e for e in events if isinstance(e, ModelResponded)]
+
+
+def test_a_streamed_call_walked_again_on_a_resume_replays_its_text_from_the_log(
+    tmp_path: Path,
+) -> None:
+    """The first call streams; the run then waits for a signal; the resume walks that call's
+    requests again from the run's own log: its stream replays the recorded text, no model."""
+    from little.runtime import follow, send_signal
+
+    wf.STREAMED.clear()
+    wf.COUNTS.clear()
+    flow = wf.version("stream-first", stream_first=True, pause=True)
+    with little.local_world(tmp_path / "w") as world:
+        first = asyncio.run(run(world, flow, "Kafka"))
+        assert first.status == "waiting", first.error
+        asyncio.run(send_signal(world, first.run_id, "go"))
+        done = asyncio.run(follow(world, first.run_id))
+    assert done.status == "completed", done.error
+    live, replayed = wf.STREAMED
+    text = "answer to [Brief me on Kafka] using facts(Brief me on Kafka)"
+    assert "".join(live) == text
+    assert "".join(replayed) == text  # the recorded response, through the framework's stream
+    assert wf.COUNTS == {"model": 3, "tool:search": 1}  # two requests and the search, once

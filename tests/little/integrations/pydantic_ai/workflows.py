@@ -159,23 +159,34 @@ def research_flow(
     pause: bool = False,
     iterate: bool = False,
     ask_approval: bool = False,
+    stream_first: bool = False,
     **tool_kwargs: Any,
 ) -> Any:
     async def research(step: StepContext, topic: str) -> dict[str, Any]:
         agent = durable(step, researcher(recover, retry_once, ask_approval, **tool_kwargs))
-        if iterate:  # the graph driven node by node
+        if stream_first:  # the first call streamed (its search, then its streamed answer)
+            streamed: list[str] = []
+            async with agent.run_stream(f"Brief me on {topic}") as s:
+                async for delta in s.stream_text(delta=True, debounce_by=None):
+                    streamed.append(delta)
+                first_output = await s.get_output()
+            STREAMED.append(streamed)
+            first: Any = s
+        elif iterate:  # the graph driven node by node
             async with agent.iter(f"Brief me on {topic}") as agent_run:
                 async for _node in agent_run:
                     pass
             first = agent_run.result
             assert first is not None
+            first_output = first.output
         else:
             first = await agent.run(f"Brief me on {topic}")
+            first_output = first.output
         if pause:  # the run waits (holding no process) until the signal "go"
             await step.wait_for_signal("go")
         if not stream:
             second = await agent.run(follow_up, message_history=first.all_messages())
-            return {"first": first.output, "second": second.output}
+            return {"first": first_output, "second": second.output}
         deltas: list[str] = []
         async with agent.run_stream(follow_up, message_history=first.all_messages()) as s:
             async for delta in s.stream_text(delta=True, debounce_by=None):
@@ -183,7 +194,7 @@ def research_flow(
                 deltas.append(delta)
             output = await s.get_output()
         STREAMED.append(deltas)
-        return {"first": first.output, "second": output}
+        return {"first": first_output, "second": output}
 
     async def flow(ctx: WorkflowContext, topic: str) -> Any:
         return await ctx.step("research", research, topic)
