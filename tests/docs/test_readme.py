@@ -32,6 +32,8 @@ def test_readme_python_blocks_run(tmp_path: Path) -> None:
         assert out.returncode == 0, f"README python block {i} failed:\n{out.stderr}"
         if "print(result.status, result.output)" in block:
             assert out.stdout.splitlines()[0] == "completed 42"
+        if "durable(step, researcher)" in block:  # the Pydantic AI agent: 2 calls, 2 requests
+            assert out.stdout.splitlines() == ["completed Kafka is a log (answer 2)", "2 2"]
 
 
 def test_readme_shows_the_two_commands() -> None:

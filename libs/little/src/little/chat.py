@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from little._canonical import canonical_hash, canonical_json, chain_hash, sha256_hex
-from little.errors import RuntimeIntegrityError
+from little.errors import ConfigurationError, RuntimeIntegrityError
 from little.events import (
     AgentCallAdmitted,
     AgentCallSettled,
@@ -170,6 +170,12 @@ def model_exchanges(
 
 def _started(s: _Session, e: SessionStarted, system_json: str | None) -> None:
     manifest = json.loads(e.manifest_json)
+    native = manifest.get("format")
+    if native is not None:  # a framework's session (little.integrations): not chat messages
+        raise ConfigurationError(
+            f"{s.where} records {native} messages (its manifest's format), which the "
+            "chat export does not rebuild yet: read them with `little events --json`"
+        )
     s.model = e.model
     s.tools = list(manifest.get("tools") or [])
     prompt_hash = manifest.get("system_prompt_hash")

@@ -47,6 +47,7 @@ from little.runtime._errors import (
 from little.runtime._groups import _Group, drain
 from little.runtime._panels import run_panel
 from little.runtime._patches import Reached, ScopeKey
+from little.runtime._recording import Recorder
 from little.runtime._registry import lookup
 from little.runtime._session import AgentSession, ApprovalPolicy
 from little.runtime._waits import ScopeWaits, seconds, utcnow
@@ -534,14 +535,7 @@ class StepContext(_ValuesMixin, _WaitsMixin):
         name and arguments: those it says), besides tools declared ``requires_approval``. The
         request is recorded and the run waits for ``little approve`` / ``little reject``,
         holding no process; a rejection reaches the model as the tool's error."""
-        session_id = f"{self.step_path}#{name}" + (f"@{self.visit}" if self.visit > 1 else "")
-        if session_id in self._sessions:
-            # its turns and calls would be recorded under the first one's keys
-            raise ConfigurationError(
-                f"run {self.run_id}: step {self.step_path} opens a second session named "
-                f"{name!r}; give each session of a step its own name"
-            )
-        self._sessions.add(session_id)
+        session_id = self._session_id(name)
         model = self._x.model_for(name) or model  # a full replay may name another model
         return AgentSession(
             self._x,
@@ -555,6 +549,35 @@ class StepContext(_ValuesMixin, _WaitsMixin):
             approval,
             compact,
         )
+
+    def _session_id(self, name: str) -> str:
+        """The id of this step's session ``name``, taken (a step's sessions are named apart)."""
+        session_id = f"{self.step_path}#{name}" + (f"@{self.visit}" if self.visit > 1 else "")
+        if session_id in self._sessions:
+            # its turns and calls would be recorded under the first one's keys
+            raise ConfigurationError(
+                f"run {self.run_id}: step {self.step_path} opens a second session named "
+                f"{name!r}; give each session of a step its own name"
+            )
+        self._sessions.add(session_id)
+        return session_id
+
+    def recorder(
+        self,
+        name: str,
+        *,
+        provider: str,
+        model: str,
+        manifest: Mapping[str, Any],
+        side_effecting: bool,
+    ) -> Recorder:
+        """The recording of a conversation this step drives with a loop of its own (a framework
+        adapter, ``little.integrations``): a session named ``name`` whose agent calls, model
+        turns and tool calls go through the recording kernel exactly as ``session``'s do.
+        ``manifest`` is everything that configures it (hashed into every call's key);
+        ``side_effecting``: its calls are never answered from a recorded run."""
+        session_id = self._session_id(name)
+        return Recorder(self._x, self, session_id, provider, model, manifest, side_effecting)
 
     async def panel(
         self, legs: Sequence[tuple[AgentSession, str]], *, max_turns: int = 10

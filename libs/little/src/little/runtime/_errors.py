@@ -318,3 +318,13 @@ def latched_error(error: BaseException) -> BaseException:
     """The error ``error`` is a copy of (``raised_again``), or ``error`` itself."""
     original = error.__dict__.get("_little_latched")
     return original if isinstance(original, BaseException) else error
+
+
+CONTROL_ERRORS: tuple[type[LittleError], ...] = (
+    *ENDS_THE_RUN,
+    SessionDivergedError,
+    SimulationDivergedError,
+)
+"""What an agent framework's own error handling (a fallback model, an ``on_*_error`` hook, a
+tool error turned into a string) must never swallow: ``ENDS_THE_RUN`` and the divergences of a
+resume or a simulation. Interrupts (``RunInterrupt``) are ``BaseException``s and pass anyway."""

@@ -11,9 +11,10 @@ Budgets, redaction, approvals and the crash hooks are called from here, at named
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from little import tracing
 from little._canonical import canonical_hash, canonical_json
@@ -21,6 +22,7 @@ from little.errors import RunInterrupt
 from little.events import (
     AgentCallAdmitted,
     AgentCallSettled,
+    ArtifactRef,
     ModelCalled,
     ModelFailed,
     ModelResponded,
@@ -103,6 +105,36 @@ class TurnRequest:
     """Canonical JSON of the messages appended since the previous request."""
     message_count: int
     tools_hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    """A tool call's outcome as the kernel hands it back (``Recorder.tool_call_outcome``):
+    its result's JSON, or its error (``"<type>: <message>"``), recorded or just made."""
+
+    content: str | None
+    error: str | None = None
+    rejected: bool = False
+    """A person rejected the call (``error`` says why); nothing was invoked or recorded."""
+
+    def render(self) -> str | None:
+        """What a chat model is told: the result, or ``{"error": ...}``."""
+        return self.content if self.error is None else canonical_json({"error": self.error})
+
+
+class ModelCallUnanswered(Exception):
+    """A live model call's block ended without the call's response."""
+
+
+class LiveTurn(Generic[R]):
+    """A model turn made by the caller inside ``Recorder.live_turn``: ``served`` when the log
+    answered it (nothing is called), else the caller sets ``response``."""
+
+    __slots__ = ("response", "served")
+
+    def __init__(self) -> None:
+        self.served: R | None = None
+        self.response: R | None = None
 
 
 class AgentCallTicket:
@@ -389,6 +421,15 @@ class Recorder:
             model_calls=self.exchange_calls,
         )
 
+    async def settle_raised(self, ticket: AgentCallTicket, exc: BaseException, result: Any) -> None:
+        """Settle a call whose turns raised ``exc``: failed, unless ``exc`` leaves it in flight
+        for the resume to run on (a suspension or a stop, an error that ends the writer or the
+        run); a branch stopped or a spent budget settles it (it did not finish)."""
+        if isinstance(exc, SETTLING) or (
+            isinstance(exc, Exception) and not isinstance(exc, ENDS_THE_RUN)
+        ):
+            await self.settle(ticket, "failed", result)
+
     def refuse(self, ticket: AgentCallTicket, miss: str | None) -> None:
         """Settle an admitted call that will not run (its panel was refused) as failed, and
         latch the replay there: nothing is left in flight, no later call is served."""
@@ -432,13 +473,7 @@ class Recorder:
         with self._x.integrity:
             answer = self.serving.turn(request.turn, request.request_hash)
         if isinstance(answer, Served):
-            usage = answer.usage
-            assert usage is not None
-            text = await self._x.load_text(answer.text, answer.ref)
-            self._x.count_served()
-            self._count_exchange(usage)
-            self.spans.served_turn(self.provider, self.model, usage, request.turn)
-            return decode(text or "{}", usage)
+            return await self._served_turn(request, answer, decode)
         with self.spans.chat(self.provider, self.model, request.turn, answer.again) as span:
             response = await self._fresh_turn(request, invoke, decode, answer.again, span, retry)
             self.spans.answered(
@@ -455,51 +490,23 @@ class Recorder:
         span: Any,
         retry: RetryPolicy | None,
     ) -> R:
-        self._step._check_group()
-        self._x.check_budget(self.ordinal, reserved=self.reserved)
-        self.reserved = False
-        if again:  # in flight at a stop: the provider may bill it twice
-            self._x.count_reinvoked()
-        appended_json, appended_ref = await self._x.store_text(request.appended_text)
+        """A fresh model call: recorded write-ahead, invoked, answered; a failure ``retry``
+        calls retryable is recorded (acked), waited out and attempted again, each attempt its
+        own ``harness.model.called``."""
+        appended = await self._call_recorded(request, again, span)
         retries = 0
         while True:  # one attempt per pass, each recorded write-ahead
-            called = await self._emit(
-                ModelCalled,
-                turn=request.turn,
-                provider=self.provider,
-                model=self.model,
-                request_hash=request.request_hash,
-                previous_request_hash=request.previous_hash,
-                appended_messages_json=appended_json,
-                appended_messages_ref=appended_ref,
-                message_count=request.message_count,
-                tools_hash=request.tools_hash,
-            )
-            tracing.set_attributes(span, little_seq=called.seq, little_attempt=retries + 1)
             try:
                 response = await invoke()
                 break
-            except RunInterrupt:  # the call ends unanswered and stays in flight, for the resume
-                FAULTS.call_returned()
-                raise
             except Exception as exc:
-                FAULTS.call_returned()
                 failure = retry.classify(exc) if retry is not None else None
                 retryable = (
                     failure.retryable if failure is not None else getattr(exc, "retryable", True)
                 )
                 # acked, not deferred: the wait before the next attempt may be long, and a
                 # crash in it must find this attempt answered, not in flight
-                await self._emit(
-                    ModelFailed,
-                    turn=request.turn,
-                    provider=self.provider,
-                    model=self.model,
-                    request_hash=request.request_hash,
-                    error_type=type(exc).__name__,
-                    message=self.redacted("model_error", str(exc)),
-                    retryable=bool(retryable),
-                )
+                await self._call_raised(request, exc, retryable=bool(retryable))
                 if retry is None or failure is None or not failure.retryable:
                     raise
                 if retries >= retry.max_retries:
@@ -507,7 +514,128 @@ class Recorder:
                 retries += 1
                 await retry.sleep(retry.delay(retries, failure))
                 self._step._check_group()  # a branch stopped meanwhile makes no new attempt
+                await self._emit_called(request, appended, span, attempt=retries + 1)
+            except BaseException as exc:  # an interrupt leaves the call in flight
+                await self._call_raised(request, exc)
+                raise
         FAULTS.call_returned()
+        return await self._responded(request, response, decode)
+
+    @asynccontextmanager
+    async def live_turn(
+        self, request: TurnRequest, decode: Callable[[str, Usage], R]
+    ) -> AsyncIterator[LiveTurn[R]]:
+        """``model_turn`` for a call the caller makes inside the block (a stream it hands on as
+        it arrives)::
+
+            async with recorder.live_turn(request, decode) as live:
+                if live.served is None:                   # called (acked): make the call
+                    ...                                   # stream it through
+                    live.response = response              # what the call answered
+            answer = live.served or live.response         # (redacted, as recorded)
+
+        A block that raises records ``harness.model.failed`` (a ``RunInterrupt`` leaves the call
+        in flight); one that ends without a response records a failure too."""
+        live: LiveTurn[R] = LiveTurn()
+        with self._x.integrity:
+            answer = self.serving.turn(request.turn, request.request_hash)
+        if isinstance(answer, Served):
+            live.served = await self._served_turn(request, answer, decode)
+            yield live
+            return
+        with self.spans.chat(self.provider, self.model, request.turn, answer.again) as span:
+            await self._call_recorded(request, answer.again, span)
+            try:
+                yield live
+                if live.response is None:
+                    raise ModelCallUnanswered(
+                        f"run {self._x.run_id}: session {self.session_id} turn {request.turn} "
+                        "ended without a response (its consumer stopped before the end?)"
+                    )
+            except BaseException as exc:
+                await self._call_raised(request, exc)
+                raise
+            FAULTS.call_returned()
+            live.response = await self._responded(request, live.response, decode)
+            self.spans.answered(
+                span, self.provider, self.model, live.response.usage, live.response.finish_reason
+            )
+
+    async def _served_turn(
+        self, request: TurnRequest, answer: Served, decode: Callable[[str, Usage], R]
+    ) -> R:
+        usage = answer.usage
+        assert usage is not None
+        text = await self._x.load_text(answer.text, answer.ref)
+        self._x.count_served()
+        self._count_exchange(usage)
+        self.spans.served_turn(self.provider, self.model, usage, request.turn)
+        return decode(text or "{}", usage)
+
+    async def _call_recorded(
+        self, request: TurnRequest, again: bool, span: Any
+    ) -> tuple[str | None, ArtifactRef | None]:
+        """Before a fresh model call: the group and the budget checked, then
+        ``harness.model.called`` appended and acked (write-ahead)."""
+        self._step._check_group()
+        self._x.check_budget(self.ordinal, reserved=self.reserved)
+        self.reserved = False
+        if again:  # in flight at a stop: the provider may bill it twice
+            self._x.count_reinvoked()
+        appended_json, appended_ref = await self._x.store_text(request.appended_text)
+        appended = (appended_json, appended_ref)
+        await self._emit_called(request, appended, span, attempt=1)
+        return appended
+
+    async def _emit_called(
+        self,
+        request: TurnRequest,
+        appended: tuple[str | None, ArtifactRef | None],
+        span: Any,
+        attempt: int,
+    ) -> None:
+        """``harness.model.called`` for one attempt of a turn, appended and acked."""
+        appended_json, appended_ref = appended
+        called = await self._emit(
+            ModelCalled,
+            turn=request.turn,
+            provider=self.provider,
+            model=self.model,
+            request_hash=request.request_hash,
+            previous_request_hash=request.previous_hash,
+            appended_messages_json=appended_json,
+            appended_messages_ref=appended_ref,
+            message_count=request.message_count,
+            tools_hash=request.tools_hash,
+        )
+        tracing.set_attributes(span, little_seq=called.seq, little_attempt=attempt)
+
+    async def _call_raised(
+        self, request: TurnRequest, exc: BaseException, *, retryable: bool = True
+    ) -> None:
+        """A fresh model call raised: ``harness.model.failed`` (an interrupt leaves the call
+        unanswered and in flight, for the resume)."""
+        if isinstance(exc, RunInterrupt):
+            FAULTS.call_returned()
+            return
+        if not isinstance(exc, Exception):
+            return  # a cancellation: as before, neither counted nor recorded
+        FAULTS.call_returned()
+        await self._emit(
+            ModelFailed,
+            turn=request.turn,
+            provider=self.provider,
+            model=self.model,
+            request_hash=request.request_hash,
+            error_type=type(exc).__name__,
+            message=self.redacted("model_error", str(exc)),
+            retryable=retryable,
+        )
+
+    async def _responded(
+        self, request: TurnRequest, response: R, decode: Callable[[str, Usage], R]
+    ) -> R:
+        """A fresh model call answered: ``harness.model.responded`` deferred, usage billed."""
         text = response.to_json()  # canonical
         if self._redact is not None:
             # the conversation goes on with what is recorded, so a resume rebuilds the same
@@ -544,10 +672,20 @@ class Recorder:
         tool: Tool | None,
         live: dict[str, ToolCallRequest] | None = None,
     ) -> str | None:
+        """One tool call of ``turn``; returns the result's JSON, or the error's, for the model
+        (``tool_call_outcome`` rendered)."""
+        return (await self.tool_call_outcome(turn, call, tool, live)).render()
+
+    async def tool_call_outcome(
+        self,
+        turn: int,
+        call: ToolCallRequest,
+        tool: Tool | None,
+        live: dict[str, ToolCallRequest] | None = None,
+    ) -> ToolOutcome:
         """One tool call of ``turn`` (as recorded: redacted) to ``tool`` (None: the model named
-        no known tool, which fails as the tool's error); returns the result's JSON, or the
-        error's, for the model. Answered from a record, or: approved if it must be,
-        ``harness.tool_call.started`` acked (with the call's idempotency key), invoked (with
+        no known tool, which fails as the tool's error). Answered from a record, or: approved
+        if it must be, ``harness.tool_call.started`` acked (with the call's idempotency key), invoked (with
         the arguments the model asked for, ``live[call.id]``), and its outcome deferred."""
         self._x.integrity.check()
         if tool is not None and tool.recorded_name is not None:
@@ -576,9 +714,9 @@ class Recorder:
                 )
                 return await self._served_tool_call(answer)
             if tool is not None and self._needs_approval(tool, arguments):
-                rejected = await self._approval_of(call_id, call)
+                rejected = await self.approval(call_id, call.name, call.arguments)
                 if rejected is not None:
-                    return canonical_json({"error": rejected})
+                    return ToolOutcome(None, rejected, rejected=True)
             started = await self._emit(
                 ToolCallStarted,
                 call_id=call_id,
@@ -599,7 +737,7 @@ class Recorder:
         arguments: dict[str, Any],
         answer: Fresh,
         span: Any,
-    ) -> str | None:
+    ) -> ToolOutcome:
         try:
             if tool is None:
                 raise ToolError(f"the model called unknown tool {call.name!r}")
@@ -623,7 +761,7 @@ class Recorder:
                 message=self.redacted("tool_error", str(exc)),
                 retryable=False,
             )
-            return canonical_json({"error": error})
+            return ToolOutcome(None, error)
         FAULTS.call_returned()
         result_text = canonical_json(result)
         if self._redact is not None:
@@ -636,23 +774,21 @@ class Recorder:
             result_json=result_json,
             result_ref=result_ref,
         )
-        return result_text
+        return ToolOutcome(result_text)
 
-    async def _served_tool_call(self, served: Served) -> str | None:
+    async def _served_tool_call(self, served: Served) -> ToolOutcome:
         """Write what a served tool call writes (acked records first, then its answer is read,
         then the deferred ones) and return its answer."""
         for record in served.records:
             if record.ack:
                 await self._emit(record.cls, **record.fields)
-        content: str | None
-        if served.error is not None:
-            content = canonical_json({"error": served.error})
-        else:
-            content = await self._x.load_text(served.text, served.ref)
+        outcome = ToolOutcome(None, served.error)
+        if served.error is None:
+            outcome = ToolOutcome(await self._x.load_text(served.text, served.ref))
         for record in served.records:
             if not record.ack:
                 self._defer(record.cls, **record.fields)
-        return content
+        return outcome
 
     async def served_tool_calls(
         self,
@@ -734,13 +870,13 @@ class Recorder:
         policy = self._approval
         return bool(policy(tool.name, arguments)) if callable(policy) else bool(policy)
 
-    async def _approval_of(self, call_id: str, call: ToolCallRequest) -> str | None:
+    async def approval(self, call_id: str, tool: str, arguments: Any) -> str | None:
         """Record the approval request (tool, arguments, call id) and wait for the decision,
         durably; None if approved, else the rejection the model is told as the tool's error."""
         approval_id = f"{self.session_id}/{call_id}"
         details = {
-            "tool": call.name,
-            "arguments": call.arguments,
+            "tool": tool,
+            "arguments": arguments,
             "call_id": approval_id,
             "session_id": self.session_id,
         }

@@ -1,0 +1,145 @@
+"""SIGKILL a process running a Pydantic AI agent under ``durable`` and resume it: the run ends
+as an uncrashed one does, and only the call in flight at the kill runs again (real child
+processes; invocations are logged to files, so the counts survive the kill)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from little.events import AgentCallSettled, ModelCalled, ToolCallStarted, ToolCallSucceeded
+from tests.crash.support import REPO, Child, Scenario, each_crash_point, finish
+from tests.forkserver import server_for
+
+CHILD = "tests.little.integrations.pydantic_ai.child"
+PRELOAD = "little.integrations.pydantic_ai"
+EXPECTED = {
+    "first": "answer to [Brief me on Kafka] using facts(Brief me on Kafka)",
+    "second": "answer to [Shorter.]",
+}
+
+
+def _child(scenario: Scenario, run_id: str, *args: str, **env: str | int) -> Child:
+    argv = [str(scenario.data_dir), run_id, *args]
+    environment = scenario.env(**env)
+    server = server_for(PRELOAD, environment, REPO)
+    if server is not None:
+        return finish(server.spawn(CHILD, argv, environment, REPO))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", CHILD, *argv],
+        cwd=REPO,
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    return finish(proc)
+
+
+def _invocations(scenario: Scenario) -> Counter[str]:
+    """Each real invocation, by what it was (a model request by its prompt and place)."""
+    seen: Counter[str] = Counter()
+    for entry in scenario.calls("model"):
+        seen[f"model {entry['prompt']} n={entry['n']}"] += 1
+    for entry in scenario.calls("tool"):
+        seen[f"tool {entry['tool']} {entry['q']}"] += 1
+    return seen
+
+
+def _crash_and_resume(root: Path, kafka: str | None, **crash: int) -> tuple[Scenario, Child]:
+    scenario = Scenario(root, kafka)
+    killed = _child(scenario, "r1", "run", json.dumps("Kafka"), **crash)
+    assert killed.killed, killed.describe()
+    resumed = _child(scenario, "r1", "resume")
+    assert resumed.returncode == 0, resumed.describe()
+    assert resumed.result == {"status": "completed", "output": EXPECTED}, resumed.describe()
+    return scenario, resumed
+
+
+BASELINE = Counter(
+    {
+        "model Brief me on Kafka n=1": 1,
+        "tool search Brief me on Kafka": 1,
+        "model Brief me on Kafka n=3": 1,
+        "model Shorter. n=5": 1,
+    }
+)
+IN_ORDER = list(BASELINE)  # the calls in the order an uncrashed run makes them
+
+
+@pytest.mark.parametrize("n", range(4))
+def test_a_kill_after_a_call_returned_reruns_only_that_call(tmp_path: Path, n: int) -> None:
+    """Killed after the n-th invocation returned, before its answer was recorded: the resume
+    serves every call recorded before it from the log and makes that one again."""
+    scenario, _ = _crash_and_resume(tmp_path, None, LITTLE_CRASH_AFTER_CALL=n)
+    assert _invocations(scenario) == BASELINE + Counter({IN_ORDER[n]: 1})
+    events = [e.event for e in scenario.events("r1")]
+    settled = [(e.ordinal, e.outcome) for e in events if isinstance(e, AgentCallSettled)]
+    assert settled == [(0, "succeeded"), (1, "succeeded")]
+
+
+@pytest.mark.kafka
+@pytest.mark.parametrize("n", [0, 2])
+def test_on_the_broker_a_kill_after_a_call_returned_reruns_only_that_call(
+    tmp_path: Path, kafka_bootstrap_servers: str, unique: str, n: int
+) -> None:
+    """The same on Kafka (fresh topics): killed after a model request (n=0) or a model
+    request after the tool call (n=2) returned, the resume makes only that request again."""
+    kafka = f"{kafka_bootstrap_servers}|pyai{unique}n{n}."
+    scenario, _ = _crash_and_resume(tmp_path, kafka, LITTLE_CRASH_AFTER_CALL=n)
+    assert _invocations(scenario) == BASELINE + Counter({IN_ORDER[n]: 1})
+
+
+def test_a_kill_after_any_event_resumes_to_the_uncrashed_outcome(tmp_path: Path) -> None:
+    """SIGKILL after every event of the run, one process each: the resume completes with the
+    uncrashed output, and at most the one call in flight ran twice."""
+    baseline = Scenario(tmp_path / "baseline")
+    done = _child(baseline, "r1", "run", json.dumps("Kafka"))
+    assert done.result == {"status": "completed", "output": EXPECTED}, done.describe()
+    events = [e.event for e in baseline.events("r1")]
+    assert len([e for e in events if isinstance(e, ModelCalled)]) == 3
+    assert len([e for e in events if isinstance(e, ToolCallStarted)]) == 1
+
+    def check(k: int) -> None:
+        # the claim is event 0 of the process: k counts from the run's first record
+        scenario = Scenario(tmp_path / f"e{k}")
+        killed = _child(scenario, "r1", "run", json.dumps("Kafka"), LITTLE_CRASH_AFTER_EVENT=k)
+        if not killed.killed:  # past the run's last event: it completed
+            assert killed.result["output"] == EXPECTED, killed.describe()
+            return
+        # "run" starts or resumes: a kill right after the claim left no RunStarted to resume
+        resumed = _child(scenario, "r1", "run", json.dumps("Kafka"))
+        assert resumed.result == {"status": "completed", "output": EXPECTED}, resumed.describe()
+        seen = _invocations(scenario)
+        assert set(seen) == set(BASELINE), (k, seen)
+        assert sum(seen.values()) - sum(BASELINE.values()) <= 1, (k, seen)
+
+    each_crash_point(range(len(events)), check)
+
+
+def test_a_kill_while_parallel_tool_calls_run_reruns_only_the_ones_in_flight(
+    tmp_path: Path,
+) -> None:
+    """The model asks two tools at once; killed right after the first of them returned: the
+    resume serves the model's request from the log and runs each tool call at most once more
+    (only one whose answer had not landed), and ends as an uncrashed run does."""
+    scenario = Scenario(tmp_path)
+    topic = json.dumps("Kafka and Pulsar")
+    killed = _child(scenario, "r1", "run", topic, LITTLE_CRASH_AFTER_CALL=1)
+    assert killed.killed, killed.describe()
+    resumed = _child(scenario, "r1", "resume")
+    assert resumed.result["output"]["first"] == (
+        "answer to [Brief me on Kafka and Pulsar] using facts(Kafka) + facts(Pulsar)"
+    ), resumed.describe()
+    seen = _invocations(scenario)
+    assert seen["model Brief me on Kafka and Pulsar n=1"] == 1  # served from the log
+    assert 1 <= seen["tool search Kafka"] <= 2
+    assert 1 <= seen["tool search Pulsar"] <= 2
+    events = [e.event for e in scenario.events("r1")]
+    succeeded = [e.call_id for e in events if isinstance(e, ToolCallSucceeded)]
+    assert sorted(succeeded) == ["1:call-1-0", "1:call-1-1"]  # each answered once in the log
