@@ -20,7 +20,7 @@ import hashlib
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlparse
 
 from little.errors import ConfigurationError, LittleError
@@ -73,6 +73,9 @@ class McpServer:
     The connection is opened on first use by a task of its own (the ``mcp`` client's task
     group lives and ends there, whichever task asks) and closed by ``aclose()``, which the
     session calls when it ends; a later use connects again."""
+
+    list_call_id: ClassVar[str] = LIST_CALL_ID
+    """The call id of the recorded listing of a server's tools."""
 
     def __init__(self, server: Any, *, name: str, side_effecting: bool = True) -> None:
         self.server = server

@@ -29,13 +29,14 @@ from little.runtime._errors import (
 from little.runtime._execution import RunResult, fold_run_off_loop
 from little.runtime._host import Waker, follow
 from little.runtime._loading import load_workflows
+from little.runtime._model_turns import TurnRequest
 from little.runtime._outer_loop import (
     OuterLoopManifest,
     load_manifest,
     outer_loop,
 )
 from little.runtime._recorded import FullReplay
-from little.runtime._recording import AgentCallTicket, Recorder, ToolOutcome, TurnRequest
+from little.runtime._recording import AgentCallTicket, Recorder, ToolOutcome
 from little.runtime._registry import (
     Workflow,
     lookup,

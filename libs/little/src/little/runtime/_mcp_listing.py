@@ -15,12 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 from little.errors import ConfigurationError
 from little.harness import McpError, McpServer, Tool, ToolCallRequest, ToolContext
-from little.harness._mcp import LIST_CALL_ID
 from little.runtime._recording import Recorder
 
 if TYPE_CHECKING:
     from little.runtime._execution import Execution
-    from little.runtime._recording import SessionStep
+    from little.runtime._model_turns import SessionStep
 
 __all__ = ["list_mcp_server"]
 
@@ -49,7 +48,7 @@ async def list_mcp_server(
     lister = Tool(server.list_name, listing, recorded_name=server.list_name)
     try:
         content = await recorder.tool_call(
-            0, ToolCallRequest(LIST_CALL_ID, server.list_name, {}), lister
+            0, ToolCallRequest(server.list_call_id, server.list_name, {}), lister
         )
     except BaseException as exc:
         await recorder.finish(0, None, exc)

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 from little.errors import ConfigurationError
 from little.runtime._errors import BudgetExceededError, PanelMixedError
 from little.runtime._groups import drain
+from little.runtime._model_turns import SessionStep
 from little.runtime._recorded import MISS_PANEL_MIXED
-from little.runtime._recording import SessionStep
 from little.runtime._session import AgentSession
 
 if TYPE_CHECKING:

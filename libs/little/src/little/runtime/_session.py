@@ -28,14 +28,8 @@ from little.replay import manifest_hash
 from little.runtime._compaction import SUMMARY_ACK, SUMMARY_PREFIX, CompactionPolicy
 from little.runtime._errors import ENDS_THE_RUN
 from little.runtime._mcp_listing import list_mcp_server
-from little.runtime._recording import (
-    SETTLING,
-    AgentCallTicket,
-    ApprovalPolicy,
-    Recorder,
-    SessionStep,
-    TurnRequest,
-)
+from little.runtime._model_turns import SessionStep, TurnRequest
+from little.runtime._recording import SETTLING, AgentCallTicket, ApprovalPolicy, Recorder
 
 if TYPE_CHECKING:
     from little.runtime._execution import Execution
