@@ -8,6 +8,7 @@ from little.runtime._context import Retry, StepContext, WorkflowContext
 from little.runtime._control import ExecutionStopped, RunControl
 from little.runtime._ending import FailRun, ParkRun, end_unrunnable
 from little.runtime._errors import (
+    ENDS_THE_RUN,
     BranchStopped,
     BudgetExceededError,
     ClaimRejectedError,
@@ -34,6 +35,7 @@ from little.runtime._outer_loop import (
     outer_loop,
 )
 from little.runtime._recorded import FullReplay
+from little.runtime._recording import SETTLING, AgentCallTicket, Recorder, TurnRequest
 from little.runtime._registry import (
     Workflow,
     lookup,
@@ -48,6 +50,9 @@ from little.runtime._simulate import Divergence, Simulation, simulate
 from little.runtime._workflow_tool import workflow_tool
 
 __all__ = [
+    "ENDS_THE_RUN",
+    "SETTLING",
+    "AgentCallTicket",
     "AgentSession",
     "BranchStopped",
     "BudgetExceededError",
@@ -63,6 +68,7 @@ __all__ = [
     "PanelMixedError",
     "ParkRun",
     "PatchDeprecatedError",
+    "Recorder",
     "Retry",
     "RunControl",
     "RunNotStartedError",
@@ -74,6 +80,7 @@ __all__ = [
     "StepContext",
     "StepFailedError",
     "SubRunFailedError",
+    "TurnRequest",
     "UnknownWorkflowError",
     "WaitTimeoutError",
     "Waker",

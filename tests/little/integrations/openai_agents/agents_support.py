@@ -1,0 +1,179 @@
+"""The Agents SDK driving a fake OpenAI: the real ``openai`` client over an
+``httpx2.MockTransport`` answering Chat Completions JSON (and SSE when asked to stream) with
+usage blocks. No network. Every model request and tool invocation that really happens is
+appended to a file in ``$OA_TEST_CALLS_DIR``, so counts survive a SIGKILL.
+
+The fake model is a function of the request: a user message last -> one ``lookup_order`` tool
+call (or ``refund`` when the message says so); a tool result last -> a text answer naming the
+tool's output and the first user message. Deterministic, so a resumed process gets the same
+answers; registered workflows: ``oa.triage`` (two runner calls in one step, the second
+continuing the first's history) and ``oa.refund`` (a side-effecting tool gated by a person).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import openai
+from agents import Agent, OpenAIChatCompletionsModel, function_tool, set_tracing_disabled
+
+from little.integrations.openai_agents import LittleRunner, little_tool
+from little.runtime import StepContext, WorkflowContext, workflow
+
+set_tracing_disabled(True)
+
+CALLS_ENV = "OA_TEST_CALLS_DIR"
+
+
+def log_call(kind: str, **fields: Any) -> None:
+    directory = os.environ.get(CALLS_ENV)
+    if not directory:
+        return
+    with open(Path(directory) / f"{kind}.jsonl", "a") as f:
+        f.write(json.dumps(fields) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def calls(directory: Path, kind: str) -> list[dict[str, Any]]:
+    path = directory / f"{kind}.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line]
+
+
+def _usage(messages: list[Any]) -> dict[str, Any]:
+    prompt = 10 * len(messages)
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": 5,
+        "total_tokens": prompt + 5,
+        "prompt_tokens_details": {"cached_tokens": 2, "audio_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": 1, "audio_tokens": 0},
+    }
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(part.get("text", "") for part in content or [])
+
+
+def answer(body: dict[str, Any]) -> dict[str, Any]:
+    """The assistant message for a Chat Completions request body."""
+    messages = body["messages"]
+    last = messages[-1]
+    if last["role"] == "user":
+        said = _text(last["content"])
+        tool = "refund" if "refund" in said else "lookup_order"
+        return {
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": f"call_{len(messages)}",
+                    "type": "function",
+                    "function": {"name": tool, "arguments": json.dumps({"order": "A1"})},
+                }
+            ],
+        }
+    first = next(_text(m["content"]) for m in messages if m["role"] == "user")
+    return {"content": f"{_text(last['content'])} (re: {first})"}
+
+
+def handler(request: httpx2.Request) -> httpx2.Response:
+    body = json.loads(request.content)
+    message = answer(body)
+    log_call("model", messages=len(body["messages"]), stream=bool(body.get("stream")))
+    usage = _usage(body["messages"])
+    base = {"id": "chatcmpl-1", "created": 1747900000, "model": "gpt-4o-mini-2024-07-18"}
+    if not body.get("stream"):
+        finish = "tool_calls" if message.get("tool_calls") else "stop"
+        return httpx2.Response(
+            200,
+            json={
+                **base,
+                "object": "chat.completion",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "refusal": None, **message},
+                        "logprobs": None,
+                        "finish_reason": finish,
+                    }
+                ],
+                "usage": usage,
+            },
+        )
+    chunks: list[dict[str, Any]] = []
+    if message.get("content"):
+        for word in message["content"].split(" "):
+            chunks.append({"role": "assistant", "content": word + " "})
+    for i, call in enumerate(message.get("tool_calls") or []):
+        chunks.append({"tool_calls": [{"index": i, **call}]})
+    lines = [
+        {**base, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": d}]}
+        for d in chunks
+    ]
+    lines.append({**base, "object": "chat.completion.chunk", "choices": [], "usage": usage})
+    sse = "".join(f"data: {json.dumps(line)}\n\n" for line in lines) + "data: [DONE]\n\n"
+    return httpx2.Response(200, content=sse.encode(), headers={"content-type": "text/event-stream"})
+
+
+def model(name: str = "gpt-4o-mini") -> OpenAIChatCompletionsModel:
+    client = openai.AsyncOpenAI(
+        api_key="sk-test",
+        base_url="https://api.openai.com/v1",
+        max_retries=0,
+        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)),
+    )
+    return OpenAIChatCompletionsModel(name, openai_client=client)
+
+
+@function_tool
+def lookup_order(order: str) -> str:
+    """Look up an order's status."""
+    log_call("tool", tool="lookup_order", order=order)
+    return f"order {order} shipped"
+
+
+@function_tool
+def refund(order: str) -> str:
+    """Refund an order."""
+    log_call("tool", tool="refund", order=order)
+    return f"order {order} refunded"
+
+
+def triage_agent(instructions: str = "You triage support tickets.") -> Agent[Any]:
+    return Agent(name="triage", instructions=instructions, model=model(), tools=[lookup_order])
+
+
+def refund_agent(gate: bool = True) -> Agent[Any]:
+    tool = little_tool(refund, side_effecting=True, requires_approval=gate)
+    return Agent(name="refunds", instructions="You refund orders.", model=model(), tools=[tool])
+
+
+@workflow("oa.triage")
+async def triage(ctx: WorkflowContext, input: dict[str, Any]) -> dict[str, Any]:
+    async def handle(step: StepContext) -> dict[str, Any]:
+        agent = triage_agent()
+        first = await LittleRunner.run(step, agent, input["ticket"], max_turns=4)
+        follow = [*first.to_input_list(), {"role": "user", "content": input["followup"]}]
+        second = await LittleRunner.run(step, agent, follow, max_turns=4)
+        return {"first": first.final_output, "second": second.final_output}
+
+    result: dict[str, Any] = await ctx.step("handle", handle)
+    return result
+
+
+@workflow("oa.refund")
+async def refund_flow(ctx: WorkflowContext, input: dict[str, Any]) -> str:
+    async def handle(step: StepContext) -> str:
+        result = await LittleRunner.run(step, refund_agent(), input["ticket"], max_turns=4)
+        return str(result.final_output)
+
+    out: str = await ctx.step("handle", handle)
+    return out
