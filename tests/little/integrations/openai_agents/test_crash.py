@@ -1,0 +1,112 @@
+"""SIGKILL an Agents SDK run at every event it appends and after every model or tool call it
+makes, resume it in a new process: the same output, and only the call in flight when the
+process died runs again (invocations counted in files, which survive the kill)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import little
+from little.events import ModelCalled, ToolCallStarted
+from little.replay import fold_run
+from tests.forkserver import server_for
+from tests.little.integrations.openai_agents import agents_support as s
+from tests.little.integrations.openai_agents.child import RESULT
+from tests.little.integrations.openai_agents.test_runner import TICKET
+from tests.paths import REPO
+
+_CRASH = ("LITTLE_CRASH_AFTER_EVENT", "LITTLE_CRASH_AFTER_CALL")
+
+
+CHILD = "tests.little.integrations.openai_agents.child"
+
+
+def child(root: Path, **crash: int) -> tuple[int, dict[str, Any] | None]:
+    env = {k: v for k, v in os.environ.items() if k not in _CRASH}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env[s.CALLS_ENV] = str(root / "calls")
+    env.update({k: str(v) for k, v in crash.items()})
+    argv = [str(root / "data"), "oa-run", "run", "oa.triage", json.dumps(TICKET)]
+    server = server_for(CHILD, env, REPO)
+    proc: Any = (
+        server.spawn(CHILD, argv, env, REPO)
+        if server is not None
+        else subprocess.Popen(
+            [sys.executable, "-m", CHILD, *argv],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    )
+    out, err = proc.communicate(timeout=120)
+    for line in reversed(out.splitlines()):
+        if line.startswith(RESULT):
+            return proc.returncode, json.loads(line[len(RESULT) :])
+    assert proc.returncode == -signal.SIGKILL, f"{proc.returncode}\n{err[-3000:]}"
+    return proc.returncode, None
+
+
+def invocations(root: Path) -> Counter[str]:
+    found: Counter[str] = Counter()
+    for entry in s.calls(root / "calls", "model"):
+        found[f"model:{entry['messages']}"] += 1
+    for entry in s.calls(root / "calls", "tool"):
+        found[f"tool:{entry['tool']}"] += 1
+    return found
+
+
+def scenario(root: Path, **crash: int) -> tuple[dict[str, Any], Counter[str], Any]:
+    (root / "calls").mkdir(parents=True)
+    code, result = child(root, **crash)
+    if result is None:
+        code, result = child(root)  # starts it again, or resumes it
+    assert code == 0
+    assert result is not None
+    with little.local_world(root / "data") as world:
+        state, _, _ = fold_run(world, "oa-run", use_snapshot=False)
+        events = [x.event for x in world.read_run("oa-run")]
+    return result, invocations(root), (state, events)
+
+
+def test_a_crash_at_any_event_or_call_resumes_running_only_the_call_in_flight(
+    tmp_path: Path,
+) -> None:
+    baseline, calls, (state, events) = scenario(tmp_path / "baseline")
+    assert baseline["status"] == "completed"
+    assert sum(calls.values()) == 6  # four model requests, two tool calls
+    assert len(events) == 25, "the reference run appends 25 events: a crash point each"
+    appended = len(events)  # the events the one process appended (claim included)
+
+    def crashed(point: tuple[str, int]) -> None:
+        name, at = point
+        result, seen, (folded, logged) = scenario(tmp_path / f"{name}-{at}", **{name: at})
+        assert result == baseline, point
+        again = seen - calls
+        assert set(seen) == set(calls), point
+        assert sum(again.values()) <= 1, (point, again)
+        if name == "LITTLE_CRASH_AFTER_CALL":
+            assert sum(again.values()) == 1, (point, seen)  # that call was in flight
+        # the in-flight call was announced write-ahead before it ran again
+        if again:
+            (key,) = again
+            kind = ModelCalled if key.startswith("model") else ToolCallStarted
+            assert (
+                sum(isinstance(e, kind) for e in logged)
+                == sum(isinstance(e, kind) for e in events) + 1
+            )
+        assert folded.usage.input_tokens >= state.usage.input_tokens
+
+    points = [("LITTLE_CRASH_AFTER_EVENT", k) for k in range(appended)]
+    points += [("LITTLE_CRASH_AFTER_CALL", n) for n in range(6)]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        list(pool.map(crashed, points))
