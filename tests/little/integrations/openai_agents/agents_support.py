@@ -151,8 +151,21 @@ def triage_agent(instructions: str = "You triage support tickets.") -> Agent[Any
     return Agent(name="triage", instructions=instructions, model=model(), tools=[lookup_order])
 
 
-def refund_agent(gate: bool = True) -> Agent[Any]:
-    tool = little_tool(refund, side_effecting=True, requires_approval=gate)
+@function_tool(needs_approval=True)
+def refund_gated(order: str) -> str:
+    """Refund an order."""
+    log_call("tool", tool="refund", order=order)
+    return f"order {order} refunded"
+
+
+def refund_agent(gate: str) -> Agent[Any]:
+    """``gate``: "little" (little_tool's requires_approval), "sdk" (the SDK's own
+    needs_approval), "none" (side-effecting, no person asked)."""
+    if gate == "sdk":
+        tool = little_tool(refund_gated, side_effecting=True)
+        tool.name = "refund"
+    else:
+        tool = little_tool(refund, side_effecting=True, requires_approval=gate == "little")
     return Agent(name="refunds", instructions="You refund orders.", model=model(), tools=[tool])
 
 
@@ -172,7 +185,8 @@ async def triage(ctx: WorkflowContext, input: dict[str, Any]) -> dict[str, Any]:
 @workflow("oa.refund")
 async def refund_flow(ctx: WorkflowContext, input: dict[str, Any]) -> str:
     async def handle(step: StepContext) -> str:
-        result = await LittleRunner.run(step, refund_agent(), input["ticket"], max_turns=4)
+        agent = refund_agent(input["gate"])
+        result = await LittleRunner.run(step, agent, input["ticket"], max_turns=4)
         return str(result.final_output)
 
     out: str = await ctx.step("handle", handle)

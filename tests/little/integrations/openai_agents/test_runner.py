@@ -97,3 +97,23 @@ def test_two_fresh_runs_build_equal_request_hashes(world: little.World, calls_di
     hashes = [c.request_hash for c in events(world, one.run_id, ModelCalled)]
     assert len(set(hashes)) == 4
     assert [c.request_hash for c in events(world, two.run_id, ModelCalled)] == hashes
+
+
+def test_a_replay_with_the_second_calls_input_edited_serves_the_first_and_runs_the_second(
+    world: little.World, calls_dir: Path
+) -> None:
+    first = asyncio.run(run(world, s.triage, TICKET))
+    assert first.status == "completed", first.error
+    before = len(s.calls(calls_dir, "model"))
+    edited = {**TICKET, "followup": "Can I change the address?"}
+    again = asyncio.run(run(world, s.triage, edited, replay_from=first.run_id))
+    assert again.status == "completed", again.error
+    assert again.output == first.output  # the fake answers from the first message
+    assert [(c.replayed, c.miss_reason) for c in events(world, again.run_id, AgentCallSettled)] == [
+        (True, None),
+        (False, "key-mismatch"),
+    ]
+    # the second call ran fresh: both of its model requests, none of the first's
+    assert len(s.calls(calls_dir, "model")) == before + 2
+    sessions = {c.session_id for c in events(world, again.run_id, ModelCalled)}
+    assert sessions == {"handle#triage.2"}
