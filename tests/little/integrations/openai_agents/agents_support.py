@@ -22,7 +22,7 @@ import openai
 from agents import Agent, OpenAIChatCompletionsModel, function_tool, set_tracing_disabled
 
 from little.integrations.openai_agents import LittleRunner, little_tool
-from little.runtime import StepContext, WorkflowContext, workflow
+from little.runtime import BudgetExceededError, StepContext, WorkflowContext, workflow
 
 set_tracing_disabled(True)
 
@@ -147,6 +147,13 @@ def refund(order: str) -> str:
     return f"order {order} refunded"
 
 
+@function_tool
+def lookup_order_over_budget(order: str) -> str:
+    """Look up an order's status (a nested agent call inside spends the run's budget)."""
+    log_call("tool", tool="lookup_order", order=order)
+    raise BudgetExceededError("the nested agent call would exceed max_tokens")
+
+
 def triage_agent(instructions: str = "You triage support tickets.") -> Agent[Any]:
     return Agent(name="triage", instructions=instructions, model=model(), tools=[lookup_order])
 
@@ -191,3 +198,14 @@ async def refund_flow(ctx: WorkflowContext, input: dict[str, Any]) -> str:
 
     out: str = await ctx.step("handle", handle)
     return out
+
+
+@workflow("oa.triage_over_budget")
+async def triage_over_budget(ctx: WorkflowContext, input: dict[str, Any]) -> Any:
+    async def handle(step: StepContext) -> Any:
+        agent = triage_agent().clone(tools=[lookup_order_over_budget])
+        agent.tools[0].name = "lookup_order"
+        result = await LittleRunner.run(step, agent, input["ticket"], max_turns=4)
+        return result.final_output
+
+    return await ctx.step("handle", handle)
