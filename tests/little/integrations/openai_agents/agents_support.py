@@ -12,8 +12,10 @@ continuing the first's history) and ``oa.refund`` (a side-effecting tool gated b
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -118,9 +120,33 @@ def handler(request: httpx2.Request) -> httpx2.Response:
         {**base, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": d}]}
         for d in chunks
     ]
+    finish = "tool_calls" if message.get("tool_calls") else "stop"
+    lines.append(
+        {
+            **base,
+            "object": "chat.completion.chunk",
+            "choices": [{"index": 0, "delta": {}, "finish_reason": finish}],
+        }
+    )
     lines.append({**base, "object": "chat.completion.chunk", "choices": [], "usage": usage})
-    sse = "".join(f"data: {json.dumps(line)}\n\n" for line in lines) + "data: [DONE]\n\n"
-    return httpx2.Response(200, content=sse.encode(), headers={"content-type": "text/event-stream"})
+    events = [f"data: {json.dumps(line)}\n\n".encode() for line in lines] + [b"data: [DONE]\n\n"]
+    gated = bool(message.get("content"))  # a text answer: its first delta is awaited
+    return httpx2.Response(
+        200, content=_gated(events, gated), headers={"content-type": "text/event-stream"}
+    )
+
+
+LIVE: dict[str, asyncio.Event] = {}
+"""``LIVE["first delta"]``, when set up: the stream holds its rest until the consumer has seen
+its first delta (set by the workflow), so a stream that is buffered never ends."""
+
+
+async def _gated(events: list[bytes], gated: bool) -> AsyncIterator[bytes]:
+    gate = LIVE.get("first delta") if gated else None
+    for i, event in enumerate(events):
+        yield event
+        if i == 0 and gate is not None:
+            await asyncio.wait_for(gate.wait(), timeout=30)  # a failure guard, not a pause
 
 
 def model(name: str = "gpt-4o-mini") -> OpenAIChatCompletionsModel:
@@ -209,3 +235,22 @@ async def triage_over_budget(ctx: WorkflowContext, input: dict[str, Any]) -> Any
         return result.final_output
 
     return await ctx.step("handle", handle)
+
+
+@workflow("oa.stream")
+async def stream_flow(ctx: WorkflowContext, input: dict[str, Any]) -> dict[str, Any]:
+    async def handle(step: StepContext) -> dict[str, Any]:
+        streamed = LittleRunner.run_streamed(step, triage_agent(), input["ticket"], max_turns=4)
+        deltas: list[str] = []
+        async for event in streamed.stream_events():
+            if (
+                event.type == "raw_response_event"
+                and event.data.type == "response.output_text.delta"
+            ):
+                deltas.append(event.data.delta)
+                if "first delta" in LIVE:
+                    LIVE["first delta"].set()
+        return {"deltas": deltas, "final": streamed.final_output}
+
+    result: dict[str, Any] = await ctx.step("handle", handle)
+    return result
