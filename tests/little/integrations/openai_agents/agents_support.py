@@ -254,3 +254,48 @@ async def stream_flow(ctx: WorkflowContext, input: dict[str, Any]) -> dict[str, 
 
     result: dict[str, Any] = await ctx.step("handle", handle)
     return result
+
+
+def refused_call(step: StepContext, feature: str) -> Any:
+    """The runner call that uses ``feature``, which little refuses."""
+    agent = triage_agent()
+    kwargs: dict[str, Any] = {}
+    if feature == "previous_response_id":
+        kwargs["previous_response_id"] = "resp_123"
+    elif feature == "auto_previous_response_id":
+        kwargs["auto_previous_response_id"] = True
+    elif feature == "conversation_id":
+        kwargs["conversation_id"] = "conv_123"
+    elif feature == "session":
+        from agents.memory import SQLiteSession
+
+        kwargs["session"] = SQLiteSession("s1")
+    elif feature == "local shell":
+        from agents import LocalShellTool
+
+        agent = agent.clone(tools=[LocalShellTool(executor=lambda request: "")])
+    elif feature == "computer":
+        from agents import ComputerTool
+
+        agent = agent.clone(tools=[ComputerTool(computer=object())])  # type: ignore[arg-type]
+    elif feature == "realtime":
+        from agents.realtime import RealtimeAgent
+
+        agent = RealtimeAgent(name="voice")  # type: ignore[assignment]
+    elif feature == "mcp":
+        from agents.mcp import MCPServerStdio
+
+        agent = agent.clone(mcp_servers=[MCPServerStdio(params={"command": "true"})])
+    elif feature == "handoff object":
+        from agents import handoff
+
+        agent = agent.clone(handoffs=[handoff(triage_agent())])
+    return LittleRunner.run(step, agent, "hi", **kwargs)
+
+
+@workflow("oa.refused")
+async def refused(ctx: WorkflowContext, input: dict[str, Any]) -> Any:
+    async def handle(step: StepContext) -> Any:
+        return (await refused_call(step, input["feature"])).final_output
+
+    return await ctx.step("handle", handle)
