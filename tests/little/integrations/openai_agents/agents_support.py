@@ -21,7 +21,14 @@ from typing import Any
 
 import httpx2
 import openai
-from agents import Agent, OpenAIChatCompletionsModel, function_tool, set_tracing_disabled
+from agents import (
+    Agent,
+    Model,
+    OpenAIChatCompletionsModel,
+    OpenAIResponsesModel,
+    function_tool,
+    set_tracing_disabled,
+)
 
 from little.integrations.openai_agents import LittleRunner, little_tool
 from little.runtime import BudgetExceededError, StepContext, WorkflowContext, workflow
@@ -86,8 +93,71 @@ def answer(body: dict[str, Any]) -> dict[str, Any]:
     return {"content": f"{_text(last['content'])} (re: {first})"}
 
 
+def _responses(body: dict[str, Any]) -> httpx2.Response:
+    """The Responses API: input items in, output items out."""
+    items = body["input"]
+    messages = [
+        {"role": "user", "content": i["content"]}
+        if i.get("role") == "user"
+        else {"role": "tool", "content": i["output"]}
+        if i.get("type") == "function_call_output"
+        else {"role": "assistant", "content": None}
+        for i in items
+    ]
+    message = answer({"messages": messages})
+    log_call(
+        "model", messages=len(messages), stream=False, prompt_cache_key=body.get("prompt_cache_key")
+    )
+    output: list[dict[str, Any]] = [
+        {
+            "type": "function_call",
+            "id": f"fc_{len(messages)}",
+            "call_id": call["id"],
+            "name": call["function"]["name"],
+            "arguments": call["function"]["arguments"],
+            "status": "completed",
+        }
+        for call in message.get("tool_calls") or []
+    ]
+    if message.get("content"):
+        output.append(
+            {
+                "type": "message",
+                "id": f"msg_{len(messages)}",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": message["content"], "annotations": []}],
+            }
+        )
+    u = _usage(messages)
+    usage = {
+        "input_tokens": u["prompt_tokens"],
+        "output_tokens": u["completion_tokens"],
+        "total_tokens": u["total_tokens"],
+        "input_tokens_details": {"cached_tokens": 2},
+        "output_tokens_details": {"reasoning_tokens": 1},
+    }
+    return httpx2.Response(
+        200,
+        json={
+            "id": f"resp_{len(messages)}",
+            "object": "response",
+            "created_at": 1747900000,
+            "model": "gpt-4o-mini",
+            "output": output,
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+            "status": "completed",
+            "usage": usage,
+        },
+    )
+
+
 def handler(request: httpx2.Request) -> httpx2.Response:
     body = json.loads(request.content)
+    if request.url.path.endswith("/responses"):
+        return _responses(body)
     message = answer(body)
     log_call("model", messages=len(body["messages"]), stream=bool(body.get("stream")))
     usage = _usage(body["messages"])
@@ -149,13 +219,16 @@ async def _gated(events: list[bytes], gated: bool) -> AsyncIterator[bytes]:
             await asyncio.wait_for(gate.wait(), timeout=30)  # a failure guard, not a pause
 
 
-def model(name: str = "gpt-4o-mini") -> OpenAIChatCompletionsModel:
+def model(api: str = "chat", name: str = "gpt-4o-mini") -> Model:
+    """The SDK's own OpenAI model (Chat Completions, or Responses) over the fake."""
     client = openai.AsyncOpenAI(
         api_key="sk-test",
         base_url="https://api.openai.com/v1",
         max_retries=0,
         http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)),
     )
+    if api == "responses":
+        return OpenAIResponsesModel(name, openai_client=client)
     return OpenAIChatCompletionsModel(name, openai_client=client)
 
 
@@ -180,8 +253,13 @@ def lookup_order_over_budget(order: str) -> str:
     raise BudgetExceededError("the nested agent call would exceed max_tokens")
 
 
-def triage_agent(instructions: str = "You triage support tickets.") -> Agent[Any]:
-    return Agent(name="triage", instructions=instructions, model=model(), tools=[lookup_order])
+def triage_agent(api: str = "chat") -> Agent[Any]:
+    return Agent(
+        name="triage",
+        instructions="You triage support tickets.",
+        model=model(api),
+        tools=[lookup_order],
+    )
 
 
 @function_tool(needs_approval=True)
@@ -205,7 +283,7 @@ def refund_agent(gate: str) -> Agent[Any]:
 @workflow("oa.triage")
 async def triage(ctx: WorkflowContext, input: dict[str, Any]) -> dict[str, Any]:
     async def handle(step: StepContext) -> dict[str, Any]:
-        agent = triage_agent()
+        agent = triage_agent(input.get("api", "chat"))
         first = await LittleRunner.run(step, agent, input["ticket"], max_turns=4)
         follow = [*first.to_input_list(), {"role": "user", "content": input["followup"]}]
         second = await LittleRunner.run(step, agent, follow, max_turns=4)

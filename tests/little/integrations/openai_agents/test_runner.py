@@ -117,3 +117,24 @@ def test_a_replay_with_the_second_calls_input_edited_serves_the_first_and_runs_t
     assert len(s.calls(calls_dir, "model")) == before + 2
     sessions = {c.session_id for c in events(world, again.run_id, ModelCalled)}
     assert sessions == {"handle#triage.2"}
+
+
+def test_the_per_run_prompt_cache_key_never_reaches_the_hash(
+    world: little.World, calls_dir: Path
+) -> None:
+    responses = {**TICKET, "api": "responses"}
+    one = asyncio.run(run(world, s.triage, responses))
+    two = asyncio.run(run(world, s.triage, responses))
+    assert one.status == two.status == "completed", (one.error, two.error)
+    keys = [c["prompt_cache_key"] for c in s.calls(calls_dir, "model")]
+    # the SDK sent a key per runner call (agents-sdk:run:<uuid4>): four calls, four keys
+    assert len(keys) == 8
+    assert all(k and k.startswith("agents-sdk:run:") for k in keys)
+    assert len(set(keys)) == 4
+    hashes = [c.request_hash for c in events(world, one.run_id, ModelCalled)]
+    assert [c.request_hash for c in events(world, two.run_id, ModelCalled)] == hashes
+    admitted = [a.request_key for a in events(world, one.run_id, AgentCallAdmitted)]
+    assert [a.request_key for a in events(world, two.run_id, AgentCallAdmitted)] == admitted
+    again = asyncio.run(run(world, s.triage, responses, replay_from=one.run_id))
+    assert [c.replayed for c in events(world, again.run_id, AgentCallSettled)] == [True, True]
+    assert len(s.calls(calls_dir, "model")) == 8
