@@ -79,18 +79,26 @@ def answer(body: dict[str, Any]) -> dict[str, Any]:
     if last["role"] == "user":
         said = _text(last["content"])
         tool = "refund" if "refund" in said else "lookup_order"
+        # two calls at once (the SDK runs them in parallel) when the ticket names two orders
+        orders = ["A1", "B2"] if "B2" in said else ["A1"]
         return {
             "content": None,
             "tool_calls": [
                 {
-                    "id": f"call_{len(messages)}",
+                    "id": f"call_{len(messages)}" + ("" if i == 0 else f"_{i}"),
                     "type": "function",
-                    "function": {"name": tool, "arguments": json.dumps({"order": "A1"})},
+                    "function": {"name": tool, "arguments": json.dumps({"order": order})},
                 }
+                for i, order in enumerate(orders)
             ],
         }
     first = next(_text(m["content"]) for m in messages if m["role"] == "user")
-    return {"content": f"{_text(last['content'])} (re: {first})"}
+    results = []
+    for m in reversed(messages):
+        if m["role"] != "tool":
+            break
+        results.insert(0, _text(m["content"]))
+    return {"content": f"{'; '.join(results)} (re: {first})"}
 
 
 def _responses(body: dict[str, Any]) -> httpx2.Response:

@@ -281,6 +281,7 @@ class Exchange:
         """A call answered whole from a record: its recorded result."""
         self.turns: list[dict[str, Any]] = []
         self.tools: dict[str, Any] = {}
+        self._running = 0  # tool calls under way (the SDK runs a turn's calls in parallel)
         self.before_first: Callable[[], Awaitable[None]] | None = None
         """Awaited before the first request (a streamed call opens its session there)."""
 
@@ -388,9 +389,17 @@ class Exchange:
         little_tool = LittleTool(
             name, fn, side_effecting=side_effecting, requires_approval=requires_approval
         )
-        text = await self.recorder.tool_call(
-            turn, ToolCallRequest(call_id, name, arguments), little_tool
-        )
+        self._running += 1
+        try:
+            text = await self.recorder.tool_call(
+                turn, ToolCallRequest(call_id, name, arguments), little_tool
+            )
+            if self._running > 1:
+                # parallel calls: no write-ahead record of a sibling is sure to follow soon, so
+                # this result is made durable now (a crash re-runs only calls still unanswered)
+                await self.recorder.flush()
+        finally:
+            self._running -= 1
         output = None if text is None else json.loads(text)
         self.tools[key] = output
         return output
