@@ -76,6 +76,19 @@ def answer(body: dict[str, Any]) -> dict[str, Any]:
     """The assistant message for a Chat Completions request body."""
     messages = body["messages"]
     last = messages[-1]
+    tools = [t["function"]["name"] for t in body.get("tools") or []]
+    invoice = last["role"] == "user" and "invoice" in _text(last["content"])
+    if invoice and "transfer_to_billing" in tools:  # a handoff, then billing answers
+        return {
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": f"call_{len(messages)}",
+                    "type": "function",
+                    "function": {"name": "transfer_to_billing", "arguments": "{}"},
+                }
+            ],
+        }
     if last["role"] == "user":
         said = _text(last["content"])
         tool = "refund" if "refund" in said else "lookup_order"
@@ -383,5 +396,30 @@ def refused_call(step: StepContext, feature: str) -> Any:
 async def refused(ctx: WorkflowContext, input: dict[str, Any]) -> Any:
     async def handle(step: StepContext) -> Any:
         return (await refused_call(step, input["feature"])).final_output
+
+    return await ctx.step("handle", handle)
+
+
+def handoff_agent() -> Agent[Any]:
+    billing = Agent(
+        name="billing",
+        instructions="You answer billing questions.",
+        model=model("chat", "gpt-4.1-mini"),
+        tools=[lookup_order],
+    )
+    return Agent(
+        name="triage",
+        instructions="You triage support tickets.",
+        model=model(),
+        tools=[lookup_order],
+        handoffs=[billing],
+    )
+
+
+@workflow("oa.handoff")
+async def handoff_flow(ctx: WorkflowContext, input: dict[str, Any]) -> Any:
+    async def handle(step: StepContext) -> Any:
+        result = await LittleRunner.run(step, handoff_agent(), input["ticket"], max_turns=6)
+        return {"agent": result.last_agent.name, "output": result.final_output}
 
     return await ctx.step("handle", handle)

@@ -138,3 +138,22 @@ def test_the_per_run_prompt_cache_key_never_reaches_the_hash(
     again = asyncio.run(run(world, s.triage, responses, replay_from=one.run_id))
     assert [c.replayed for c in events(world, again.run_id, AgentCallSettled)] == [True, True]
     assert len(s.calls(calls_dir, "model")) == 8
+
+
+def test_a_handoff_is_recorded_in_the_same_session_with_each_requests_own_model(
+    world: little.World, calls_dir: Path
+) -> None:
+    ticket = {"ticket": "A question about my invoice"}
+    first = asyncio.run(run(world, s.handoff_flow, ticket))
+    assert first.status == "completed", first.error
+    assert first.output["agent"] == "billing"
+    called = events(world, first.run_id, ModelCalled)
+    assert [(c.session_id, c.model) for c in called] == [
+        ("handle#triage", "gpt-4o-mini"),
+        ("handle#triage", "gpt-4.1-mini"),
+    ]
+    before = len(s.calls(calls_dir, "model"))
+    again = asyncio.run(run(world, s.handoff_flow, ticket, replay_from=first.run_id))
+    assert again.output == first.output
+    assert len(s.calls(calls_dir, "model")) == before
+    assert [c.replayed for c in events(world, again.run_id, AgentCallSettled)] == [True]
