@@ -39,7 +39,8 @@ def test_a_feature_a_replay_cannot_reproduce_is_refused_naming_it(
     assert result.error is not None
     assert "ConfigurationError" in result.error
     assert named in result.error
-    assert "little.integrations.openai_agents" in result.error
+    assert "little.integrations.openai_agents (run " in result.error
+    assert "step handle)" in result.error
     assert "\n" not in result.error
     assert events(world, result.run_id, AgentCallAdmitted) == []
     assert s.calls(calls_dir, "model") == []

@@ -255,16 +255,20 @@ def settings_json(settings: ModelSettings) -> dict[str, Any]:
     return data
 
 
-def refuse_server_state(previous_response_id: str | None, conversation_id: str | None) -> None:
+def refuse_server_state(
+    session_id: str, previous_response_id: str | None, conversation_id: str | None
+) -> None:
+    """The SDK's model asked to use server-side state (a hook or a handoff set it)."""
+    where = f"little.integrations.openai_agents (session {session_id})"
     if previous_response_id is not None:
         raise ConfigurationError(
-            "little.integrations.openai_agents: previous_response_id (Responses server-side "
-            "state) cannot be replayed; pass the history as input (result.to_input_list())"
+            f"{where}: previous_response_id (Responses server-side state) cannot be "
+            "replayed; pass the history as input (result.to_input_list())"
         )
     if conversation_id is not None:
         raise ConfigurationError(
-            "little.integrations.openai_agents: conversation_id (OpenAI Conversations, "
-            "server-side state) cannot be replayed; pass the history as input"
+            f"{where}: conversation_id (OpenAI Conversations, server-side state) cannot be "
+            "replayed; pass the history as input"
         )
 
 
@@ -437,8 +441,8 @@ class LittleModel(Model):
         conversation_id: str | None,
         prompt: ResponsePromptParam | None,
     ) -> ModelResponse:
-        refuse_server_state(previous_response_id, conversation_id)
         x = self.exchange
+        refuse_server_state(x.recorder.session_id, previous_response_id, conversation_id)
         await x.begin()
         request = x.request(
             self.name,
@@ -488,8 +492,8 @@ class LittleModel(Model):
         """Live on a fresh turn (each event passes through as it arrives; the response is
         recorded when the stream ends); on a served turn, the SDK's events synthesised from
         the recorded response."""
-        refuse_server_state(previous_response_id, conversation_id)
         x = self.exchange
+        refuse_server_state(x.recorder.session_id, previous_response_id, conversation_id)
         await x.begin()
         request = x.request(
             self.name,

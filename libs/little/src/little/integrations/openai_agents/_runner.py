@@ -67,7 +67,12 @@ def _instructions(agent: Agent[Any]) -> str:
     )
 
 
+def _where(step: StepContext) -> str:
+    return f"{_WHERE} (run {step.run_id}, step {step.step_path})"
+
+
 def _refuse(
+    where: str,
     input: Any,
     previous_response_id: str | None,
     auto_previous_response_id: bool,
@@ -82,12 +87,12 @@ def _refuse(
     for what, present in refused.items():
         if present:
             raise ConfigurationError(
-                f"{_WHERE}: {what} keeps the conversation outside the log and cannot be "
+                f"{where}: {what} keeps the conversation outside the log and cannot be "
                 "replayed; pass the history as input (result.to_input_list())"
             )
     if not isinstance(input, str | list):
         raise ConfigurationError(
-            f"{_WHERE}: a RunState input (resuming an SDK interruption) is not supported; "
+            f"{where}: a RunState input (resuming an SDK interruption) is not supported; "
             "little resumes the run itself (approvals are little's durable waits)"
         )
 
@@ -95,8 +100,9 @@ def _refuse(
 class _Graph:
     """The agent graph cloned for one call, and the manifest it makes."""
 
-    def __init__(self, run_config: RunConfig) -> None:
+    def __init__(self, run_config: RunConfig, where: str) -> None:
         self.run_config = run_config
+        self.where = where
         self.clones: dict[int, Agent[Any]] = {}
         self.models: dict[int, Any] = {}
         self.agents: dict[str, Any] = {}
@@ -109,24 +115,24 @@ class _Graph:
             return
         if type(agent).__module__.startswith("agents.realtime") or not isinstance(agent, Agent):
             raise ConfigurationError(
-                f"{_WHERE}: {type(agent).__name__} {getattr(agent, 'name', '?')!r} is not an "
+                f"{self.where}: {type(agent).__name__} {getattr(agent, 'name', '?')!r} is not an "
                 "agents.Agent; realtime agents (audio sessions) cannot be recorded"
             )
         if agent.mcp_servers:
             raise ConfigurationError(
-                f"{_WHERE}: agent {agent.name!r} has MCP servers, which are not recorded yet; "
+                f"{self.where}: agent {agent.name!r} has MCP servers, which are not recorded yet; "
                 "call them from a function_tool"
             )
         model = get_model(agent, self.run_config)
         self.models[id(agent)] = model
         for tool in agent.tools:
-            refuse_tool(tool, agent.name)
+            refuse_tool(tool, agent.name, self.where)
             self.side_effecting |= flags_of(tool).side_effecting
         targets: list[Agent[Any]] = []
         for h in agent.handoffs:
             if isinstance(h, Handoff):
                 raise ConfigurationError(
-                    f"{_WHERE}: agent {agent.name!r} hands off through a handoff(...) object, "
+                    f"{self.where}: agent {agent.name!r} hands off through a handoff(...) object, "
                     "whose target agent little cannot reach to record; list the Agent itself"
                 )
             targets.append(h)
@@ -156,7 +162,7 @@ class _Graph:
         model = self.models[id(agent)]
         copy = agent.clone(
             model=LittleModel(model, x, _model_id(model)),
-            tools=[recorded_tool(t, x, agent.name) for t in agent.tools],
+            tools=[recorded_tool(t, x, agent.name, self.where) for t in agent.tools],
         )
         self.clones[id(agent)] = copy
         copy.handoffs = [self.clone(h) for h in agent.handoffs if isinstance(h, Agent)]
@@ -176,7 +182,7 @@ class _Call:
         name: str | None,
     ) -> None:
         config = run_config or RunConfig()
-        graph = _Graph(config)
+        graph = _Graph(config, _where(step))
         graph.walk(agent)
         model = graph.models[id(agent)]
         manifest = {"framework": "openai-agents", "agent": agent.name, "agents": graph.agents}
@@ -265,7 +271,14 @@ class LittleRunner:
     ) -> RunResult:
         """``Runner.run(starting_agent, input, ...)`` as one agent call of ``step``'s session
         ``name`` (default: the agent's name)."""
-        _refuse(input, previous_response_id, auto_previous_response_id, conversation_id, session)
+        _refuse(
+            _where(step),
+            input,
+            previous_response_id,
+            auto_previous_response_id,
+            conversation_id,
+            session,
+        )
         step._check_group()
         call = _Call(step, starting_agent, input, max_turns, run_config, name)
         try:
@@ -309,7 +322,14 @@ class LittleRunner:
         """``Runner.run_streamed``: the SDK's ``RunResultStreaming``; its ``stream_events()``
         is live on a fresh turn and synthesised from the record on a served one, and settles
         the call when the stream ends."""
-        _refuse(input, previous_response_id, auto_previous_response_id, conversation_id, session)
+        _refuse(
+            _where(step),
+            input,
+            previous_response_id,
+            auto_previous_response_id,
+            conversation_id,
+            session,
+        )
         step._check_group()
         call = _Call(step, starting_agent, input, max_turns, run_config, name)
         started = False

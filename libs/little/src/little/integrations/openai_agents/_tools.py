@@ -75,11 +75,11 @@ REFUSED_TOOLS: tuple[tuple[type[Any], str], ...] = (
 )
 
 
-def refuse_tool(tool: Tool, agent: str) -> None:
+def refuse_tool(tool: Tool, agent: str, where: str) -> None:
     for cls, what in REFUSED_TOOLS:
         if isinstance(tool, cls):
             raise ConfigurationError(
-                f"little.integrations.openai_agents: agent {agent!r} has {what} "
+                f"{where}: agent {agent!r} has {what} "
                 f"({type(tool).__name__}), which act on this machine outside a function tool "
                 "and cannot be recorded or replayed; wrap the action in a function_tool"
             )
@@ -96,9 +96,9 @@ def _guarded(formatter: Any) -> Any:
     return guard
 
 
-def recorded_tool(tool: Tool, exchange: Exchange, agent: str) -> Tool:
+def recorded_tool(tool: Tool, exchange: Exchange, agent: str, where: str) -> Tool:
     """The run's copy of ``tool``: a function tool's every call goes through ``exchange``."""
-    refuse_tool(tool, agent)
+    refuse_tool(tool, agent, where)
     if not isinstance(tool, FunctionTool):
         return tool  # hosted tools run inside the model's response: recorded with it
     flags = flags_of(tool)
