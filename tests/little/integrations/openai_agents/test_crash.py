@@ -31,12 +31,14 @@ TICKET = {"ticket": "Where are my orders A1 and B2?", "followup": "And B2 again?
 """Two orders: each runner call's first response asks for two tool calls, run in parallel."""
 
 
-def child(root: Path, **crash: int) -> tuple[int, dict[str, Any] | None]:
+def child(
+    root: Path, workflow: str = "oa.triage", input: Any = None, **crash: int
+) -> tuple[int, dict[str, Any] | None]:
     env = {k: v for k, v in os.environ.items() if k not in _CRASH}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     env[s.CALLS_ENV] = str(root / "calls")
     env.update({k: str(v) for k, v in crash.items()})
-    argv = [str(root / "data"), "oa-run", "run", "oa.triage", json.dumps(TICKET)]
+    argv = [str(root / "data"), "oa-run", "run", workflow, json.dumps(input or TICKET)]
     server = server_for(CHILD, env, REPO)
     proc: Any = (
         server.spawn(CHILD, argv, env, REPO)
@@ -115,3 +117,26 @@ def test_a_crash_at_any_event_or_call_resumes_running_only_the_call_in_flight(
     points += [("LITTLE_CRASH_AFTER_CALL", n) for n in range(8)]
     with ThreadPoolExecutor(max_workers=2) as pool:
         list(pool.map(crashed, points))
+
+
+def test_a_streamed_run_resumed_after_a_crash_replays_the_served_turns_as_events(
+    tmp_path: Path,
+) -> None:
+    """Killed after its last model request streamed (before its response was recorded): the
+    resume serves the first request from the log, its events synthesised, and streams the
+    last one live again; the consumer sees the same deltas as a run that never crashed."""
+    ticket = {"ticket": "Where is my order A1?"}
+    (tmp_path / "calm" / "calls").mkdir(parents=True)
+    code, calm = child(tmp_path / "calm", "oa.stream", ticket)
+    assert code == 0
+    assert calm is not None
+    root = tmp_path / "killed"
+    (root / "calls").mkdir(parents=True)
+    # calls: the first model request (0), the tool (1), the last model request (2)
+    code, result = child(root, "oa.stream", ticket, LITTLE_CRASH_AFTER_CALL=2)
+    assert result is None
+    code, result = child(root, "oa.stream", ticket)
+    assert code == 0
+    assert result == calm
+    assert [e["stream"] for e in s.calls(root / "calls", "model")] == [True, True, True]
+    assert len(s.calls(root / "calls", "tool")) == 1
