@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from little._canonical import canonical_hash, canonical_json, chain_hash, sha256_hex
-from little.errors import RuntimeIntegrityError
+from little.errors import ConfigurationError, RuntimeIntegrityError
 from little.events import (
     AgentCallAdmitted,
     AgentCallSettled,
@@ -170,6 +170,12 @@ def model_exchanges(
 
 def _started(s: _Session, e: SessionStarted, system_json: str | None) -> None:
     manifest = json.loads(e.manifest_json)
+    framework = manifest.get("framework")
+    if framework is not None:  # its requests are the framework's native messages
+        raise ConfigurationError(
+            f"{s.where}: a {framework} session records the framework's own messages; "
+            "rebuilding them as chat messages is not supported yet"
+        )
     s.model = e.model
     s.tools = list(manifest.get("tools") or [])
     prompt_hash = manifest.get("system_prompt_hash")

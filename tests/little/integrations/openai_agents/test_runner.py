@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 
 import little
+from little.chat import model_exchanges
+from little.errors import ConfigurationError
 from little.events import (
     AgentCallAdmitted,
     AgentCallSettled,
@@ -157,3 +159,11 @@ def test_a_handoff_is_recorded_in_the_same_session_with_each_requests_own_model(
     assert again.output == first.output
     assert len(s.calls(calls_dir, "model")) == before
     assert [c.replayed for c in events(world, again.run_id, AgentCallSettled)] == [True]
+
+
+def test_a_chat_export_of_a_framework_session_says_it_is_not_supported_not_altered(
+    world: little.World, calls_dir: Path
+) -> None:
+    result = asyncio.run(run(world, s.triage, TICKET))
+    with pytest.raises(ConfigurationError, match="openai-agents session records the framework"):
+        model_exchanges(world.read_run(result.run_id), world.artifacts.get)
