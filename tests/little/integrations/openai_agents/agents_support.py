@@ -16,6 +16,7 @@ import asyncio
 import json
 import os
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
@@ -423,3 +424,18 @@ async def handoff_flow(ctx: WorkflowContext, input: dict[str, Any]) -> Any:
         return {"agent": result.last_agent.name, "output": result.final_output}
 
     return await ctx.step("handle", handle)
+
+
+@workflow("oa.stream_stopped")
+async def stream_stopped(ctx: WorkflowContext, input: dict[str, Any]) -> str:
+    """The consumer reads the first event, then closes the stream."""
+
+    async def handle(step: StepContext) -> str:
+        streamed = LittleRunner.run_streamed(step, triage_agent(), input["ticket"], max_turns=4)
+        async with aclosing(streamed.stream_events()) as events:
+            async for _ in events:
+                break
+        return "stopped"
+
+    out: str = await ctx.step("handle", handle)
+    return out

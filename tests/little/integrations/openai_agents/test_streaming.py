@@ -57,3 +57,18 @@ def test_a_served_stream_replays_the_recorded_text_as_the_sdks_events(
     assert [c.replayed for c in events(world, again.run_id, AgentCallSettled)] == [True]
     assert "".join(again.output["deltas"]).strip() == TEXT
     assert again.output["final"] == first.output["final"]
+
+
+def test_a_consumer_that_closes_the_stream_early_settles_the_call_failed_and_stops_the_run(
+    world: little.World, calls_dir: Path
+) -> None:
+    result = asyncio.run(run(world, s.stream_stopped, TICKET))
+    assert result.status == "completed", result.error
+    logged = [x.event for x in world.read_run(result.run_id)]
+    settled = [e for e in logged if isinstance(e, AgentCallSettled)]
+    assert [e.outcome for e in settled] == ["failed"]
+    # nothing of the cancelled run is written after its step completed
+    types = [e.type for e in logged]
+    step_done = types.index("StepCompleted")
+    assert not [t for t in types[step_done:] if t.startswith(("harness.", "agent."))], types
+    assert s.calls(calls_dir, "tool") == []

@@ -285,11 +285,15 @@ class Exchange:
         """A call answered whole from a record: its recorded result."""
         self.turns: list[dict[str, Any]] = []
         self.tools: dict[str, Any] = {}
+        self.abandoned = False
+        """A streamed call whose consumer closed the stream: no further request or tool call."""
         self._running = 0  # tool calls under way (the SDK runs a turn's calls in parallel)
         self.before_first: Callable[[], Awaitable[None]] | None = None
         """Awaited before the first request (a streamed call opens its session there)."""
 
     async def begin(self) -> None:
+        if self.abandoned:
+            raise asyncio.CancelledError  # the consumer closed the stream: nothing more runs
         if self.before_first is not None:
             await self.before_first()
 
@@ -368,6 +372,8 @@ class Exchange:
         side_effecting: bool,
         requires_approval: bool,
     ) -> Any:
+        if self.abandoned:
+            raise asyncio.CancelledError  # the consumer closed the stream: nothing more runs
         call_id = str(ctx.tool_call_id)
         turn = self.chain.turns
         key = f"{turn}:{call_id}"

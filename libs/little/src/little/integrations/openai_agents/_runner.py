@@ -355,20 +355,37 @@ class LittleRunner:
         original = result.stream_events
 
         async def stream_events() -> AsyncIterator[StreamEvent]:
+            ended = False
             try:
                 async for event in original():
                     yield event
                 await first_ready()
+            except GeneratorExit:
+                raise  # the consumer stopped early: below
             except BaseException as exc:
+                ended = True
                 cause = _cause(exc)
                 await call.failed(cause)
                 if cause is not exc:
                     raise cause from None
                 raise
-            await call.settled(result.final_output)
+            else:
+                ended = True
+                await call.settled(result.final_output)
+            finally:
+                if not ended:
+                    # the consumer stopped early (closed the stream): the run is cancelled,
+                    # nothing more of it is recorded, and the call is settled as failed
+                    call.exchange.abandoned = True
+                    result.cancel()
+                    await call.failed(StreamAbandonedError(f"{call.exchange.recorder.session_id}"))
 
         setattr(result, "stream_events", stream_events)  # noqa: B010
         return result
+
+
+class StreamAbandonedError(Exception):
+    """A streamed runner call whose consumer closed the stream before its end."""
 
 
 def _cause(exc: BaseException) -> BaseException:
