@@ -128,7 +128,10 @@ def _responses(body: dict[str, Any]) -> httpx2.Response:
     ]
     message = answer({"messages": messages})
     log_call(
-        "model", messages=len(messages), stream=False, prompt_cache_key=body.get("prompt_cache_key")
+        "model",
+        messages=len(messages),
+        stream=bool(body.get("stream")),
+        prompt_cache_key=body.get("prompt_cache_key"),
     )
     output: list[dict[str, Any]] = [
         {
@@ -159,20 +162,47 @@ def _responses(body: dict[str, Any]) -> httpx2.Response:
         "input_tokens_details": {"cached_tokens": 2},
         "output_tokens_details": {"reasoning_tokens": 1},
     }
+    response = {
+        "id": f"resp_{len(messages)}",
+        "object": "response",
+        "created_at": 1747900000,
+        "model": "gpt-4o-mini",
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "status": "completed",
+        "usage": usage,
+    }
+    if not body.get("stream"):
+        return httpx2.Response(200, json=response)
+    # the Responses SSE: each item added, a message's text in word deltas, done; completed
+    events: list[dict[str, Any]] = []
+    for index, item in enumerate(output):
+        events.append({"type": "response.output_item.added", "output_index": index, "item": item})
+        if item["type"] == "message":
+            for word in item["content"][0]["text"].split(" "):
+                events.append(
+                    {
+                        "type": "response.output_text.delta",
+                        "item_id": item["id"],
+                        "output_index": index,
+                        "content_index": 0,
+                        "delta": word + " ",
+                        "logprobs": [],
+                    }
+                )
+        events.append({"type": "response.output_item.done", "output_index": index, "item": item})
+    events.append({"type": "response.completed", "response": response})
+    sse = [
+        f"event: {e['type']}\ndata: {json.dumps({**e, 'sequence_number': i})}\n\n".encode()
+        for i, e in enumerate(events)
+    ]
+    deltas = [i for i, e in enumerate(events) if e["type"] == "response.output_text.delta"]
     return httpx2.Response(
         200,
-        json={
-            "id": f"resp_{len(messages)}",
-            "object": "response",
-            "created_at": 1747900000,
-            "model": "gpt-4o-mini",
-            "output": output,
-            "parallel_tool_calls": True,
-            "tool_choice": "auto",
-            "tools": [],
-            "status": "completed",
-            "usage": usage,
-        },
+        content=_gated(sse, bool(deltas), deltas[0] if deltas else 0),
+        headers={"content-type": "text/event-stream"},
     )
 
 
@@ -233,11 +263,12 @@ LIVE: dict[str, asyncio.Event] = {}
 its first delta (set by the workflow), so a stream that is buffered never ends."""
 
 
-async def _gated(events: list[bytes], gated: bool) -> AsyncIterator[bytes]:
+async def _gated(events: list[bytes], gated: bool, after: int = 0) -> AsyncIterator[bytes]:
+    """``events``, held after the one at ``after`` (the first text delta) when ``gated``."""
     gate = LIVE.get("first delta") if gated else None
     for i, event in enumerate(events):
         yield event
-        if i == 0 and gate is not None:
+        if i == after and gate is not None:
             await asyncio.wait_for(gate.wait(), timeout=30)  # a failure guard, not a pause
 
 
@@ -340,7 +371,8 @@ async def triage_over_budget(ctx: WorkflowContext, input: dict[str, Any]) -> Any
 @workflow("oa.stream")
 async def stream_flow(ctx: WorkflowContext, input: dict[str, Any]) -> dict[str, Any]:
     async def handle(step: StepContext) -> dict[str, Any]:
-        streamed = LittleRunner.run_streamed(step, triage_agent(), input["ticket"], max_turns=4)
+        agent = triage_agent(input.get("api", "chat"))
+        streamed = LittleRunner.run_streamed(step, agent, input["ticket"], max_turns=4)
         deltas: list[str] = []
         async for event in streamed.stream_events():
             if (

@@ -29,29 +29,33 @@ def live_gate() -> Iterator[None]:
     s.LIVE.clear()
 
 
+@pytest.mark.parametrize("api", ["chat", "responses"])
 def test_a_fresh_stream_is_live_and_recorded_when_it_ends(
-    world: little.World, calls_dir: Path, live_gate: None
+    world: little.World, calls_dir: Path, live_gate: None, api: str
 ) -> None:
     # the fake holds its stream after the first chunk until the consumer has seen a delta:
     # a buffered stream would never end
-    result = asyncio.run(run(world, s.stream_flow, TICKET))
+    result = asyncio.run(run(world, s.stream_flow, {**TICKET, "api": api}))
     assert result.status == "completed", result.error
     assert "".join(result.output["deltas"]).strip() == TEXT
     assert len(result.output["deltas"]) > 1
     assert result.output["final"].strip() == TEXT
     responded = events(world, result.run_id, ModelResponded)
     assert len(responded) == 2
-    assert responded[1].usage.input_tokens == 40
+    # the fake bills 10 tokens a message (Chat Completions sends the system prompt as one)
+    assert responded[1].usage.input_tokens == {"chat": 40, "responses": 30}[api]
     assert [c.outcome for c in events(world, result.run_id, AgentCallSettled)] == ["succeeded"]
 
 
+@pytest.mark.parametrize("api", ["chat", "responses"])
 def test_a_served_stream_replays_the_recorded_text_as_the_sdks_events(
-    world: little.World, calls_dir: Path
+    world: little.World, calls_dir: Path, api: str
 ) -> None:
-    first = asyncio.run(run(world, s.stream_flow, TICKET))
+    ticket = {**TICKET, "api": api}
+    first = asyncio.run(run(world, s.stream_flow, ticket))
     assert first.status == "completed", first.error
     before = len(s.calls(calls_dir, "model"))
-    again = asyncio.run(run(world, s.stream_flow, TICKET, replay_from=first.run_id))
+    again = asyncio.run(run(world, s.stream_flow, ticket, replay_from=first.run_id))
     assert again.status == "completed", again.error
     assert len(s.calls(calls_dir, "model")) == before
     assert [c.replayed for c in events(world, again.run_id, AgentCallSettled)] == [True]
