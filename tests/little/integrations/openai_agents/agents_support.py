@@ -322,12 +322,19 @@ def refund_gated(order: str) -> str:
     return f"order {order} refunded"
 
 
+async def _needs_a_person(ctx: Any, params: dict[str, Any], call_id: str) -> bool:
+    return bool(params.get("order") == "A1")
+
+
 def refund_agent(gate: str) -> Agent[Any]:
     """``gate``: "little" (little_tool's requires_approval), "sdk" (the SDK's own
     needs_approval), "none" (side-effecting, no person asked)."""
     if gate == "sdk":
         tool = little_tool(refund_gated, side_effecting=True)
         tool.name = "refund"
+    elif gate == "sdk-callable":  # the SDK's needs_approval as a function of the arguments
+        tool = little_tool(refund, side_effecting=True)
+        tool.needs_approval = _needs_a_person
     else:
         tool = little_tool(refund, side_effecting=True, requires_approval=gate == "little")
     return Agent(name="refunds", instructions="You refund orders.", model=model(), tools=[tool])

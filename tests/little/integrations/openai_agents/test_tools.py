@@ -38,7 +38,7 @@ def test_a_side_effecting_tool_is_never_served_from_a_recorded_run(
     assert [c["tool"] for c in s.calls(calls_dir, "tool")] == ["refund", "refund"]
 
 
-@pytest.mark.parametrize("gate", ["little", "sdk"])
+@pytest.mark.parametrize("gate", ["little", "sdk", "sdk-callable"])
 def test_a_gated_tool_waits_for_a_person_durably_then_runs_once(
     world: little.World, calls_dir: Path, gate: str
 ) -> None:
