@@ -170,7 +170,7 @@ def model_exchanges(
 
 def _started(s: _Session, e: SessionStarted, system_json: str | None) -> None:
     manifest = json.loads(e.manifest_json)
-    native = manifest.get("format")
+    native = manifest.get("format") or manifest.get("framework")
     if native is not None:  # a framework's session (little.integrations): not chat messages
         raise ConfigurationError(
             f"{s.where} records {native} messages (its manifest's format), which the "

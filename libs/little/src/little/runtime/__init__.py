@@ -9,6 +9,7 @@ from little.runtime._control import ExecutionStopped, RunControl
 from little.runtime._ending import FailRun, ParkRun, end_unrunnable
 from little.runtime._errors import (
     CONTROL_ERRORS,
+    ENDS_THE_RUN,
     BranchStopped,
     BudgetExceededError,
     ClaimRejectedError,
@@ -36,7 +37,7 @@ from little.runtime._outer_loop import (
     outer_loop,
 )
 from little.runtime._recorded import FullReplay
-from little.runtime._recording import AgentCallTicket, Recorder, ToolOutcome
+from little.runtime._recording import SETTLING, AgentCallTicket, Recorder, ToolOutcome
 from little.runtime._registry import (
     Workflow,
     lookup,
@@ -52,6 +53,8 @@ from little.runtime._workflow_tool import workflow_tool
 
 __all__ = [
     "CONTROL_ERRORS",
+    "ENDS_THE_RUN",
+    "SETTLING",
     "AgentCallTicket",
     "AgentSession",
     "BranchStopped",

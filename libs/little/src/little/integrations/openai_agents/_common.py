@@ -1,0 +1,124 @@
+"""Framework-neutral pieces of the integrations: opening a session of the recording kernel for
+a framework run, stripping per-run values from what is hashed, the request hash chain over a
+framework's native messages (found by prefix, each message serialised once), and the test of
+little's control exceptions, which a framework's error handling must never swallow."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from little._canonical import canonical_hash, canonical_json, chain_hash
+from little.errors import RunInterrupt
+from little.runtime import ENDS_THE_RUN, SETTLING, Recorder, StepContext, TurnRequest
+
+__all__ = [
+    "RequestChain",
+    "is_control",
+    "open_recorder",
+    "stripped",
+]
+
+
+def open_recorder(
+    step: StepContext,
+    name: str,
+    *,
+    provider: str,
+    model: str,
+    manifest: Mapping[str, Any],
+    side_effecting: bool,
+) -> Recorder:
+    """A recording kernel session of ``step`` named ``name`` for one framework run call. A
+    framework run is stateless (each call brings its whole input), so each call is a session
+    of its own: the second call with the same name in a step is ``name.2``, and so on, in the
+    order the step makes them (deterministic as the step's code is)."""
+    base = f"{step.step_path}#{name}" + (f"@{step.visit}" if step.visit > 1 else "")
+    session_id, n = base, 1
+    while session_id in step._sessions:
+        n += 1
+        session_id = f"{base}.{n}"
+    step._sessions.add(session_id)
+    return Recorder(step._x, step, session_id, provider, model, manifest, side_effecting)
+
+
+def is_control(exc: BaseException) -> bool:
+    """little's own control flow (a suspension, a stop, a spent budget, a log failure, a branch
+    stopped): never a tool's or a model's failure, always re-raised through a framework."""
+    return isinstance(exc, (RunInterrupt, *SETTLING, *ENDS_THE_RUN))
+
+
+def stripped(value: Any, drop: Iterable[str] = ()) -> Any:
+    """``value`` as JSON data with the keys ``drop`` (per-run values a framework stamps) and
+    every None-valued key removed at any depth: a JSON round trip of a framework's objects adds
+    unset fields as nulls, which must not change a hash."""
+    names = frozenset(drop)
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, Mapping):
+            return {str(k): walk(x) for k, x in v.items() if x is not None and k not in names}
+        if isinstance(v, list | tuple):
+            return [walk(x) for x in v]
+        return v
+
+    return walk(value)
+
+
+class RequestChain:
+    """The request hash chain of one session over a framework's native messages.
+
+    Each model request is a head (what decides the answer besides the messages: model,
+    instructions, tools, settings, output schema) and the messages. The chain's first link
+    commits to the session; each request extends the previous request's hash with what it
+    appended: the head when it changed (a handoff, dynamic instructions), then the messages past
+    the previous request's, found by prefix. A request whose messages do not extend the
+    previous one's (a history rewritten) appends a relink marker and all its messages. Each
+    message is serialised once (a cache by identity, holding the message), so a long run hashes
+    linearly."""
+
+    def __init__(self, origin: Mapping[str, Any], drop: Iterable[str] = ()) -> None:
+        self._link = canonical_hash(dict(origin))
+        self._drop = tuple(drop)
+        self._sent: list[str] = []  # canonical JSON of each message of the previous request
+        self._head: str | None = None
+        self._cache: dict[int, tuple[Any, str]] = {}
+        self.turns = 0
+        self._before: tuple[str, list[str], str | None, int] | None = None
+
+    def _json(self, message: Any) -> str:
+        hit = self._cache.get(id(message))
+        if hit is not None and hit[0] is message:
+            return hit[1]
+        text = canonical_json(stripped(message, self._drop))
+        self._cache[id(message)] = (message, text)
+        return text
+
+    def extend(self, head: Mapping[str, Any], messages: list[Any], tools_hash: str) -> TurnRequest:
+        """The next request's link (a new turn)."""
+        texts = [self._json(m) for m in messages]
+        head_json = canonical_json(stripped(head, self._drop))
+        appended: list[str] = []
+        if head_json != self._head:
+            appended.append(canonical_json({"type": "little.request_head", "head": head_json}))
+        sent = self._sent
+        if len(texts) >= len(sent) and texts[: len(sent)] == sent:
+            appended.extend(texts[len(sent) :])
+        else:
+            appended.append(canonical_json({"type": "little.relink"}))
+            appended.extend(texts)
+        appended_text = "[" + ",".join(appended) + "]"
+        previous = self._link if self.turns else None
+        self._before = (self._link, self._sent, self._head, self.turns)
+        self._link = chain_hash(self._link, appended_text)
+        self._sent, self._head = texts, head_json
+        self.turns += 1
+        return TurnRequest(
+            self.turns, self._link, previous, appended_text, len(messages), tools_hash
+        )
+
+    def rewind(self) -> None:
+        """Undo the last ``extend``: its call failed, and the framework's retry of the same
+        request is a new ``called`` for the same turn, with the same hash."""
+        if self._before is not None:
+            self._link, self._sent, self._head, self.turns = self._before
+            self._before = None

@@ -1,0 +1,169 @@
+"""``LittleRunner.run``: a runner call is one agent call, its model requests and tool calls
+recorded through the kernel, served on a replay of the run with zero invocations."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import little
+from little.chat import model_exchanges
+from little.errors import ConfigurationError
+from little.events import (
+    AgentCallAdmitted,
+    AgentCallSettled,
+    ModelCalled,
+    ModelResponded,
+    ToolCallStarted,
+    ToolCallSucceeded,
+)
+from little.runtime import run
+from tests.little.integrations.openai_agents import agents_support as s
+
+TICKET = {"ticket": "Where is my order A1?", "followup": "Thanks, and when does it arrive?"}
+
+
+@pytest.fixture
+def calls_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    d = tmp_path / "calls"
+    d.mkdir()
+    monkeypatch.setenv(s.CALLS_ENV, str(d))
+    return d
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[little.World]:
+    with little.local_world(tmp_path / "data") as w:
+        yield w
+
+
+def events(world: little.World, run_id: str, cls: type[Any]) -> list[Any]:
+    return [e for x in world.read_run(run_id) if isinstance(e := x.event, cls)]
+
+
+def test_a_runner_call_is_one_agent_call_with_its_requests_and_tools_recorded(
+    world: little.World, calls_dir: Path
+) -> None:
+    result = asyncio.run(run(world, s.triage, TICKET))
+    assert result.status == "completed", result.error
+    assert result.output == {
+        "first": "order A1 shipped (re: Where is my order A1?)",
+        "second": "order A1 shipped (re: Where is my order A1?)",
+    }
+    admitted = events(world, result.run_id, AgentCallAdmitted)
+    assert [(a.node_label, a.node_occurrence) for a in admitted] == [
+        ("triage", 0),
+        ("triage.2", 0),
+    ]
+    settled = events(world, result.run_id, AgentCallSettled)
+    assert [(c.outcome, c.model_calls) for c in settled] == [("succeeded", 2), ("succeeded", 2)]
+    called = events(world, result.run_id, ModelCalled)
+    responded = events(world, result.run_id, ModelResponded)
+    assert len(called) == len(responded) == 4
+    assert [c.model for c in called] == ["gpt-4o-mini"] * 4
+    # usage mapped, cached and reasoning tokens included
+    assert (responded[0].usage.input_tokens, responded[0].usage.cached_input_tokens) == (20, 2)
+    assert responded[0].usage.reasoning_tokens == 1
+    started = events(world, result.run_id, ToolCallStarted)
+    assert [t.tool for t in started] == ["lookup_order", "lookup_order"]
+    assert len(events(world, result.run_id, ToolCallSucceeded)) == 2
+    assert len(s.calls(calls_dir, "model")) == 4
+    assert len(s.calls(calls_dir, "tool")) == 2
+
+
+def test_a_replay_of_the_run_serves_every_call_with_zero_invocations(
+    world: little.World, calls_dir: Path
+) -> None:
+    first = asyncio.run(run(world, s.triage, TICKET))
+    assert first.status == "completed", first.error
+    before = (len(s.calls(calls_dir, "model")), len(s.calls(calls_dir, "tool")))
+    again = asyncio.run(run(world, s.triage, TICKET, replay_from=first.run_id))
+    assert again.status == "completed", again.error
+    assert again.output == first.output
+    assert (len(s.calls(calls_dir, "model")), len(s.calls(calls_dir, "tool"))) == before
+    assert [(c.replayed, c.miss_reason) for c in events(world, again.run_id, AgentCallSettled)] == [
+        (True, None),
+        (True, None),
+    ]
+    keys = [a.request_key for a in events(world, first.run_id, AgentCallAdmitted)]
+    assert [a.request_key for a in events(world, again.run_id, AgentCallAdmitted)] == keys
+
+
+def test_two_fresh_runs_build_equal_request_hashes(world: little.World, calls_dir: Path) -> None:
+    one = asyncio.run(run(world, s.triage, TICKET))
+    two = asyncio.run(run(world, s.triage, TICKET))
+    hashes = [c.request_hash for c in events(world, one.run_id, ModelCalled)]
+    assert len(set(hashes)) == 4
+    assert [c.request_hash for c in events(world, two.run_id, ModelCalled)] == hashes
+
+
+def test_a_replay_with_the_second_calls_input_edited_serves_the_first_and_runs_the_second(
+    world: little.World, calls_dir: Path
+) -> None:
+    first = asyncio.run(run(world, s.triage, TICKET))
+    assert first.status == "completed", first.error
+    before = len(s.calls(calls_dir, "model"))
+    edited = {**TICKET, "followup": "Can I change the address?"}
+    again = asyncio.run(run(world, s.triage, edited, replay_from=first.run_id))
+    assert again.status == "completed", again.error
+    assert again.output == first.output  # the fake answers from the first message
+    assert [(c.replayed, c.miss_reason) for c in events(world, again.run_id, AgentCallSettled)] == [
+        (True, None),
+        (False, "key-mismatch"),
+    ]
+    # the second call ran fresh: both of its model requests, none of the first's
+    assert len(s.calls(calls_dir, "model")) == before + 2
+    sessions = {c.session_id for c in events(world, again.run_id, ModelCalled)}
+    assert sessions == {"handle#triage.2"}
+
+
+def test_the_per_run_prompt_cache_key_never_reaches_the_hash(
+    world: little.World, calls_dir: Path
+) -> None:
+    responses = {**TICKET, "api": "responses"}
+    one = asyncio.run(run(world, s.triage, responses))
+    two = asyncio.run(run(world, s.triage, responses))
+    assert one.status == two.status == "completed", (one.error, two.error)
+    keys = [c["prompt_cache_key"] for c in s.calls(calls_dir, "model")]
+    # the SDK sent a key per runner call (agents-sdk:run:<uuid4>): four calls, four keys
+    assert len(keys) == 8
+    assert all(k and k.startswith("agents-sdk:run:") for k in keys)
+    assert len(set(keys)) == 4
+    hashes = [c.request_hash for c in events(world, one.run_id, ModelCalled)]
+    assert [c.request_hash for c in events(world, two.run_id, ModelCalled)] == hashes
+    admitted = [a.request_key for a in events(world, one.run_id, AgentCallAdmitted)]
+    assert [a.request_key for a in events(world, two.run_id, AgentCallAdmitted)] == admitted
+    again = asyncio.run(run(world, s.triage, responses, replay_from=one.run_id))
+    assert [c.replayed for c in events(world, again.run_id, AgentCallSettled)] == [True, True]
+    assert len(s.calls(calls_dir, "model")) == 8
+
+
+def test_a_handoff_is_recorded_in_the_same_session_with_each_requests_own_model(
+    world: little.World, calls_dir: Path
+) -> None:
+    ticket = {"ticket": "A question about my invoice"}
+    first = asyncio.run(run(world, s.handoff_flow, ticket))
+    assert first.status == "completed", first.error
+    assert first.output["agent"] == "billing"
+    called = events(world, first.run_id, ModelCalled)
+    assert [(c.session_id, c.model) for c in called] == [
+        ("handle#triage", "gpt-4o-mini"),
+        ("handle#triage", "gpt-4.1-mini"),
+    ]
+    before = len(s.calls(calls_dir, "model"))
+    again = asyncio.run(run(world, s.handoff_flow, ticket, replay_from=first.run_id))
+    assert again.output == first.output
+    assert len(s.calls(calls_dir, "model")) == before
+    assert [c.replayed for c in events(world, again.run_id, AgentCallSettled)] == [True]
+
+
+def test_a_chat_export_of_a_framework_session_says_it_is_not_supported_not_altered(
+    world: little.World, calls_dir: Path
+) -> None:
+    result = asyncio.run(run(world, s.triage, TICKET))
+    with pytest.raises(ConfigurationError, match="records openai-agents messages"):
+        model_exchanges(world.read_run(result.run_id), world.artifacts.get)
