@@ -4,7 +4,8 @@
     ├── ConfigurationError (ValueError)              bad settings, topic config or argument
     │   ├── KafkaAuthenticationError                 the brokers refused the SASL credentials
     │   ├── UnknownWorkflowError   (little.runtime)  no workflow of that name is registered here
-    │   └── SignalRefusedError     (little.runtime)  a signal to an unknown or ended run, not JSON
+    │   ├── SignalRefusedError     (little.runtime)  a signal to an unknown or ended run, not JSON
+    │   └── UnsupportedFeatureError                  a framework feature little cannot record
     ├── EventDecodeError (ValueError)                bytes that are not a little event
     ├── EventValidationError                         an event breaks a recording rule
     ├── RecordDecodeError (ValueError)  (little)     a record of a run's stream does not decode
@@ -34,6 +35,7 @@
     ├── LoopLimitError             (little.runtime)  a step was visited more than its max_visits
     ├── PanelMixedError            (little.runtime)  a replayed panel's legs were recorded and fresh
     ├── PatchDeprecatedError       (little.runtime)  a run on a patch's old path met deprecate_patch
+    ├── StreamStoppedError                           a streamed model call's consumer stopped early
     ├── McpError                   (little.harness)  an MCP server was not listed; retryable
     └── ToolError                  (little.harness)  a tool's failure, reported to the model
     RunInterrupt (BaseException)                     ends an execution, not a failure
@@ -195,6 +197,19 @@ class CapabilityDriftError(RuntimeIntegrityError):
     """A harness session's manifest differs from the one its run committed. Terminal."""
 
 
+class UnsupportedFeatureError(ConfigurationError):
+    """A framework feature little cannot record and replay (server-side state, a realtime
+    session, ...): refused at the call, never run unrecorded (``little.integrations``)."""
+
+
+class StreamStoppedError(LittleError):
+    """A streamed model call ended before its answer did: its consumer stopped reading or
+    closed the stream (a framework adapter's, or ``Recorder.live_turn``'s). Recorded as the
+    call's failure; a resume asks the model again."""
+
+    retryable = False
+
+
 __all__ = [
     "AppendOutcomeUnknownError",
     "ArtifactError",
@@ -210,4 +225,6 @@ __all__ = [
     "LogError",
     "RunInterrupt",
     "RuntimeIntegrityError",
+    "StreamStoppedError",
+    "UnsupportedFeatureError",
 ]

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import little
-from little.integrations._common import UnsupportedFeatureError
+from little.errors import UnsupportedFeatureError
 from little.integrations.pydantic_ai import durable
 from little.runtime import StepContext, WorkflowContext, run, workflow
 from tests.little.integrations.pydantic_ai import workflows as wf

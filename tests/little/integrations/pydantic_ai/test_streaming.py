@@ -74,7 +74,7 @@ def test_a_consumer_that_stops_a_stream_early_records_the_request_as_failed(
         events = [r.event for r in world.read_run(result.run_id)]
     assert (result.status, result.output) == ("completed", "stopped")
     (failed,) = [e for e in events if isinstance(e, ModelFailed)]
-    assert failed.error_type == "StreamStopped"
+    assert failed.error_type == "StreamStoppedError"
     assert "consumer stopped before its end" in failed.message
     assert not [e for e in events if isinstance(e, ModelResponded)]
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from little._canonical import canonical_hash, canonical_json, chain_hash
-from little.errors import ConfigurationError
+from little.errors import UnsupportedFeatureError
 
 __all__ = [
     "Link",
@@ -23,11 +23,6 @@ __all__ = [
     "refuse",
     "strip_stamps",
 ]
-
-
-class UnsupportedFeatureError(ConfigurationError):
-    """A framework feature little cannot record and replay (server-side state, a realtime
-    session, ...): refused at the call, never run unrecorded."""
 
 
 def refuse(framework: str, feature: str, why: str) -> UnsupportedFeatureError:

@@ -65,6 +65,7 @@ from pydantic_ai.tools import (
 from pydantic_core import to_jsonable_python
 
 from little._canonical import canonical_hash, canonical_json
+from little.errors import StreamStoppedError
 from little.events import Usage
 from little.harness import Tool, ToolCallRequest, ToolContext, ToolError
 from little.integrations._common import MessageChain, json_value, refuse, strip_stamps
@@ -75,7 +76,6 @@ __all__ = [
     "SIDE_EFFECTING",
     "STAMPS",
     "DurableAgent",
-    "StreamStopped",
     "durable",
     "manifest_of",
     "stripped",
@@ -414,14 +414,9 @@ class _RecordingModel(WrapperModel):
                 live.response = _Response(stream.get())
 
 
-class StreamStopped(Exception):
-    """A model stream whose consumer stopped reading before its end (the framework left it
-    open): recorded as the request's failure when its agent call ends."""
-
-
 class _Tracked(AbstractAsyncContextManager[Any]):
     """A model stream of a run, known to the run while it is open: one the framework abandons
-    (its consumer stopped early) is closed by the run as failed (``StreamStopped``)."""
+    (its consumer stopped early) is closed by the run as failed (``StreamStoppedError``)."""
 
     def __init__(self, stream: AbstractAsyncContextManager[Any], run: _Run) -> None:
         self._stream = stream
@@ -446,12 +441,12 @@ class _Tracked(AbstractAsyncContextManager[Any]):
         """Close it as failed: its consumer stopped before the end."""
         if self in self._run.open_streams:
             self._run.open_streams.remove(self)
-        stopped = StreamStopped(
+        stopped = StreamStoppedError(
             f"session {self._run.session.recorder.session_id} turn {self._run.session.turns}: "
             "the stream's consumer stopped before its end"
         )
-        with contextlib.suppress(StreamStopped):
-            await self._stream.__aexit__(StreamStopped, stopped, None)
+        with contextlib.suppress(StreamStoppedError):
+            await self._stream.__aexit__(StreamStoppedError, stopped, None)
 
 
 def _replayed(response: ModelResponse, params: ModelRequestParameters) -> Any:

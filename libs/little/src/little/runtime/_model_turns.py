@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from little import tracing
 from little._canonical import canonical_json
-from little.errors import RunInterrupt
+from little.errors import RunInterrupt, StreamStoppedError
 from little.events import ArtifactRef, ModelCalled, ModelFailed, ModelResponded, Usage
 from little.harness import RetryPolicy
 from little.runtime._faults import FAULTS
@@ -74,10 +74,6 @@ class TurnRequest:
     """Canonical JSON of the messages appended since the previous request."""
     message_count: int
     tools_hash: str
-
-
-class ModelCallUnanswered(Exception):
-    """A live model call's block ended without the call's response."""
 
 
 class LiveTurn(Generic[R]):
@@ -219,7 +215,7 @@ class TurnRecording:
             try:
                 yield live
                 if live.response is None:
-                    raise ModelCallUnanswered(
+                    raise StreamStoppedError(
                         f"run {self._x.run_id}: session {self.session_id} turn {request.turn} "
                         "ended without a response (its consumer stopped before the end?)"
                     )

@@ -26,7 +26,7 @@ from agents.stream_events import StreamEvent
 from agents.tool import FunctionTool
 
 from little._canonical import sha256_hex
-from little.errors import ConfigurationError
+from little.errors import ConfigurationError, StreamStoppedError
 from little.integrations.openai_agents._common import is_control, open_recorder, stripped
 from little.integrations.openai_agents._model import (
     PER_RUN,
@@ -378,14 +378,10 @@ class LittleRunner:
                     # nothing more of it is recorded, and the call is settled as failed
                     call.exchange.abandoned = True
                     result.cancel()
-                    await call.failed(StreamAbandonedError(f"{call.exchange.recorder.session_id}"))
+                    await call.failed(StreamStoppedError(f"{call.exchange.recorder.session_id}"))
 
         setattr(result, "stream_events", stream_events)  # noqa: B010
         return result
-
-
-class StreamAbandonedError(Exception):
-    """A streamed runner call whose consumer closed the stream before its end."""
 
 
 def _cause(exc: BaseException) -> BaseException:
