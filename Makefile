@@ -6,6 +6,8 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 export UV_PYTHON_DOWNLOADS := never
 export UV_LINK_MODE := copy
+# compiled at install (in parallel), not by the first processes that import each module
+export UV_COMPILE_BYTECODE := 1
 
 TOOLS := .tools
 UV := $(TOOLS)/bin/uv
