@@ -24,6 +24,7 @@ from typing import Any
 
 import little
 import little.examples.research
+import tests.crash.harness_workflows
 import tests.crash.workflows
 from little.runtime import lookup, resume, run
 
@@ -45,7 +46,11 @@ def open_world(data_dir: str, kafka: str | None = None) -> little.World:
 
 __all__ = ["RESULT", "WORLD_ENV", "main", "open_world"]
 
-_REGISTERED = (little.examples.research, tests.crash.workflows)  # import for registration
+_REGISTERED = (
+    little.examples.research,
+    tests.crash.workflows,
+    tests.crash.harness_workflows,
+)  # import for registration
 
 
 def main(argv: list[str]) -> int:

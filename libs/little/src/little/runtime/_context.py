@@ -49,6 +49,7 @@ from little.runtime._panels import run_panel
 from little.runtime._patches import Reached, ScopeKey
 from little.runtime._registry import lookup
 from little.runtime._session import AgentSession, ApprovalPolicy
+from little.runtime._tool_calls import DEFAULT_MAX_PARALLEL_TOOLS
 from little.runtime._waits import ScopeWaits, seconds, utcnow
 
 if TYPE_CHECKING:
@@ -521,6 +522,7 @@ class StepContext(_ValuesMixin, _WaitsMixin):
         manifest: Mapping[str, Any] | None = None,
         approval: ApprovalPolicy = False,
         compact: CompactionPolicy | None = None,
+        max_parallel_tools: int = DEFAULT_MAX_PARALLEL_TOOLS,
     ) -> AgentSession:
         """An agent session whose model and tool calls are recorded and fast-forwarded.
 
@@ -531,7 +533,11 @@ class StepContext(_ValuesMixin, _WaitsMixin):
         ``approval``: ask a person before tool calls (True: every one; a function of the tool's
         name and arguments: those it says), besides tools declared ``requires_approval``. The
         request is recorded and the run waits for ``little approve`` / ``little reject``,
-        holding no process; a rejection reaches the model as the tool's error."""
+        holding no process; a rejection reaches the model as the tool's error.
+
+        ``max_parallel_tools``: how many tool calls of one model turn run at once (8 unless
+        set; 1: one after the other). Each is recorded write-ahead under its own call id and
+        the answers go back to the model in the order it asked."""
         session_id = f"{self.step_path}#{name}" + (f"@{self.visit}" if self.visit > 1 else "")
         if session_id in self._sessions:
             # its turns and calls would be recorded under the first one's keys
@@ -552,6 +558,7 @@ class StepContext(_ValuesMixin, _WaitsMixin):
             manifest,
             approval,
             compact,
+            max_parallel_tools,
         )
 
     async def panel(

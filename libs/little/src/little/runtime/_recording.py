@@ -514,18 +514,10 @@ class Recorder:
 
     # -- tool calls ----------------------------------------------------------------------
 
-    async def tool_call(
-        self,
-        turn: int,
-        call: ToolCallRequest,
-        tool: Tool | None,
-        live: dict[str, ToolCallRequest] | None = None,
-    ) -> str | None:
-        """One tool call of ``turn`` (as recorded: redacted) to ``tool`` (None: the model named
-        no known tool, which fails as the tool's error); returns the result's JSON, or the
-        error's, for the model. Answered from a record, or: approved if it must be,
-        ``harness.tool_call.started`` acked (with the call's idempotency key), invoked (with
-        the arguments the model asked for, ``live[call.id]``), and its outcome deferred."""
+    def ask_tool(self, turn: int, call: ToolCallRequest) -> tuple[ToolAsk, Served | Fresh]:
+        """Where tool call ``call`` of ``turn`` is answered from (synchronous: a turn's calls
+        are asked in the model's order before any runs, so each one's occurrence, which a full
+        replay takes receipts by, never depends on timing)."""
         self._x.integrity.check()
         call_id = f"{turn}:{call.id}"
         # as recorded (redacted): the form a full replay finds its source's receipts by
@@ -534,9 +526,29 @@ class Recorder:
         occurrence = self._tool_calls.get(counted, 0)
         self._tool_calls[counted] = occurrence + 1
         key = f"{self._x.run_id}/{self._step.step_path}/{call_id}"  # derived: never change it
-        answer = self.serving.tool_call(
-            ToolAsk(turn, call_id, call.name, arguments_json, key, occurrence)
-        )
+        ask = ToolAsk(turn, call_id, call.name, arguments_json, key, occurrence)
+        return ask, self.serving.tool_call(ask)
+
+    async def tool_call(
+        self,
+        turn: int,
+        call: ToolCallRequest,
+        tool: Tool | None,
+        live: dict[str, ToolCallRequest] | None = None,
+        asked: tuple[ToolAsk, Served | Fresh] | None = None,
+    ) -> str | None:
+        """One tool call of ``turn`` (as recorded: redacted) to ``tool`` (None: the model named
+        no known tool, which fails as the tool's error); returns the result's JSON, or the
+        error's, for the model. Answered from a record, or: approved if it must be,
+        ``harness.tool_call.started`` acked (with the call's idempotency key), invoked (with
+        the arguments the model asked for, ``live[call.id]``), and its outcome deferred.
+        ``asked``: what ``ask_tool`` said of it already (a turn's calls run concurrently)."""
+        if asked is None:
+            asked = self.ask_tool(turn, call)
+        else:
+            self._x.integrity.check()
+        ask, answer = asked
+        call_id, arguments_json, key = ask.call_id, ask.arguments_json, ask.idempotency_key
         from_log = isinstance(answer, Served) and answer.source == OWN_LOG
         with self.spans.tool(call.name, call.id, call_id, turn, from_log, answer.again) as span:
             if isinstance(answer, Served) and from_log:  # recorded by this run: nothing to write

@@ -27,6 +27,7 @@ from little.runtime._recording import (
     SessionStep,
     TurnRequest,
 )
+from little.runtime._tool_calls import DEFAULT_MAX_PARALLEL_TOOLS, run_tool_calls
 
 if TYPE_CHECKING:
     from little.runtime._execution import Execution
@@ -49,7 +50,21 @@ class AgentSession:
         manifest: Mapping[str, Any] | None,
         approval: ApprovalPolicy = False,
         compact: CompactionPolicy | None = None,
+        max_parallel_tools: int = DEFAULT_MAX_PARALLEL_TOOLS,
     ) -> None:
+        if (
+            isinstance(max_parallel_tools, bool)
+            or not isinstance(max_parallel_tools, int)
+            or max_parallel_tools < 1
+        ):
+            raise ConfigurationError(
+                f"run {execution.run_id}: session {session_id!r}: max_parallel_tools must be "
+                f"a whole number of 1 or more (1: one tool call after the other), not "
+                f"{max_parallel_tools!r}"
+            )
+        self.max_parallel_tools = max_parallel_tools
+        """How many tool calls of one model turn run at once (not configuration: the answers
+        go back in the model's order whatever it is, so it is in no key)."""
         self._x = execution
         self._step = step
         self.session_id = session_id
@@ -167,12 +182,20 @@ class AgentSession:
                 if not response.tool_calls:
                     answer = response.content
                     break
-                for request in response.tool_calls:
-                    tool = self.tools.get(request.name)
-                    content = await self._recorder.tool_call(turn, request, tool, self._live_calls)
-                    messages.append(
-                        {"role": "tool", "tool_call_id": request.id, "content": content}
-                    )
+                calls = response.tool_calls
+                contents = await run_tool_calls(
+                    self._recorder,
+                    turn,
+                    calls,
+                    self.tools,
+                    self._live_calls,
+                    self.max_parallel_tools,
+                )
+                # in the order the model asked, whatever order they finished in
+                messages.extend(
+                    {"role": "tool", "tool_call_id": c.id, "content": content}
+                    for c, content in zip(calls, contents, strict=True)
+                )
         except SETTLING:
             # a branch stopped between turns, or a spent budget, settles its call (it did not
             # finish, and the run is ending)
