@@ -87,7 +87,7 @@ async def _panel_not_run(step: StepContext) -> None:
     async with step.session("a", model=model) as a, step.session("b", model=model) as b:
         answers = await step.panel([(a, "Is it a log?"), (b, "Is it a log?")], max_turns=2)
         assert_type(answers, list[str | None])
-    await step.panel([a])  # type: ignore[list-item]
+    await step.panel([a])  # type: ignore[arg-type]
 
 
 async def _patched_not_run(ctx: WorkflowContext, step: StepContext) -> None:

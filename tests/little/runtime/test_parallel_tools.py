@@ -41,8 +41,8 @@ def test_a_turns_tool_calls_run_concurrently_and_answer_in_the_models_order(
     result = asyncio.run(run(world, pw.trio, None))
     assert (result.status, result.output) == ("completed", "all done"), result.error
     # a waited for b, b for c: only concurrent calls could end, and they ended c, b, a
-    assert sorted(BENCH.order[:3]) == ["enter a", "enter b", "enter c"]
-    assert BENCH.order[3:] == ["exit c", "exit b", "exit a"]
+    assert [e for e in BENCH.order if e.startswith("exit")] == ["exit c", "exit b", "exit a"]
+    assert BENCH.order.index("enter a") < BENCH.order.index("exit b")  # a waited while b ran
     # each call's write-ahead record was in the log before its tool ran
     assert BENCH.written_ahead == ["a", "b", "c"]
     # the model was told the results in the order it asked

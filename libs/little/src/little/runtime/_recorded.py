@@ -390,6 +390,10 @@ class RecordedCalls:
             return None
         return next((s for s in self.state.sub_runs if s.call_id == call_id), None)
 
+    def at(self, place: Place) -> AgentCall | None:
+        """The recorded call offered at ``place`` (None: the record offers none there)."""
+        return self._by_place.get(place)
+
     def ordinal_at(self, place: Place) -> int | None:
         """The recorded ordinal (the recorded run's admission order) of the call offered at
         ``place``, or None: the record offers none there."""

@@ -272,10 +272,15 @@ class Recorder:
 
     # -- agent calls ---------------------------------------------------------------------
 
-    def admit(self, request: Mapping[str, Any]) -> AgentCallTicket:
+    def admit(
+        self, request: Mapping[str, Any], configuration: Mapping[str, Any] | None = None
+    ) -> AgentCallTicket:
         """Admit the next agent call (synchronous: no await, so its ordinal and place never
         depend on timing): its node, its request key (the manifest, the node and ``request``,
-        everything else that decides its answer), and where its answer comes from."""
+        everything else that decides its answer), and where its answer comes from.
+        ``configuration``: the part of ``request`` that configures this call alone (its
+        structured output), which the caller records in its settled result as
+        ``"configuration"``: a replay's key miss it explains is ``configuration-changed``."""
         calls = self._x.agent_calls
         occurrence = self.exchanges
         self.exchanges += 1
@@ -284,7 +289,7 @@ class Recorder:
         key = canonical_hash({"manifest": self.manifest_hash, "node": list(node), **request})
         with self._x.integrity:
             ordinal, place = calls.admit(node, self._step.scope)
-            answer = self.serving.exchange(ordinal, place, node, key)
+            answer = self.serving.exchange(ordinal, place, node, key, configuration)
         ticket = AgentCallTicket(ordinal, answer)
         self.exchange_tokens = [0, 0, 0, 0]
         self.exchange_calls = 0
