@@ -8,6 +8,9 @@ result, then SIGKILLs its process: a crash after the first of three concurrent c
 and was recorded, the other two in flight. Elsewhere ``slow`` returns at once. The model's
 second turn logs the tool answers it was given, in order.
 
+``structured``: one agent call asking for a ``Forecast``; the model's first answer lacks a
+field, so the session sends it back with the error and asks again (a second recorded turn).
+
 Every real invocation is logged to ``$LITTLE_EXAMPLE_CALLS_DIR`` like the reference example.
 """
 
@@ -18,6 +21,8 @@ import json
 import os
 import signal
 from typing import Any
+
+from pydantic import BaseModel
 
 import little
 from little.events import ToolCallStarted, ToolCallSucceeded, Usage
@@ -95,3 +100,36 @@ async def _work(step: StepContext) -> str | None:
 @workflow("parallel_tools", version="1")
 async def parallel_tools(ctx: WorkflowContext, input: Any) -> str | None:
     return await ctx.step("work", _work)
+
+
+class Forecast(BaseModel):
+    city: str
+    celsius: float
+
+
+class StructuredModel:
+    """Turn 1: a forecast without ``celsius``; turn 2 (told the error): a valid one."""
+
+    provider = "openai"
+    name = "gpt-4o-mini"
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        turn = _turn(request)
+        assert request.output is not None
+        assert request.output.name == "Forecast"
+        _log_call("model", turn=turn, last=request.messages[-1]["content"])
+        usage = Usage(input_tokens=100 * turn, output_tokens=10)
+        text = '{"city": "Paris"}' if turn == 1 else '{"city": "Paris", "celsius": 18}'
+        return ModelResponse(content=text, usage=usage, finish_reason="stop")
+
+
+async def _forecast(step: StepContext) -> Forecast:
+    async with step.session("agent", model=StructuredModel()) as agent:
+        return await agent.run("Forecast for Paris?", output=Forecast)
+
+
+@workflow("structured", version="1")
+async def structured(ctx: WorkflowContext, input: Any) -> dict[str, Any]:
+    forecast = await ctx.step("forecast", _forecast)
+    assert isinstance(forecast, Forecast)  # the validated object, fresh or resumed
+    return forecast.model_dump()
