@@ -16,9 +16,17 @@ import structlog
 from pydantic import BaseModel
 
 import little
+from little.errors import CapabilityDriftError
 from little.events import AgentCallSettled, ModelCalled, SessionStarted, Usage
 from little.harness import ModelRequest, ModelResponse, ScriptedModel
-from little.runtime import OutputValidationError, StepContext, WorkflowContext, run, workflow
+from little.runtime import (
+    OutputValidationError,
+    StepContext,
+    WorkflowContext,
+    execute,
+    run,
+    workflow,
+)
 
 USAGE = Usage(input_tokens=10, output_tokens=5)
 
@@ -223,3 +231,35 @@ def test_a_sessions_output_is_its_configuration(world: little.World) -> None:
     plain = asyncio.run(run(world, flow("tests.so.noout", [answer("x")], None), None))
     (started,) = [e for e in events(world, plain.run_id) if isinstance(e, SessionStarted)]
     assert "output" not in json.loads(started.manifest_json)
+
+
+class Crash(BaseException):
+    """Stands in for the process dying in the model call: not an Exception."""
+
+
+def test_a_resume_under_another_session_output_is_capability_drift(world: little.World) -> None:
+    chosen: dict[str, Any] = {"output": Invoice, "crash": True}
+
+    class Dying(ScriptedModel):
+        async def complete(self, request: ModelRequest) -> ModelResponse:
+            if chosen["crash"]:
+                raise Crash
+            return await super().complete(request)
+
+    async def ask(step: StepContext, _: None) -> Any:
+        model = Dying([answer('{"number": "A-1", "total": 1, "paid": false}')])
+        async with step.session("agent", model=model, output=chosen["output"]) as agent:
+            return await agent.run("Read it.")
+
+    async def flow(ctx: WorkflowContext, _: None) -> Any:
+        return await ctx.step("read", ask, None)
+
+    wf = workflow("tests.so.drift", version="1")(flow)
+    with pytest.raises(Crash):
+        asyncio.run(execute(world, "run_so_drift", wf, None))
+    chosen.update(output=Receipt, crash=False)
+    with pytest.raises(CapabilityDriftError, match="output"):
+        asyncio.run(execute(world, "run_so_drift", wf, None))
+    chosen["output"] = Invoice  # the code the run was recorded by resumes it
+    done = asyncio.run(execute(world, "run_so_drift", wf, None))
+    assert done.output == Invoice(number="A-1", total=1)
