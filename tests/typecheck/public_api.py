@@ -90,6 +90,22 @@ async def _panel_not_run(step: StepContext) -> None:
     await step.panel([a])  # type: ignore[arg-type]
 
 
+async def _structured_not_run(step: StepContext) -> None:
+    """Structured output: run() answers with the model it is asked for (or the session's)."""
+    from pydantic import BaseModel
+
+    class Invoice(BaseModel):
+        number: str
+
+    model = ScriptedModel([ModelResponse(content='{"number": "A-1"}')])
+    async with step.session("free", model=model) as free:
+        assert_type(await free.run("Text?"), str | None)
+        assert_type(await free.run("Invoice?", output=Invoice), Invoice)
+        assert_type(await free.run("Any?", output={"type": "object"}), Any)
+    async with step.session("typed", model=model, output=Invoice, max_parallel_tools=2) as typed:
+        assert_type(await typed.run("Invoice?"), Invoice)
+
+
 async def _patched_not_run(ctx: WorkflowContext, step: StepContext) -> None:
     """Patches: a plain bool, on the workflow's scopes and inside steps; ids are strings."""
     assert_type(ctx.patched("rank-facts"), bool)
