@@ -9,12 +9,23 @@ import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import little
 from little.events import ToolCallFailed, ToolCallStarted, ToolCallSucceeded, WaitStarted
-from little.runtime import decide_approval, execute, follow, run
+from little.harness import ToolContext, tool
+from little.runtime import (
+    SessionDivergedError,
+    StepContext,
+    WorkflowContext,
+    decide_approval,
+    execute,
+    follow,
+    run,
+    workflow,
+)
 from tests.little.runtime import parallel_tool_workflows as pw
 from tests.little.runtime.parallel_tool_workflows import BENCH
 
@@ -182,3 +193,36 @@ def test_each_concurrent_tool_call_is_its_own_span_under_the_sessions(
     assert all(s.parent is not None for s in tools)
     # open at once: each started before any ended
     assert max(s.start_time or 0 for s in tools) < min(s.end_time or 0 for s in tools)
+
+
+def test_a_call_queued_behind_an_integrity_latch_never_runs(world: little.World) -> None:
+    """An integrity error latched while a turn's calls run (here by the first call, standing
+    in for a sibling branch's resume check): the calls already running finish, no queued one
+    starts or is recorded, and the run ends by the error."""
+    ran: list[str] = []
+
+    async def ask(step: StepContext, _: None) -> Any:
+        @tool(description="Work.")
+        async def work(args: dict[str, Any], ctx: ToolContext) -> str:
+            ran.append(str(args["n"]))
+            if args["n"] == 1:
+                step._x.integrity.latch(SessionDivergedError("latched mid-turn (test)"))
+            return "ok"
+
+        script = (
+            pw.calls(*((f"k{n}", "work", {"n": n}) for n in (1, 2, 3))),
+            pw.ANSWER,
+        )
+        model = pw.Recording(script)
+        async with step.session("agent", model=model, tools=[work], max_parallel_tools=2) as a:
+            return await a.run("go")
+
+    async def flow(ctx: WorkflowContext, _: None) -> Any:
+        return await ctx.step("work", ask, None)
+
+    wf = workflow("tests.parallel.latched", version="1")(flow)
+    with pytest.raises(SessionDivergedError, match="latched mid-turn"):
+        asyncio.run(execute(world, "run_parallel_latched", wf, None))
+    assert sorted(ran) == ["1", "2"]  # the third was queued behind the bound: never started
+    log = events(world, "run_parallel_latched")
+    assert "1:k3" not in {e.call_id for e in log if isinstance(e, ToolCallStarted)}
