@@ -24,7 +24,7 @@ from typing import Any
 
 import little
 import little.examples.research
-import tests.crash.harness_workflows
+import tests.crash.agent_feature_workflows
 import tests.crash.workflows
 from little.runtime import lookup, resume, run
 
@@ -49,7 +49,7 @@ __all__ = ["RESULT", "WORLD_ENV", "main", "open_world"]
 _REGISTERED = (
     little.examples.research,
     tests.crash.workflows,
-    tests.crash.harness_workflows,
+    tests.crash.agent_feature_workflows,
 )  # import for registration
 
 

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from little.events import ToolCallFailed, ToolCallStarted, ToolCallSucceeded
-from tests.crash.harness_workflows import KILL_WHEN_DURABLE
+from tests.crash.agent_feature_workflows import KILL_WHEN_DURABLE
 from tests.crash.support import Scenario, check_integrity
 
 RUN = "run_parallel_tools"
