@@ -22,17 +22,13 @@ from little._canonical import canonical_json
 from little.errors import ConfigurationError
 from little.harness import OutputSchema
 
-__all__ = ["DEFAULT_OUTPUT_RETRIES", "Invalid", "Output", "OutputType", "output_of", "retry_prompt"]
+__all__ = ["DEFAULT_OUTPUT_RETRIES", "Output", "OutputType", "output_of", "retry_prompt"]
 
 OutputType = type[BaseModel] | Mapping[str, Any]
 """What ``output=`` takes: a pydantic model class, or a JSON schema (a dict)."""
 
 DEFAULT_OUTPUT_RETRIES = 2
 """How many times an answer that does not validate is sent back with its error."""
-
-
-class Invalid(Exception):
-    """The answer does not fit the schema (the message says how)."""
 
 
 @dataclass(frozen=True)
@@ -47,34 +43,33 @@ class Output:
         """What a manifest and an agent call's key hold of it."""
         return self.spec.as_json()
 
-    def validate(self, text: str | None) -> Any:
-        """The validated answer (a model instance, or the parsed JSON), else ``Invalid``."""
+    def check(self, text: str | None) -> tuple[Any, str | None]:
+        """``(the validated answer, None)`` (a model instance, or the parsed JSON), or
+        ``(None, how it does not fit the schema)``."""
         if text is None:
-            raise Invalid("the answer has no text; it must be JSON matching the schema")
+            return None, "the answer has no text; it must be JSON matching the schema"
         if self.model is not None:
             try:
-                return self.model.model_validate_json(text)
+                return self.model.model_validate_json(text), None
             except ValidationError as exc:
                 # without pydantic's links: the text is in the conversation (and its hashes),
                 # so it must not change with the pydantic version a resume runs on
-                raise Invalid(
-                    "; ".join(
-                        f"{'.'.join(str(p) for p in e['loc']) or 'the answer'}: {e['msg']}"
-                        for e in exc.errors(include_url=False)
-                    )
-                ) from None
+                return None, "; ".join(
+                    f"{'.'.join(str(p) for p in e['loc']) or 'the answer'}: {e['msg']}"
+                    for e in exc.errors(include_url=False)
+                )
         try:
             value = json.loads(text)
         except ValueError as exc:
-            raise Invalid(f"the answer is not JSON: {exc}") from None
+            return None, f"the answer is not JSON: {exc}"
         import jsonschema  # type: ignore[import-untyped]
 
         try:
             jsonschema.validate(value, self.spec.schema)
         except jsonschema.ValidationError as exc:
             where = "/".join(str(p) for p in exc.absolute_path) or "the answer"
-            raise Invalid(f"{where}: {exc.message}") from None
-        return value
+            return None, f"{where}: {exc.message}"
+        return value, None
 
     def plain(self, value: Any) -> Any:
         """A validated answer as JSON data."""

@@ -31,7 +31,6 @@ from little.runtime._compaction import SUMMARY_ACK, SUMMARY_PREFIX, CompactionPo
 from little.runtime._errors import ENDS_THE_RUN, OutputValidationError
 from little.runtime._output import (
     DEFAULT_OUTPUT_RETRIES,
-    Invalid,
     Output,
     OutputType,
     output_of,
@@ -290,14 +289,13 @@ class AgentSession(Generic[T]):
                     answer = response.content
                     if not resolved:
                         break
-                    try:
-                        value = resolved[0].validate(answer)
-                    except Invalid as exc:
+                    value, error = resolved[0].check(answer)
+                    if error is not None:
                         if retries == 0:
-                            raise self._invalid(resolved, str(exc)) from None
+                            raise self._invalid(resolved, error)
                         retries -= 1
                         limit += 1  # a retry is a turn more
-                        text = retry_prompt(resolved[0], str(exc))
+                        text = retry_prompt(resolved[0], error)
                         messages.append(
                             {"role": "user", "content": self._recorder.redacted("prompt", text)}
                         )
@@ -363,10 +361,11 @@ class AgentSession(Generic[T]):
         await self._recorder.settle_served(call)
         if plan is None:
             return answer
-        try:  # the schema is in the call's key: the recorded answer validated when it was made
-            return plan[0].validate(answer)
-        except Invalid as exc:  # a validator of the model class changed since
-            raise self._invalid(plan, str(exc)) from None
+        # the schema is in the call's key: the recorded answer validated when it was made
+        value, error = plan[0].check(answer)
+        if error is not None:  # a validator of the model class changed since
+            raise self._invalid(plan, error)
+        return value
 
     def _advance_through(self, added: list[Message], call: AgentCallTicket) -> None:
         """Add a served exchange's messages and advance the session as the recorded exchange
