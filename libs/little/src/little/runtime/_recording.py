@@ -519,10 +519,12 @@ class Recorder:
 
     # -- tool calls ----------------------------------------------------------------------
 
-    def ask_tool(self, turn: int, call: ToolCallRequest) -> tuple[ToolAsk, Served | Fresh]:
-        """Where tool call ``call`` of ``turn`` is answered from (synchronous: a turn's calls
-        are asked in the model's order before any runs, so each one's occurrence, which a full
-        replay takes receipts by, never depends on timing)."""
+    def ask_tool(
+        self, turn: int, call: ToolCallRequest, tool: Tool | None = None
+    ) -> tuple[ToolAsk, Served | Fresh]:
+        """Where tool call ``call`` of ``turn`` (to ``tool``) is answered from (synchronous: a
+        turn's calls are asked in the model's order before any runs, so each one's occurrence,
+        which a full replay takes receipts by, never depends on timing)."""
         self._x.integrity.check()
         call_id = f"{turn}:{call.id}"
         # as recorded (redacted): the form a full replay finds its source's receipts by
@@ -549,7 +551,7 @@ class Recorder:
         the arguments the model asked for, ``live[call.id]``), and its outcome deferred.
         ``asked``: what ``ask_tool`` said of it already (a turn's calls run concurrently)."""
         if asked is None:
-            asked = self.ask_tool(turn, call)
+            asked = self.ask_tool(turn, call, tool)
         else:
             self._x.integrity.check()
         ask, answer = asked

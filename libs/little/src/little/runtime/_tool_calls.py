@@ -50,7 +50,8 @@ async def run_tool_calls(
     ``turn``, in its order; at most ``limit`` run at once (1: one after the other)."""
     if limit <= 1 or len(calls) <= 1:
         return [await recorder.tool_call(turn, c, tools.get(c.name), live) for c in calls]
-    asked = [recorder.ask_tool(turn, c) for c in calls]  # the model's order, before any runs
+    # the model's order, before any runs
+    asked = [recorder.ask_tool(turn, c, tools.get(c.name)) for c in calls]
     gate = asyncio.Semaphore(limit)
     running = len(calls)
     failed: list[str] = []
