@@ -157,8 +157,8 @@ def test_crash_at_the_tool_call_boundary(
     tmp_path: Path, baseline: dict[str, Any], edge: str
 ) -> None:
     """Turn 2 asks for two tool calls (c2, c3), run concurrently. ``started-acked``: killed
-    right after c3's write-ahead record is acked (c2, its sibling, in flight too: it may have
-    run). ``tool-returned``: killed as the second of the two returns, the first's result
+    right after the append that counts as c3's write-ahead record is acked (c2, its sibling,
+    in flight too; either may have run, or ended). ``tool-returned``: killed as the second of the two returns, the first's result
     recorded. The call whose result was lost is invoked again with the same arguments and
     idempotency key; nothing with a terminal event is."""
     sc = Scenario(tmp_path)
@@ -176,8 +176,11 @@ def test_crash_at_the_tool_call_boundary(
     assert status.pop("1:c1") == "succeeded"
     lost = sorted(c for c, s in status.items() if s == "started")
     if edge == "started-acked":
-        assert status == {"2:c2": "started", "2:c3": "started"}
-        assert sc.events(RUN_ID)[-1].event.type == "harness.tool_call.started"
+        # c2's and c3's records are acked together or one after the other, and each call
+        # runs as its own ack wakes it: at the kill both are in flight, or the one woken
+        # first has ended and its result is recorded too
+        assert lost, status
+        assert set(status.values()) <= {"started", "succeeded"}, status
     else:
         assert len(lost) == 1, status  # the first to return was recorded, the second lost
         assert sorted(status.values()) == ["started", "succeeded"]
@@ -196,9 +199,9 @@ def test_crash_at_the_tool_call_boundary(
         elif edge == "tool-returned":
             assert ran[call_id] == [first.pid, second.pid]
         else:
-            # c3 was not invoked before the kill; c2 may have been
-            assert ran[call_id][-1:] == [second.pid], ran
-            assert ran[call_id] == [second.pid] or call_id == "2:c2", ran
+            # both in flight at the kill: either may have run before it (the two records'
+            # acks wake their calls in either order), and runs once more
+            assert ran[call_id] in ([second.pid], [first.pid, second.pid]), ran
         key = f"{RUN_ID}/investigate/{call_id}"
         keys = {e["key"] for e in sc.calls("tools") if e["call_id"] == call_id}
         assert keys == {key}
