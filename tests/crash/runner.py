@@ -25,6 +25,7 @@ from typing import Any
 
 import little
 import little.examples.research
+import tests.crash.agent_feature_workflows
 import tests.crash.harness_workflows
 import tests.crash.workflows
 from little.runtime import lookup, resume, run
@@ -51,6 +52,7 @@ _REGISTERED = (
     little.examples.research,
     tests.crash.workflows,
     tests.crash.harness_workflows,
+    tests.crash.agent_feature_workflows,
 )  # import for registration
 
 

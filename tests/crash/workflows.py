@@ -80,8 +80,10 @@ async def square(ctx: WorkflowContext, input: dict[str, Any]) -> int:
 
 async def _dispatch(step: StepContext, n: int) -> str | None:
     _log_call("steps", step=step.step_path)
+    # one sub-run after the other: these crash tests name the exact calls done at a crash
+    # (a turn's concurrent tool calls have their own, tests/crash/test_parallel_tools.py)
     async with step.session(
-        "orchestrator", model=FanOutModel(n), tools=[workflow_tool(step)]
+        "orchestrator", model=FanOutModel(n), tools=[workflow_tool(step)], max_parallel_tools=1
     ) as agent:
         return await agent.run(f"Square 1..{n} with sub-runs and add them up.", max_turns=3)
 

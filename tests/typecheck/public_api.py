@@ -87,7 +87,23 @@ async def _panel_not_run(step: StepContext) -> None:
     async with step.session("a", model=model) as a, step.session("b", model=model) as b:
         answers = await step.panel([(a, "Is it a log?"), (b, "Is it a log?")], max_turns=2)
         assert_type(answers, list[str | None])
-    await step.panel([a])  # type: ignore[list-item]
+    await step.panel([a])  # type: ignore[arg-type]
+
+
+async def _structured_not_run(step: StepContext) -> None:
+    """Structured output: run() answers with the model it is asked for (or the session's)."""
+    from pydantic import BaseModel
+
+    class Invoice(BaseModel):
+        number: str
+
+    model = ScriptedModel([ModelResponse(content='{"number": "A-1"}')])
+    async with step.session("free", model=model) as free:
+        assert_type(await free.run("Text?"), str | None)
+        assert_type(await free.run("Invoice?", output=Invoice), Invoice)
+        assert_type(await free.run("Any?", output={"type": "object"}), Any)
+    async with step.session("typed", model=model, output=Invoice, max_parallel_tools=2) as typed:
+        assert_type(await typed.run("Invoice?"), Invoice)
 
 
 async def _patched_not_run(ctx: WorkflowContext, step: StepContext) -> None:

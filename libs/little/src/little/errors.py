@@ -33,6 +33,7 @@
     ├── SubRunFailedError          (little.runtime)  a sub-run ended failed or cancelled
     ├── BudgetExceededError        (little.runtime)  a run's cap on fresh calls or tokens is spent
     ├── LoopLimitError             (little.runtime)  a step was visited more than its max_visits
+    ├── OutputValidationError      (little.runtime)  a structured answer did not validate, retries spent
     ├── PanelMixedError            (little.runtime)  a replayed panel's legs were recorded and fresh
     ├── PatchDeprecatedError       (little.runtime)  a run on a patch's old path met deprecate_patch
     ├── StreamStoppedError                           a streamed model call's consumer stopped early

@@ -34,17 +34,35 @@ class ToolSpec:
 
 
 @dataclass(frozen=True)
+class OutputSchema:
+    """The shape a model's final answer must have (structured output): a JSON schema and a
+    name. Adapters ask for it the provider's native way (OpenAI ``response_format``
+    json_schema, Anthropic a forced tool); the answer is its JSON, as the message's text."""
+
+    name: str
+    schema: dict[str, Any]
+
+    def as_json(self) -> dict[str, Any]:
+        return {"name": self.name, "schema": self.schema}
+
+
+@dataclass(frozen=True)
 class ModelRequest:
     system: str | None
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...]
+    output: OutputSchema | None = None
+    """Structured output: the final answer is JSON of this schema (None: free text)."""
 
     def canonical(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "system": self.system,
             "messages": list(self.messages),
             "tools": [t.as_json() for t in self.tools],
         }
+        if self.output is not None:  # absent (not null) without one
+            data["output"] = self.output.as_json()
+        return data
 
 
 @dataclass(frozen=True)

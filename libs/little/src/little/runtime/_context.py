@@ -16,7 +16,9 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, overload
+
+from pydantic import BaseModel
 
 from little import tracing
 from little._canonical import canonical_json
@@ -45,11 +47,13 @@ from little.runtime._errors import (
     StepFailedError,
 )
 from little.runtime._groups import _Group, drain
+from little.runtime._output import DEFAULT_OUTPUT_RETRIES, OutputType
 from little.runtime._panels import run_panel
 from little.runtime._patches import Reached, ScopeKey
 from little.runtime._recording import Recorder
 from little.runtime._registry import lookup
 from little.runtime._session import AgentSession, ApprovalPolicy
+from little.runtime._tool_calls import DEFAULT_MAX_PARALLEL_TOOLS
 from little.runtime._waits import ScopeWaits, seconds, utcnow
 
 if TYPE_CHECKING:
@@ -58,6 +62,10 @@ if TYPE_CHECKING:
     from little.runtime._execution import Execution
 
 log = get_logger("little.runtime")
+
+M = TypeVar("M", bound=BaseModel)
+A = TypeVar("A")
+"""A structured output's pydantic model (``step.session(..., output=M)``)."""
 
 
 @dataclass(frozen=True)
@@ -514,6 +522,54 @@ class StepContext(_ValuesMixin, _WaitsMixin):
         if self._group is not None:
             self._group.check(self._x.run_id)
 
+    @overload
+    def session(
+        self,
+        name: str,
+        *,
+        model: Model,
+        tools: Sequence[Tool | McpServer] | None = ...,
+        system: str | None = ...,
+        manifest: Mapping[str, Any] | None = ...,
+        approval: ApprovalPolicy = ...,
+        compact: CompactionPolicy | None = ...,
+        max_parallel_tools: int = ...,
+        output: None = None,
+        output_retries: int = ...,
+    ) -> AgentSession[str | None]: ...
+
+    @overload
+    def session(
+        self,
+        name: str,
+        *,
+        model: Model,
+        tools: Sequence[Tool | McpServer] | None = ...,
+        system: str | None = ...,
+        manifest: Mapping[str, Any] | None = ...,
+        approval: ApprovalPolicy = ...,
+        compact: CompactionPolicy | None = ...,
+        max_parallel_tools: int = ...,
+        output: type[M],
+        output_retries: int = ...,
+    ) -> AgentSession[M]: ...
+
+    @overload
+    def session(
+        self,
+        name: str,
+        *,
+        model: Model,
+        tools: Sequence[Tool | McpServer] | None = ...,
+        system: str | None = ...,
+        manifest: Mapping[str, Any] | None = ...,
+        approval: ApprovalPolicy = ...,
+        compact: CompactionPolicy | None = ...,
+        max_parallel_tools: int = ...,
+        output: Mapping[str, Any],
+        output_retries: int = ...,
+    ) -> AgentSession[Any]: ...
+
     def session(
         self,
         name: str,
@@ -524,7 +580,10 @@ class StepContext(_ValuesMixin, _WaitsMixin):
         manifest: Mapping[str, Any] | None = None,
         approval: ApprovalPolicy = False,
         compact: CompactionPolicy | None = None,
-    ) -> AgentSession:
+        max_parallel_tools: int = DEFAULT_MAX_PARALLEL_TOOLS,
+        output: OutputType | None = None,
+        output_retries: int = DEFAULT_OUTPUT_RETRIES,
+    ) -> AgentSession[Any]:
         """An agent session whose model and tool calls are recorded and fast-forwarded.
 
         ``compact``: a ``CompactionPolicy`` that trims or summarises the history before an
@@ -534,7 +593,15 @@ class StepContext(_ValuesMixin, _WaitsMixin):
         ``approval``: ask a person before tool calls (True: every one; a function of the tool's
         name and arguments: those it says), besides tools declared ``requires_approval``. The
         request is recorded and the run waits for ``little approve`` / ``little reject``,
-        holding no process; a rejection reaches the model as the tool's error."""
+        holding no process; a rejection reaches the model as the tool's error.
+
+        ``max_parallel_tools``: how many tool calls of one model turn run at once (8 unless
+        set; 1: one after the other). Each is recorded write-ahead under its own call id and
+        the answers go back to the model in the order it asked.
+
+        ``output``: a pydantic model class or a JSON schema every ``agent.run`` of the session
+        answers in (unless it names its own), validated, at most ``output_retries`` retries;
+        part of the session's configuration (its manifest)."""
         session_id = self._session_id(name)
         model = self._x.model_for(name) or model  # a full replay may name another model
         return AgentSession(
@@ -548,6 +615,9 @@ class StepContext(_ValuesMixin, _WaitsMixin):
             manifest,
             approval,
             compact,
+            max_parallel_tools,
+            output,
+            output_retries,
         )
 
     def _session_id(self, name: str) -> str:
@@ -580,8 +650,8 @@ class StepContext(_ValuesMixin, _WaitsMixin):
         return Recorder(self._x, self, session_id, provider, model, manifest, side_effecting)
 
     async def panel(
-        self, legs: Sequence[tuple[AgentSession, str]], *, max_turns: int = 10
-    ) -> list[str | None]:
+        self, legs: Sequence[tuple[AgentSession[A], str]], *, max_turns: int = 10
+    ) -> list[A]:
         """Several agent calls at once (a vote, a fusion of answers); their answers in order.
 
         ``await step.panel([(critic, prompt), (judge, prompt)])``: each leg is a session of

@@ -126,6 +126,19 @@ class BranchStopped(RunInterrupt):
         self.failed_branch = failed_branch
 
 
+class OutputValidationError(LittleError):
+    """An agent call asked for structured output (``output=``) and the model's answer did
+    not validate, after every retry it was given (``output_retries``). Terminal: the call is
+    recorded as failed; the workflow may catch it."""
+
+    retryable = False
+
+    def __init__(self, message: str, *, schema: str, error: str) -> None:
+        super().__init__(message)
+        self.schema = schema
+        self.error = error
+
+
 class LoopLimitError(LittleError):
     """A step was visited more often than its ``max_visits``. Terminal."""
 

@@ -16,6 +16,8 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any
 
+from pydantic import BaseModel
+
 from little._canonical import canonical_json
 from little._world import World
 from little.errors import LittleError
@@ -67,7 +69,10 @@ class RunResult:
 async def store_json(
     world: World, run_id: str, value: Any
 ) -> tuple[str | None, ArtifactRef | None]:
-    """Canonical JSON inline, or in the artifact store when larger than LARGE_PAYLOAD."""
+    """Canonical JSON inline, or in the artifact store when larger than LARGE_PAYLOAD. A
+    pydantic model (a structured answer a step returns) is stored as its JSON."""
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json")
     return await store_text(world, run_id, canonical_json(value))
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from little.errors import ConfigurationError
 from little.runtime._errors import BudgetExceededError, PanelMixedError
@@ -22,15 +22,15 @@ if TYPE_CHECKING:
 
 
 async def run_panel(
-    x: Execution, step: SessionStep, legs: Sequence[tuple[AgentSession, str]], max_turns: int
-) -> list[str | None]:
+    x: Execution, step: SessionStep, legs: Sequence[tuple[AgentSession[Any], str]], max_turns: int
+) -> list[Any]:
     """``StepContext.panel``: admit every leg in list order, decide the panel as a whole
     (served, fresh, or a refused mix), reserve a fresh panel's calls, then run the legs at
     once and drain them."""
     where = f"run {x.run_id}: step {step.step_path}"
     if isinstance(legs, str | bytes) or not legs:
         raise ConfigurationError(f"{where}: a panel needs a non-empty list of legs, not {legs!r}")
-    sessions: list[AgentSession] = []
+    sessions: list[AgentSession[Any]] = []
     for i, leg in enumerate(legs):
         if not (
             isinstance(leg, tuple)
@@ -87,7 +87,7 @@ async def run_panel(
         for i in uncounted:
             sessions[i]._recorder.reserved = True
 
-    async def run_leg(i: int) -> str | None:
+    async def run_leg(i: int) -> Any:
         recorder = sessions[i]._recorder
         try:
             return await sessions[i]._run_admitted(tickets[i], legs[i][1], max_turns)

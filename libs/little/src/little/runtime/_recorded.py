@@ -210,13 +210,17 @@ ReceiptKey = tuple[str | None, str, str]
 
 def tool_receipts(events: Iterable[LoggedEvent]) -> dict[ReceiptKey, list[Receipt]]:
     """The finished tool calls of a run's accepted events, by session, tool and arguments
-    JSON (as recorded), in log order: what a full replay serves tool calls from."""
+    JSON (as recorded), in the order they first started: what a full replay serves tool calls
+    from. (Start order, not finish order: a turn's calls run concurrently and finish in any
+    order, while they start in the order the model asked, which a replay asks them in.)"""
     started: dict[tuple[str | None, str], tuple[str, str]] = {}
-    receipts: dict[ReceiptKey, list[Receipt]] = {}
+    first: dict[tuple[str | None, str], int] = {}
+    finished: list[tuple[int, ReceiptKey, Receipt]] = []
     for item in accepted_events(events):
         e = item.event
         if isinstance(e, ToolCallStarted):
             started[(e.session_id, e.call_id)] = (e.tool, e.arguments_json)
+            first.setdefault((e.session_id, e.call_id), len(first))
         elif isinstance(e, ToolCallSucceeded | ToolCallFailed):
             found = started.pop((e.session_id, e.call_id), None)
             if found is None:
@@ -226,7 +230,10 @@ def tool_receipts(events: Iterable[LoggedEvent]) -> dict[ReceiptKey, list[Receip
                 if isinstance(e, ToolCallSucceeded)
                 else (None, None, f"{e.error_type}: {e.message}")
             )
-            receipts.setdefault((e.session_id, *found), []).append(outcome)
+            finished.append((first[(e.session_id, e.call_id)], (e.session_id, *found), outcome))
+    receipts: dict[ReceiptKey, list[Receipt]] = {}
+    for _, key, outcome in sorted(finished, key=lambda f: f[0]):
+        receipts.setdefault(key, []).append(outcome)
     return receipts
 
 
@@ -382,6 +389,10 @@ class RecordedCalls:
         if self.state is None:
             return None
         return next((s for s in self.state.sub_runs if s.call_id == call_id), None)
+
+    def at(self, place: Place) -> AgentCall | None:
+        """The recorded call offered at ``place`` (None: the record offers none there)."""
+        return self._by_place.get(place)
 
     def ordinal_at(self, place: Place) -> int | None:
         """The recorded ordinal (the recorded run's admission order) of the call offered at

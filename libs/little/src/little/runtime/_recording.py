@@ -224,10 +224,15 @@ class Recorder(TurnRecording):
 
     # -- agent calls ---------------------------------------------------------------------
 
-    def admit(self, request: Mapping[str, Any]) -> AgentCallTicket:
+    def admit(
+        self, request: Mapping[str, Any], configuration: Mapping[str, Any] | None = None
+    ) -> AgentCallTicket:
         """Admit the next agent call (synchronous: no await, so its ordinal and place never
         depend on timing): its node, its request key (the manifest, the node and ``request``,
-        everything else that decides its answer), and where its answer comes from."""
+        everything else that decides its answer), and where its answer comes from.
+        ``configuration``: the part of ``request`` that configures this call alone (its
+        structured output), which the caller records in its settled result as
+        ``"configuration"``: a replay's key miss it explains is ``configuration-changed``."""
         calls = self._x.agent_calls
         occurrence = self.exchanges
         self.exchanges += 1
@@ -236,7 +241,7 @@ class Recorder(TurnRecording):
         key = canonical_hash({"manifest": self.manifest_hash, "node": list(node), **request})
         with self._x.integrity:
             ordinal, place = calls.admit(node, self._step.scope)
-            answer = self.serving.exchange(ordinal, place, node, key)
+            answer = self.serving.exchange(ordinal, place, node, key, configuration)
         ticket = AgentCallTicket(ordinal, answer)
         self.exchange_tokens = [0, 0, 0, 0]
         self.exchange_calls = 0
@@ -372,7 +377,7 @@ class Recorder(TurnRecording):
         with self._x.integrity:
             self.serving.served_turn(ticket.ordinal, turn, request_hash)
 
-    # -- model turns ---------------------------------------------------------------------
+    # -- tool calls ----------------------------------------------------------------------
 
     async def tool_call(
         self,
@@ -380,22 +385,18 @@ class Recorder(TurnRecording):
         call: ToolCallRequest,
         tool: Tool | None,
         live: dict[str, ToolCallRequest] | None = None,
+        asked: tuple[ToolAsk, Served | Fresh] | None = None,
     ) -> str | None:
         """One tool call of ``turn``; returns the result's JSON, or the error's, for the model
         (``tool_call_outcome`` rendered)."""
-        return (await self.tool_call_outcome(turn, call, tool, live)).render()
+        return (await self.tool_call_outcome(turn, call, tool, live, asked)).render()
 
-    async def tool_call_outcome(
-        self,
-        turn: int,
-        call: ToolCallRequest,
-        tool: Tool | None,
-        live: dict[str, ToolCallRequest] | None = None,
-    ) -> ToolOutcome:
-        """One tool call of ``turn`` (as recorded: redacted) to ``tool`` (None: the model named
-        no known tool, which fails as the tool's error). Answered from a record, or: approved
-        if it must be, ``harness.tool_call.started`` acked (with the call's idempotency key), invoked (with
-        the arguments the model asked for, ``live[call.id]``), and its outcome deferred."""
+    def ask_tool(
+        self, turn: int, call: ToolCallRequest, tool: Tool | None = None
+    ) -> tuple[ToolAsk, Served | Fresh]:
+        """Where tool call ``call`` of ``turn`` (to ``tool``) is answered from (synchronous: a
+        turn's calls are asked in the model's order before any runs, so each one's occurrence,
+        which a full replay takes receipts by, never depends on timing)."""
         self._x.integrity.check()
         if tool is not None and tool.recorded_name is not None:
             call = replace(call, name=tool.recorded_name)  # an MCP tool: mcp:<server>/<tool>
@@ -406,9 +407,31 @@ class Recorder(TurnRecording):
         occurrence = self._tool_calls.get(counted, 0)
         self._tool_calls[counted] = occurrence + 1
         key = f"{self._x.run_id}/{self._step.step_path}/{call_id}"  # derived: never change it
-        answer = self.serving.tool_call(
-            ToolAsk(turn, call_id, call.name, arguments_json, key, occurrence)
-        )
+        ask = ToolAsk(turn, call_id, call.name, arguments_json, key, occurrence)
+        return ask, self.serving.tool_call(ask)
+
+    async def tool_call_outcome(
+        self,
+        turn: int,
+        call: ToolCallRequest,
+        tool: Tool | None,
+        live: dict[str, ToolCallRequest] | None = None,
+        asked: tuple[ToolAsk, Served | Fresh] | None = None,
+    ) -> ToolOutcome:
+        """One tool call of ``turn`` (as recorded: redacted) to ``tool`` (None: the model named
+        no known tool, which fails as the tool's error). Answered from a record, or: approved
+        if it must be, ``harness.tool_call.started`` acked (with the call's idempotency key),
+        invoked (with the arguments the model asked for, ``live[call.id]``), and its outcome
+        deferred. ``asked``: what ``ask_tool`` said of it already (a turn's calls run
+        concurrently)."""
+        if asked is None:
+            asked = self.ask_tool(turn, call, tool)
+        else:
+            self._x.integrity.check()
+        if tool is not None and tool.recorded_name is not None:
+            call = replace(call, name=tool.recorded_name)  # an MCP tool: mcp:<server>/<tool>
+        ask, answer = asked
+        call_id, arguments_json, key = ask.call_id, ask.arguments_json, ask.idempotency_key
         from_log = isinstance(answer, Served) and answer.source == OWN_LOG
         with self.spans.tool(call.name, call.id, call_id, turn, from_log, answer.again) as span:
             if isinstance(answer, Served) and from_log:  # recorded by this run: nothing to write

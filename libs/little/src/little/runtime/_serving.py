@@ -273,6 +273,34 @@ class RecordedRun(Source):
             miss = self.configuration_miss() or miss
         return Fresh(miss)
 
+    def call_configuration_miss(
+        self, place: Place, configuration: Mapping[str, Any] | None
+    ) -> str | None:
+        """``configuration-changed`` when the recorded call at ``place`` was made under
+        another per-call configuration (an ``agent.run(..., output=...)`` schema) than
+        ``configuration``, as its settled result records it (``"configuration"``, absent
+        when none); None when it was the same, or the result is not inline (no read here)."""
+        source = self.calls.source
+        recorded = source.at(place) if source is not None else None
+        if recorded is None or recorded.result_json is None:
+            return None
+        try:
+            then = json.loads(recorded.result_json).get("configuration") or {}
+        except (ValueError, AttributeError):
+            return None
+        now = dict(configuration or {})
+        changed = sorted(k for k in {*then, *now} if then.get(k) != now.get(k))
+        if not changed:
+            return None
+        log.warning(
+            "replay_call_configuration_changed",
+            run_id=self.run_id,
+            session_id=self.session_id,
+            source_run_id=source.source_run_id if source else None,
+            changed=changed,
+        )
+        return MISS_CONFIG_CHANGED
+
     def configuration_miss(self) -> str | None:
         """``configuration-changed`` when the source run's session of this id was configured
         otherwise (its manifest), naming what changed in the log; None when it was not."""
@@ -503,10 +531,28 @@ class Serving:
             receipts = Receipts(source.receipts, session_id, source.source_run_id)
         return cls(own, record, receipts)
 
-    def exchange(self, ordinal: int, place: Place, node: Node, request_key: str) -> Served | Fresh:
+    def exchange(
+        self,
+        ordinal: int,
+        place: Place,
+        node: Node,
+        request_key: str,
+        configuration: Mapping[str, Any] | None = None,
+    ) -> Served | Fresh:
+        """``configuration``: the call's own configuration (its structured output), which its
+        key holds; a key miss it explains is ``configuration-changed``."""
         answer = self.own.exchange(ordinal, place, node, request_key)
         if answer is None and self.record is not None:
             answer = self.record.exchange(ordinal, place, node, request_key)
+            record = self.record
+            if (
+                isinstance(answer, Fresh)
+                and answer.miss == MISS_KEY
+                and isinstance(record, RecordedRun)
+            ):
+                miss = record.call_configuration_miss(place, configuration)
+                if miss is not None:
+                    answer = replace(answer, miss=miss)
         return FRESH if answer is None else answer
 
     def turn(self, turn: int, request_hash: str) -> Served | Fresh:

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
+
+from pydantic import BaseModel
 
 from little._canonical import canonical_hash, canonical_json, chain_hash, sha256_hex
 from little.errors import ConfigurationError
@@ -21,24 +23,41 @@ from little.harness import (
     Model,
     ModelRequest,
     ModelResponse,
+    OutputSchema,
     Tool,
     ToolCallRequest,
 )
 from little.replay import manifest_hash
 from little.runtime._compaction import SUMMARY_ACK, SUMMARY_PREFIX, CompactionPolicy
-from little.runtime._errors import ENDS_THE_RUN
+from little.runtime._errors import ENDS_THE_RUN, OutputValidationError
 from little.runtime._mcp_listing import list_mcp_server
 from little.runtime._model_turns import SessionStep, TurnRequest
+from little.runtime._output import (
+    DEFAULT_OUTPUT_RETRIES,
+    Output,
+    OutputType,
+    output_of,
+    retry_prompt,
+)
 from little.runtime._recording import SETTLING, AgentCallTicket, ApprovalPolicy, Recorder
+from little.runtime._tool_calls import DEFAULT_MAX_PARALLEL_TOOLS, run_tool_calls
 
 if TYPE_CHECKING:
     from little.runtime._execution import Execution
 
 __all__ = ["AgentSession", "ApprovalPolicy", "compaction_link"]
 
+Plan = tuple[Output, int] | None
+"""An agent call's structured output and how many retries it gets (None: free text)."""
 
-class AgentSession:
-    """``async with step.session(...) as agent: answer = await agent.run(prompt)``."""
+
+T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+
+
+class AgentSession(Generic[T]):
+    """``async with step.session(...) as agent: answer = await agent.run(prompt)``; ``T`` is
+    what ``run`` answers with (``str | None``, or the session's structured output)."""
 
     def __init__(
         self,
@@ -52,7 +71,31 @@ class AgentSession:
         manifest: Mapping[str, Any] | None,
         approval: ApprovalPolicy = False,
         compact: CompactionPolicy | None = None,
+        max_parallel_tools: int = DEFAULT_MAX_PARALLEL_TOOLS,
+        output: OutputType | None = None,
+        output_retries: int = DEFAULT_OUTPUT_RETRIES,
     ) -> None:
+        where = f"run {execution.run_id}: session {session_id!r}"
+        self._plan = (
+            None if output is None else (output_of(output, where), _retries(output_retries, where))
+        )
+        """The session's structured output (``output=`` at open), every call's unless it
+        names its own: part of the manifest."""
+        self._where = where
+        self._output_retries = _retries(output_retries, where)
+        if (
+            isinstance(max_parallel_tools, bool)
+            or not isinstance(max_parallel_tools, int)
+            or max_parallel_tools < 1
+        ):
+            raise ConfigurationError(
+                f"run {execution.run_id}: session {session_id!r}: max_parallel_tools must be "
+                f"a whole number of 1 or more (1: one tool call after the other), not "
+                f"{max_parallel_tools!r}"
+            )
+        self.max_parallel_tools = max_parallel_tools
+        """How many tool calls of one model turn run at once (not configuration: the answers
+        go back in the model's order whatever it is, so it is in no key)."""
         self._x = execution
         self._step = step
         self.session_id = session_id
@@ -100,6 +143,8 @@ class AgentSession:
                 policy["summary_model_options"] = _json_value(summary_options)
             self.manifest["compaction"] = policy
             self._policy_hash = canonical_hash(policy)
+        if self._plan is not None:  # absent (not null) without one: older manifests keep their hash
+            self.manifest["output"] = self._plan[0].as_json()
         gates = approval_manifest(tools, approval)
         if gates is not None and not _recorded_before_approvals(
             execution, session_id, self.manifest
@@ -130,7 +175,7 @@ class AgentSession:
         )
         self.system = self._recorder.redacted("system", system) if system is not None else None
 
-    async def __aenter__(self) -> AgentSession:
+    async def __aenter__(self) -> AgentSession[T]:
         if self._servers:
             try:
                 listed = [
@@ -161,8 +206,52 @@ class AgentSession:
 
     # -- the loop ------------------------------------------------------------------------
 
-    async def run(self, prompt: str, *, max_turns: int = 10) -> str | None:
+    @overload
+    async def run(
+        self,
+        prompt: str,
+        *,
+        max_turns: int = ...,
+        output: None = None,
+        output_retries: int | None = ...,
+    ) -> T: ...
+
+    @overload
+    async def run(
+        self,
+        prompt: str,
+        *,
+        max_turns: int = ...,
+        output: type[M],
+        output_retries: int | None = ...,
+    ) -> M: ...
+
+    @overload
+    async def run(
+        self,
+        prompt: str,
+        *,
+        max_turns: int = ...,
+        output: Mapping[str, Any],
+        output_retries: int | None = ...,
+    ) -> Any: ...
+
+    async def run(
+        self,
+        prompt: str,
+        *,
+        max_turns: int = 10,
+        output: OutputType | None = None,
+        output_retries: int | None = None,
+    ) -> Any:
         """Ask, call tools until the model answers without tool calls; return its text.
+
+        ``output``: a pydantic model class or a JSON schema (default: the session's): the
+        model is asked for that schema the provider's native way, the answer is validated and
+        returned as the validated object (a model instance, or the parsed JSON); one that does
+        not validate is sent back with its error, at most ``output_retries`` times (default
+        2), each a recorded turn, then ``OutputValidationError``. The schema is part of the
+        call's key, so a replay serves only a call that asked for the same one.
 
         Calling it again continues the same conversation (turn numbers go on from the last
         run's), so a session may hold several exchanges; ``max_turns`` bounds each call.
@@ -172,63 +261,123 @@ class AgentSession:
         run's is answered from that record without invoking the model or any tool.
         """
         self._step._check_group()  # a branch stopped by a failed sibling admits nothing
+        plan = self._plan
+        if output is not None or output_retries is not None:
+            retries = self._output_retries if output_retries is None else output_retries
+            if output is not None:
+                plan = (output_of(output, self._where), _retries(retries, self._where))
+            elif plan is not None:
+                plan = (plan[0], _retries(retries, self._where))
         await self._compact_if_due()
-        return await self._run_admitted(self._admit(prompt, max_turns), prompt, max_turns)
-
-    def _admit(self, prompt: str, max_turns: int) -> AgentCallTicket:
-        """Admit this exchange as an agent call; its request is the conversation so far, the
-        prompt and ``max_turns`` (with the session's manifest and the call's node)."""
-        return self._recorder.admit(
-            {
-                "conversation": sha256_hex(self._json_of(0)),
-                "prompt": prompt,
-                "max_turns": max_turns,
-            }
+        return await self._run_admitted(
+            self._admit(prompt, max_turns, plan), prompt, max_turns, plan
         )
 
-    async def _run_admitted(self, call: AgentCallTicket, prompt: str, max_turns: int) -> str | None:
+    def _admit(
+        self, prompt: str, max_turns: int, plan: Plan | Literal[True] = True
+    ) -> AgentCallTicket:
+        """Admit this exchange as an agent call; its request is the conversation so far, the
+        prompt and ``max_turns`` (with the session's manifest and the call's node), and its
+        structured output if any (``plan``; True: the session's)."""
+        resolved: Plan = self._plan if plan is True else plan
+        request: dict[str, Any] = {
+            "conversation": sha256_hex(self._json_of(0)),
+            "prompt": prompt,
+            "max_turns": max_turns,
+        }
+        if not resolved:  # nothing added: the keys of calls without structured output are kept
+            return self._recorder.admit(request)
+        request["output"] = resolved[0].as_json()
+        request["output_retries"] = resolved[1]
+        return self._recorder.admit(request, _configuration(resolved))
+
+    async def _run_admitted(
+        self, call: AgentCallTicket, prompt: str, max_turns: int, plan: Plan | Literal[True] = True
+    ) -> Any:
         """Run an admitted agent call to its settlement: answered whole, or turn by turn."""
+        resolved: Plan = self._plan if plan is True else plan
         if call.served:
-            return await self._serve(call)
+            return await self._serve(call, resolved)
         messages = self._messages
         start = len(messages)
         messages.append({"role": "user", "content": self._recorder.redacted("prompt", prompt)})
         answer: str | None = None
+        value: Any = None
+        retries = resolved[1] if resolved else 0
+        limit = max_turns
+        done = False
         try:
-            for _ in range(max_turns):
+            turns = 0
+            while turns < limit:
+                turns += 1
                 self.turns += 1
                 turn = self.turns
-                response = await self._model_turn(turn, messages)
+                response = await self._model_turn(turn, messages, resolved)
                 messages.append(response.as_message())
                 if not response.tool_calls:
                     answer = response.content
+                    if not resolved:
+                        break
+                    value, error = resolved[0].check(answer)
+                    if error is not None:
+                        if retries == 0:
+                            raise self._invalid(resolved, error)
+                        retries -= 1
+                        limit += 1  # a retry is a turn more
+                        text = retry_prompt(resolved[0], error)
+                        messages.append(
+                            {"role": "user", "content": self._recorder.redacted("prompt", text)}
+                        )
+                        continue
+                    done = True
                     break
-                for request in response.tool_calls:
-                    tool = self.tools.get(request.name)
-                    content = await self._recorder.tool_call(turn, request, tool, self._live_calls)
-                    messages.append(
-                        {"role": "tool", "tool_call_id": request.id, "content": content}
-                    )
+                calls = response.tool_calls
+                contents = await run_tool_calls(
+                    self._recorder,
+                    turn,
+                    calls,
+                    self.tools,
+                    self._live_calls,
+                    self.max_parallel_tools,
+                )
+                # in the order the model asked, whatever order they finished in
+                messages.extend(
+                    {"role": "tool", "tool_call_id": c.id, "content": content}
+                    for c, content in zip(calls, contents, strict=True)
+                )
+            if resolved and not done:
+                raise self._invalid(resolved, f"no answer within max_turns={max_turns} turn(s)")
         except SETTLING:
             # a branch stopped between turns, or a spent budget, settles its call (it did not
             # finish, and the run is ending)
-            await self._recorder.settle(call, "failed", _result(None, messages[start:]))
+            await self._recorder.settle(call, "failed", _result(None, messages[start:], resolved))
             raise
         except Exception as exc:
             # an error that ends the writer (or the run as itself) leaves it in flight, for
             # the resume to run on; so does a suspension or a stop (a RunInterrupt: no clause)
             if not isinstance(exc, ENDS_THE_RUN):
-                await self._recorder.settle(call, "failed", _result(None, messages[start:]))
+                await self._recorder.settle(
+                    call, "failed", _result(None, messages[start:], resolved)
+                )
             raise
         self._answer = answer
-        await self._recorder.settle(call, "succeeded", _result(answer, messages[start:]))
+        await self._recorder.settle(call, "succeeded", _result(answer, messages[start:], resolved))
         # Inside the loop a result rides with the next write-ahead record, which follows at
         # once; the last one is made durable here, so work after the session never puts the
         # session's final answer at risk.
         await self._recorder.flush()
-        return answer
+        return value if resolved else answer
 
-    async def _serve(self, call: AgentCallTicket) -> str | None:
+    def _invalid(self, plan: tuple[Output, int], error: str) -> OutputValidationError:
+        name = plan[0].spec.name
+        return OutputValidationError(
+            f"{self._where}: the model's answer does not match output schema {name!r} "
+            f"after {plan[1]} retr{'y' if plan[1] == 1 else 'ies'}: {error}",
+            schema=name,
+            error=error,
+        )
+
+    async def _serve(self, call: AgentCallTicket, plan: Plan = None) -> Any:
         """An agent call answered whole from a record: its answer, and its messages added to
         the conversation (so a later exchange sees what the model saw the first time)."""
         result = await self._recorder.served_result(call)
@@ -239,7 +388,13 @@ class AgentSession:
         answer: str | None = result.get("answer")
         self._answer = answer
         await self._recorder.settle_served(call)
-        return answer
+        if plan is None:
+            return answer
+        # the schema is in the call's key: the recorded answer validated when it was made
+        value, error = plan[0].check(answer)
+        if error is not None:  # a validator of the model class changed since
+            raise self._invalid(plan, error)
+        return value
 
     def _advance_through(self, added: list[Message], call: AgentCallTicket) -> None:
         """Add a served exchange's messages and advance the session as the recorded exchange
@@ -263,7 +418,9 @@ class AgentSession:
             parts.append(canonical_json(message))
         return "[" + ",".join(parts[start:]) + "]"
 
-    async def _model_turn(self, turn: int, messages: list[Message]) -> ModelResponse:
+    async def _model_turn(
+        self, turn: int, messages: list[Message], plan: Plan = None
+    ) -> ModelResponse:
         # serialised once: the same canonical JSON extends the hash chain and is recorded
         appended_text = self._json_of(self._hashed_messages)
         # None on turn 1 (a compaction relinks the chain: never a first request after one)
@@ -274,16 +431,19 @@ class AgentSession:
         request = TurnRequest(
             turn, request_hash, previous_hash, appended_text, len(messages), self._tools_hash
         )
+        output = None if plan is None else plan[0].spec
         return await self._recorder.model_turn(
             request,
-            lambda: self._complete(messages),
+            lambda: self._complete(messages, output),
             ModelResponse.from_json,
             getattr(self.model, "retry_policy", None),
         )
 
-    async def _complete(self, messages: list[Message]) -> ModelResponse:
+    async def _complete(
+        self, messages: list[Message], output: OutputSchema | None = None
+    ) -> ModelResponse:
         response = await self.model.complete(
-            ModelRequest(self.system, tuple(messages), self._specs)
+            ModelRequest(self.system, tuple(messages), self._specs, output)
         )
         if self._redacts:  # the recorded response may differ: tools get what the model asked
             self._live_calls = {c.id: c for c in response.tool_calls}
@@ -348,7 +508,7 @@ class AgentSession:
         self._step._sessions.add(session_id)
         # a full replay that names this session's model asks it for summaries too
         model = self._x.model_for(self.name) or policy.summary_model or self.model
-        summarizer = AgentSession(
+        summarizer: AgentSession[str | None] = AgentSession(
             self._x, self._step, session_id, name, model, [], policy.summary_prompt, None
         )
         async with summarizer:
@@ -372,9 +532,26 @@ def compaction_link(previous: str, policy_hash: str, history: list[Message]) -> 
     return chain_hash(previous, canonical_json({"compacted": policy_hash, "history": history}))
 
 
-def _result(answer: str | None, added: list[Message]) -> dict[str, Any]:
-    """An agent call's recorded result: its answer and the messages it added."""
-    return {"answer": answer, "messages": added}
+def _result(answer: str | None, added: list[Message], plan: Plan = None) -> dict[str, Any]:
+    """An agent call's recorded result: its answer and the messages it added (and with a
+    structured output, the call's configuration: a replay names it when it changed)."""
+    result: dict[str, Any] = {"answer": answer, "messages": added}
+    if plan is not None:
+        result["configuration"] = _configuration(plan)
+    return result
+
+
+def _configuration(plan: tuple[Output, int]) -> dict[str, Any]:
+    """An agent call's own configuration, as its settled result records it."""
+    return {"output": canonical_hash(plan[0].as_json()), "output_retries": plan[1]}
+
+
+def _retries(value: int, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigurationError(
+            f"{where}: output_retries must be a whole number of 0 or more, not {value!r}"
+        )
+    return value
 
 
 def _json_value(value: Any) -> Any:

@@ -96,6 +96,8 @@ class RunWaits:
             (w.step_path, w.ordinal): w for w in replayed.waits
         }
         self.signals: dict[str, SignalState] = {s.signal_id: s for s in replayed.signals}
+        self._approvals_asked: dict[str, int] = {}
+        """Per session, the last approval ordinal this execution took (its wait in flight)."""
         self._read_to: Position | None = (
             None
             if replayed.last_position is None
@@ -190,7 +192,11 @@ class RunWaits:
                 break
         else:
             ordinals = [w.ordinal for w in self.waits.values() if w.step_path == session_id]
-            ordinal = max(ordinals, default=-1) + 1
+            # one asked meanwhile is recorded only once its WaitStarted is acked: a parallel
+            # turn's calls asking at once must not take one ordinal
+            ordinals.append(self._approvals_asked.get(session_id, -1))
+            ordinal = max(ordinals) + 1
+            self._approvals_asked[session_id] = ordinal
             wait, _ = await self.wait(session_id, ordinal, "approval", approval_id, None, details)
             return wait
         if wait.outcome is None:

@@ -9,7 +9,10 @@ Translation (deterministic, so equal requests send equal bodies):
 * tool results become ``tool_result`` blocks of a user message, and consecutive messages of one
   role are merged into one message (all results of a turn go back in one user message, as the
   API requires);
-* tools are ``{"name", "description", "input_schema"}``.
+* tools are ``{"name", "description", "input_schema"}``;
+* structured output (``request.output``) is tool forcing: one more tool, named as the output,
+  whose ``input_schema`` is the output's, and ``tool_choice`` that tool (``any`` when the
+  session has tools of its own); the model's call of it is the answer (its input's JSON).
 
 From the response, the ``text`` blocks joined are the content and the ``tool_use`` blocks the
 tool calls; ``thinking`` and ``redacted_thinking`` blocks are kept verbatim (signature
@@ -36,9 +39,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal, cast
 
+from little._canonical import canonical_json
 from little.errors import ConfigurationError
 from little.events import Usage
-from little.harness._model import Message, ModelRequest, ModelResponse, ToolCallRequest, ToolSpec
+from little.harness._model import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    OutputSchema,
+    ToolCallRequest,
+    ToolSpec,
+)
 from little.harness._retry import ProviderFailure, RetryPolicy, sdk_failure
 
 __all__ = [
@@ -47,6 +58,7 @@ __all__ = [
     "AnthropicModel",
     "from_anthropic_message",
     "to_anthropic_messages",
+    "to_anthropic_output_tool",
     "to_anthropic_tool",
     "to_usage",
 ]
@@ -155,8 +167,18 @@ class AnthropicModel:
         }
         if request.system:
             params["system"] = request.system
-        if request.tools:
-            params["tools"] = [to_anthropic_tool(t) for t in request.tools]
+        tools = [to_anthropic_tool(t) for t in request.tools]
+        if request.output is not None:
+            # structured output by tool forcing: the answer is the input of a tool whose
+            # schema is the output's; with other tools the model must call one of them or it
+            tools.append(to_anthropic_output_tool(request.output))
+            params["tool_choice"] = (
+                {"type": "tool", "name": request.output.name}
+                if not request.tools
+                else {"type": "any"}
+            )
+        if tools:
+            params["tools"] = tools
         params.update(self.request_options)
         return params
 
@@ -164,7 +186,9 @@ class AnthropicModel:
         message: AnthropicMessage = await self.client.messages.create(
             **self.request_params(request)
         )
-        return from_anthropic_message(message)
+        return from_anthropic_message(
+            message, None if request.output is None else request.output.name
+        )
 
 
 # -- request translation -------------------------------------------------------------------
@@ -175,6 +199,15 @@ def to_anthropic_tool(spec: ToolSpec) -> ToolParam:
     if spec.description:
         tool["description"] = spec.description
     return tool
+
+
+def to_anthropic_output_tool(output: OutputSchema) -> ToolParam:
+    """The tool a structured answer is forced through (its input is the answer)."""
+    return {
+        "name": output.name,
+        "description": "Give the final answer: its input is the answer, in this schema.",
+        "input_schema": output.schema,
+    }
 
 
 def _blocks(m: Message) -> tuple[Literal["user", "assistant"], list[ContentBlockParam] | str]:
@@ -243,18 +276,34 @@ def to_usage(usage: AnthropicUsage) -> Usage:
     )
 
 
-def from_anthropic_message(message: AnthropicMessage) -> ModelResponse:
+def from_anthropic_message(
+    message: AnthropicMessage, output_tool: str | None = None
+) -> ModelResponse:
+    """The message as a ModelResponse. ``output_tool``: the tool a structured answer was
+    forced through; a call of it is the final answer (its input's canonical JSON is the
+    content, finish reason ``stop``) and any other call beside it is dropped."""
     texts: list[str] = []
     calls: list[ToolCallRequest] = []
     reasoning: list[dict[str, Any]] = []
+    answer: str | None = None
     for block in message.content:
         if block.type == "text":
             texts.append(block.text)
         elif block.type == "tool_use":
-            calls.append(ToolCallRequest(block.id, block.name, dict(block.input)))
+            if output_tool is not None and block.name == output_tool and answer is None:
+                answer = canonical_json(block.input)
+            else:
+                calls.append(ToolCallRequest(block.id, block.name, dict(block.input)))
         elif block.type in ("thinking", "redacted_thinking"):
             reasoning.append(block.to_dict(mode="json"))
     stop = message.stop_reason
+    if answer is not None:
+        return ModelResponse(
+            content=answer,
+            usage=to_usage(message.usage),
+            finish_reason="stop",
+            reasoning=tuple(reasoning),
+        )
     return ModelResponse(
         content="".join(texts) if texts else None,
         tool_calls=tuple(calls),

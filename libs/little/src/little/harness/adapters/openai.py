@@ -7,7 +7,9 @@ Translation (deterministic, so equal requests send equal bodies):
 * assistant tool calls become ``{"id", "type": "function", "function": {"name", "arguments"}}``
   with the arguments as canonical JSON (sorted keys, no whitespace); arguments recorded as
   ``{"_raw": text}`` (the model sent invalid JSON) are sent back as that text;
-* tools are sent in the function format, ``{"type": "function", "function": {...}}``.
+* tools are sent in the function format, ``{"type": "function", "function": {...}}``;
+* structured output (``request.output``) is ``response_format`` ``{"type": "json_schema",
+  "json_schema": {"name", "schema"}}``; the answer is the JSON text of the message.
 
 The response's tool-call arguments (a JSON string) are parsed to a dict, or kept as
 ``{"_raw": text}`` when they do not parse to a JSON object. Usage is tokens only:
@@ -32,7 +34,14 @@ from typing import TYPE_CHECKING, Any
 from little._canonical import canonical_json
 from little.errors import ConfigurationError
 from little.events import Usage
-from little.harness._model import Message, ModelRequest, ModelResponse, ToolCallRequest, ToolSpec
+from little.harness._model import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    OutputSchema,
+    ToolCallRequest,
+    ToolSpec,
+)
 from little.harness._retry import ProviderFailure, RetryPolicy, sdk_failure
 
 __all__ = [
@@ -42,6 +51,7 @@ __all__ = [
     "from_openai_completion",
     "parse_arguments",
     "to_openai_messages",
+    "to_openai_response_format",
     "to_openai_tool",
     "to_usage",
 ]
@@ -154,6 +164,8 @@ class OpenAIModel:
         }
         if request.tools:
             params["tools"] = [to_openai_tool(t) for t in request.tools]
+        if request.output is not None:
+            params["response_format"] = to_openai_response_format(request.output)
         params.update(self.request_options)
         return params
 
@@ -172,6 +184,13 @@ def to_openai_tool(spec: ToolSpec) -> ChatCompletionFunctionToolParam:
     if spec.description:
         function["description"] = spec.description
     return {"type": "function", "function": function}
+
+
+def to_openai_response_format(output: OutputSchema) -> dict[str, Any]:
+    """Structured output as Chat Completions asks for it: ``response_format`` json_schema
+    (``strict`` left unset: OpenAI's strict mode takes only schemas that close every object,
+    which most pydantic models do not; the session validates the answer either way)."""
+    return {"type": "json_schema", "json_schema": {"name": output.name, "schema": output.schema}}
 
 
 def _arguments_text(arguments: dict[str, Any]) -> str:
