@@ -88,8 +88,22 @@ def test_two_coordinators_one_dies(
             1 for r in run_ids if any(isinstance(e.event, RunCompleted) for e in w.runs.get(r, []))
         )
 
-    # Kill A mid-flight: some runs done, A still has runs between their write-ahead and answer.
-    watcher.wait(lambda w: completed(w) >= RUNS // 5, 90, f"{RUNS // 5} completed runs")
+    def a_mid_flight(w: RunsWatcher) -> bool:
+        """A run of A's partitions that A claimed and has not completed."""
+        return any(
+            partition_for(r, PARTITIONS) in a_partitions
+            and any(isinstance(e.event, RunClaimed) and e.event.owner == a.name for e in events)
+            and not any(isinstance(e.event, RunCompleted) for e in events)
+            for r, events in w.runs.items()
+        )
+
+    # Kill A mid-flight: some runs done, and A holds a run it claimed and has not finished
+    # (waited for, not assumed: on a loaded machine A may be between runs at any moment).
+    watcher.wait(
+        lambda w: completed(w) >= RUNS // 5 and a_mid_flight(w),
+        90,
+        f"{RUNS // 5} completed runs and one of A's in flight",
+    )
     killed_at = time.time()
     a.proc.send_signal(signal.SIGKILL)
     a.proc.wait(timeout=10)
