@@ -55,7 +55,7 @@ def test_a_turns_tool_calls_run_concurrently_and_answer_in_the_models_order(
     assert [e for e in BENCH.order if e.startswith("exit")] == ["exit c", "exit b", "exit a"]
     assert BENCH.order.index("enter a") < BENCH.order.index("exit b")  # a waited while b ran
     # each call's write-ahead record was in the log before its tool ran
-    assert BENCH.written_ahead == ["a", "b", "c"]
+    assert sorted(BENCH.written_ahead) == ["a", "b", "c"]  # in whatever order they started
     # the model was told the results in the order it asked
     assert tool_messages(1) == [
         ("c1", json.dumps("a done (attempt 1)")),
