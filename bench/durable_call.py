@@ -144,12 +144,12 @@ APPEND_TIMES: list[float] = []
 _model_turn = AgentSession._model_turn
 
 
-async def _timed_model_turn(self: AgentSession, turn: int, messages: list[Any]) -> Any:
+async def _timed_model_turn(self: AgentSession, *args: Any, **kwargs: Any) -> Any:
     """Called append + ack (carrying the previous deferred result), model call, request hashing;
     the response is deferred to the next write-ahead append."""
     first = len(APPEND_TIMES)
     start = time.perf_counter()
-    response = await _model_turn(self, turn, messages)
+    response = await _model_turn(self, *args, **kwargs)
     TURN_TIMES.append(time.perf_counter() - start)
     TURN_APPENDS.append(sum(APPEND_TIMES[first:]))
     return response

@@ -620,9 +620,14 @@ class StepContext(_ValuesMixin, _WaitsMixin):
             output_retries,
         )
 
-    def _session_id(self, name: str) -> str:
-        """The id of this step's session ``name``, taken (a step's sessions are named apart)."""
-        session_id = f"{self.step_path}#{name}" + (f"@{self.visit}" if self.visit > 1 else "")
+    def _session_id(self, name: str, numbered: bool = False) -> str:
+        """The id of this step's session ``name``, taken (a step's sessions are named apart;
+        ``numbered``: a taken name goes on as ``name.2``, ``name.3``, ...)."""
+        base = f"{self.step_path}#{name}" + (f"@{self.visit}" if self.visit > 1 else "")
+        session_id, n = base, 1
+        while numbered and session_id in self._sessions:
+            n += 1
+            session_id = f"{base}.{n}"
         if session_id in self._sessions:
             # its turns and calls would be recorded under the first one's keys
             raise ConfigurationError(
@@ -640,13 +645,16 @@ class StepContext(_ValuesMixin, _WaitsMixin):
         model: str,
         manifest: Mapping[str, Any],
         side_effecting: bool,
+        numbered: bool = False,
     ) -> Recorder:
         """The recording of a conversation this step drives with a loop of its own (a framework
         adapter, ``little.integrations``): a session named ``name`` whose agent calls, model
         turns and tool calls go through the recording kernel exactly as ``session``'s do.
         ``manifest`` is everything that configures it (hashed into every call's key);
-        ``side_effecting``: its calls are never answered from a recorded run."""
-        session_id = self._session_id(name)
+        ``side_effecting``: its calls are never answered from a recorded run. ``numbered``:
+        the step may open several sessions of that name (a stateless framework call is one
+        each): the second is ``name.2``, and so on, in the order the step opens them."""
+        session_id = self._session_id(name, numbered)
         return Recorder(self._x, self, session_id, provider, model, manifest, side_effecting)
 
     async def panel(

@@ -333,11 +333,8 @@ def latched_error(error: BaseException) -> BaseException:
     return original if isinstance(original, BaseException) else error
 
 
-CONTROL_ERRORS: tuple[type[LittleError], ...] = (
-    *ENDS_THE_RUN,
-    SessionDivergedError,
-    SimulationDivergedError,
-)
+CONTROL_ERRORS: tuple[type[LittleError], ...] = ENDS_THE_RUN
 """What an agent framework's own error handling (a fallback model, an ``on_*_error`` hook, a
-tool error turned into a string) must never swallow: ``ENDS_THE_RUN`` and the divergences of a
-resume or a simulation. Interrupts (``RunInterrupt``) are ``BaseException``s and pass anyway."""
+tool error turned into a string) must never swallow: ``ENDS_THE_RUN`` (the divergences of a
+resume or a simulation are integrity errors, among them). Interrupts (``RunInterrupt``) are
+``BaseException``s and pass ``except Exception`` anyway."""

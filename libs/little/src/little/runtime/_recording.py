@@ -428,9 +428,9 @@ class Recorder(TurnRecording):
             asked = self.ask_tool(turn, call, tool)
         else:
             self._x.integrity.check()
-        if tool is not None and tool.recorded_name is not None:
-            call = replace(call, name=tool.recorded_name)  # an MCP tool: mcp:<server>/<tool>
         ask, answer = asked
+        if call.name != ask.tool:  # recorded under the name the ask took (an MCP tool's)
+            call = replace(call, name=ask.tool)
         call_id, arguments_json, key = ask.call_id, ask.arguments_json, ask.idempotency_key
         from_log = isinstance(answer, Served) and answer.source == OWN_LOG
         with self.spans.tool(call.name, call.id, call_id, turn, from_log, answer.again) as span:

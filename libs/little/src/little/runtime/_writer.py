@@ -123,6 +123,7 @@ class RunWriter:
         self._last: PendingAppend | None = None
         """The last append submitted: the next one is refused if it failed (``after``)."""
         self._broken: BaseException | None = None
+        self._producer = producer()  # a writer lives in one process
         self.refused: BaseException | None = None
         """The integrity error that finished this execution (``Execution.integrity``): nothing
         new is recorded after it. ``emit`` refuses all but the run's end (``RunFailed``,
@@ -214,7 +215,11 @@ class RunWriter:
         """The event of this run and epoch with the next seq."""
         _check_size(self.run_id, cls, fields)
         event = cls(
-            run_id=self.run_id, seq=self.next_seq, epoch=self.epoch, producer=producer(), **fields
+            run_id=self.run_id,
+            seq=self.next_seq,
+            epoch=self.epoch,
+            producer=self._producer,
+            **fields,
         )
         self.next_seq += 1
         if isinstance(event, _TERMINAL):

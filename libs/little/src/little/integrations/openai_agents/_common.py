@@ -1,7 +1,6 @@
-"""Framework-neutral pieces of the integrations: opening a session of the recording kernel for
-a framework run, stripping per-run values from what is hashed, the request hash chain over a
-framework's native messages (found by prefix, each message serialised once), and the test of
-little's control exceptions, which a framework's error handling must never swallow."""
+"""The Agents SDK adapter's helpers: per-run values stripped from what is hashed, the request
+hash chain over the SDK's native items (found by prefix, each serialised once), and the test of
+little's control exceptions, which the SDK's error handling must never swallow."""
 
 from __future__ import annotations
 
@@ -10,42 +9,19 @@ from typing import Any
 
 from little._canonical import canonical_hash, canonical_json, chain_hash
 from little.errors import RunInterrupt
-from little.runtime import ENDS_THE_RUN, SETTLING, Recorder, StepContext, TurnRequest
+from little.runtime import CONTROL_ERRORS, TurnRequest
 
 __all__ = [
     "RequestChain",
     "is_control",
-    "open_recorder",
     "stripped",
 ]
-
-
-def open_recorder(
-    step: StepContext,
-    name: str,
-    *,
-    provider: str,
-    model: str,
-    manifest: Mapping[str, Any],
-    side_effecting: bool,
-) -> Recorder:
-    """A recording kernel session of ``step`` named ``name`` for one framework run call. A
-    framework run is stateless (each call brings its whole input), so each call is a session
-    of its own: the second call with the same name in a step is ``name.2``, and so on, in the
-    order the step makes them (deterministic as the step's code is)."""
-    base = f"{step.step_path}#{name}" + (f"@{step.visit}" if step.visit > 1 else "")
-    session_id, n = base, 1
-    while session_id in step._sessions:
-        n += 1
-        session_id = f"{base}.{n}"
-    step._sessions.add(session_id)
-    return Recorder(step._x, step, session_id, provider, model, manifest, side_effecting)
 
 
 def is_control(exc: BaseException) -> bool:
     """little's own control flow (a suspension, a stop, a spent budget, a log failure, a branch
     stopped): never a tool's or a model's failure, always re-raised through a framework."""
-    return isinstance(exc, (RunInterrupt, *SETTLING, *ENDS_THE_RUN))
+    return isinstance(exc, (RunInterrupt, *CONTROL_ERRORS))
 
 
 def stripped(value: Any, drop: Iterable[str] = ()) -> Any:

@@ -433,6 +433,34 @@ class LittleModel(Model):
     async def close(self) -> None:
         await self.inner.close()
 
+    async def _begin(
+        self,
+        system_instructions: str | None,
+        input: str | list[TResponseInputItem],
+        model_settings: ModelSettings,
+        tools: list[Tool],
+        output_schema: AgentOutputSchemaBase | None,
+        handoffs: list[Handoff[Any, Any]],
+        previous_response_id: str | None,
+        conversation_id: str | None,
+        prompt: ResponsePromptParam | None,
+    ) -> TurnRequest:
+        """What a request and a streamed one share: server-side state refused, the exchange
+        begun, and the request as the chain records it."""
+        x = self.exchange
+        refuse_server_state(x.recorder.session_id, previous_response_id, conversation_id)
+        await x.begin()
+        return x.request(
+            self.name,
+            system_instructions,
+            input,
+            model_settings,
+            tools,
+            output_schema,
+            handoffs,
+            prompt,
+        )
+
     async def get_response(
         self,
         system_instructions: str | None,
@@ -448,16 +476,15 @@ class LittleModel(Model):
         prompt: ResponsePromptParam | None,
     ) -> ModelResponse:
         x = self.exchange
-        refuse_server_state(x.recorder.session_id, previous_response_id, conversation_id)
-        await x.begin()
-        request = x.request(
-            self.name,
+        request = await self._begin(
             system_instructions,
             input,
             model_settings,
             tools,
             output_schema,
             handoffs,
+            previous_response_id,
+            conversation_id,
             prompt,
         )
         if x.whole is not None:
@@ -499,16 +526,15 @@ class LittleModel(Model):
         recorded when the stream ends); on a served turn, the SDK's events synthesised from
         the recorded response."""
         x = self.exchange
-        refuse_server_state(x.recorder.session_id, previous_response_id, conversation_id)
-        await x.begin()
-        request = x.request(
-            self.name,
+        request = await self._begin(
             system_instructions,
             input,
             model_settings,
             tools,
             output_schema,
             handoffs,
+            previous_response_id,
+            conversation_id,
             prompt,
         )
         if x.whole is not None:

@@ -27,7 +27,7 @@ from agents.tool import FunctionTool
 
 from little._canonical import sha256_hex
 from little.errors import ConfigurationError, StreamStoppedError
-from little.integrations.openai_agents._common import is_control, open_recorder, stripped
+from little.integrations.openai_agents._common import is_control, stripped
 from little.integrations.openai_agents._model import (
     PER_RUN,
     Exchange,
@@ -186,13 +186,13 @@ class _Call:
         graph.walk(agent)
         model = graph.models[id(agent)]
         manifest = {"framework": "openai-agents", "agent": agent.name, "agents": graph.agents}
-        recorder = open_recorder(
-            step,
+        recorder = step.recorder(  # a runner call is stateless: a session of its own
             name or agent.name,
             provider=_provider_of(model),
             model=_model_id(model),
             manifest=manifest,
             side_effecting=graph.side_effecting,
+            numbered=True,
         )
         self.exchange = x = Exchange(recorder, _model_id(model))
         graph.exchange = x
