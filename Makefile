@@ -73,7 +73,7 @@ typecheck: setup ## mypy --strict on the library, the services and a file typed 
 test: setup system-deps lint typecheck ## Lint, types and the whole suite against a real broker
 	@set -o pipefail; status=0; \
 	$(VENV)/bin/pytest $(WORKERS) $(PYTEST_ARGS) || status=$$?; \
-	$(KAFKA) stop >/dev/null 2>&1 || true; \
+	LITTLE_KAFKA_DATA=$${LITTLE_TEST_KAFKA_DATA:-$$HOME/.cache/little/kafka-test} $(KAFKA) stop >/dev/null 2>&1 || true; \
 	exit $$status
 
 # Both test targets spread the tests over two pytest-xdist workers, one per core, each taking

@@ -9,6 +9,12 @@ controlling process starts it in the background (``BrokerForWorkers``) while the
 collect and run the tests that need none, and writes its address, or why there is none, to a
 file the workers name in ``LITTLE_TEST_KAFKA_BOOTSTRAP_FILE``; a worker's first Kafka test
 waits for that file. The controller stops the broker when the run ends.
+
+The local JVM broker of a test session is not the developer's (``make kafka-start``): it has a
+data dir of its own (``LITTLE_TEST_KAFKA_DATA``, default ``~/.cache/little/kafka-test``),
+deleted before each start, and free ports. A session's topics are not wanted by the next one,
+and a broker that starts on the logs of every earlier run (SIGKILLed at the end of one) spends
+minutes recovering their segments before it answers.
 """
 
 from __future__ import annotations
@@ -33,6 +39,12 @@ HOW_TO_GET_A_BROKER = (
     "(3) install a JDK 17+ and Maven (`apt-get install openjdk-17-jdk-headless maven`) so "
     "deploy/local-kafka/kafka.sh can start Apache Kafka from Maven Central jars."
 )
+
+
+TEST_KAFKA_DATA = Path(
+    os.environ.get("LITTLE_TEST_KAFKA_DATA", Path.home() / ".cache" / "little" / "kafka-test")
+)
+"""The data dir of a test session's own local broker (``make test`` stops it there too)."""
 
 
 class NoBrokerError(RuntimeError):
@@ -79,25 +91,39 @@ def _own_broker() -> Iterator[str]:
             yield container.get_bootstrap_server()
         return
     if shutil.which("java") and shutil.which("mvn"):
-        try:
-            started = subprocess.run(
-                [str(KAFKA_SH), "start"], capture_output=True, text=True, timeout=600
+        env = {
+            **os.environ,
+            "LITTLE_KAFKA_DATA": str(TEST_KAFKA_DATA),
+            "LITTLE_KAFKA_PORT": str(_free_port()),
+            "LITTLE_KAFKA_CONTROLLER_PORT": str(_free_port()),
+        }
+
+        def kafka_sh(command: str, timeout: float) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [str(KAFKA_SH), command], capture_output=True, text=True, timeout=timeout, env=env
             )
+
+        try:
+            reset = kafka_sh("reset", 180)  # stops a broker an interrupted session left running
+            if reset.returncode != 0:
+                raise NoBrokerError(
+                    f"deploy/local-kafka/kafka.sh reset of {TEST_KAFKA_DATA} failed:\n"
+                    f"{reset.stdout}\n{reset.stderr}"
+                )
+            started = kafka_sh("start", 600)
             if started.returncode != 0:
                 raise NoBrokerError(
                     f"deploy/local-kafka/kafka.sh start failed:\n{started.stdout}\n{started.stderr}"
                 )
-            bootstrap = subprocess.run(
-                [str(KAFKA_SH), "bootstrap"], capture_output=True, text=True, check=True
-            ).stdout.strip()
+            bootstrap = f"127.0.0.1:{env['LITTLE_KAFKA_PORT']}"
         except BaseException:  # a start cut short may have left the JVM up
-            subprocess.run([str(KAFKA_SH), "stop"], capture_output=True, timeout=120)
+            kafka_sh("stop", 120)
             raise
         try:
             yield bootstrap
         finally:
             if os.environ.get("LITTLE_TEST_KEEP_BROKER") != "1":
-                subprocess.run([str(KAFKA_SH), "stop"], capture_output=True, timeout=120)
+                kafka_sh("stop", 120)
         return
     raise NoBrokerError(HOW_TO_GET_A_BROKER)
 

@@ -130,6 +130,9 @@ def run_demo(data_dir: Path, console: Console, *, model: str | None = None) -> s
             + f"  -> only turn {', '.join(map(str, again))} ran again"
         )
         tools = [json.loads(line) for line in (calls / "tools.jsonl").read_text().splitlines()]
+        # a turn's calls run concurrently, so the file has them in the order they finished;
+        # listed in the order the model asked for them ("<turn>:c<n>")
+        tools.sort(key=lambda t: tuple(int(part.lstrip("c")) for part in t["call_id"].split(":")))
         console.print(
             "real tool invocations: "
             + ", ".join(f"{t['tool']}({t['call_id']})" for t in tools)
