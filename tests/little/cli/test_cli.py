@@ -61,3 +61,33 @@ def test_unreachable_broker_is_one_line(tmp_path: Path) -> None:
     assert out.returncode == 1
     assert "no Kafka broker answered at 127.0.0.1:1" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_framework_demo_crashes_and_resumes_a_pydantic_ai_agent(tmp_path: Path) -> None:
+    out = run(
+        "demo", "--framework", "pydantic-ai", "--data-dir", str(tmp_path / "demo"), cwd=tmp_path
+    )
+    assert out.returncode == 0, out.stderr
+    text = " ".join(out.stdout.split())
+    assert "ran a Pydantic AI agent" in text
+    assert "was killed with SIGKILL (exit -9)" in text
+    assert "agent call 0 │ admitted │ run again, its calls:" in text
+    assert "model request 1 │ responded │ served from the log" in text
+    assert "tool search (1:s1) │ succeeded │ served from the log" in text
+    assert "model request 2 │ called │ invoke again" in text
+    # counted in the invocation files, across the SIGKILL
+    assert "request 1: 1, request 2: 2, request 3: 1 -> only request 2 ran again" in text
+    assert "real tool invocations: search('kafka log') (once)" in text
+    assert "status completed" in text
+    assert "avoided: 1 model call(s), 440 in / 60 out" in text
+    # the follow-up edited and re-run against the finished run: the first call served
+    assert "1/2 agent call(s) reused a recorded run (not fresh evidence)" in text
+    assert "diverged at call 1 (research/researcher#1): key-mismatch" in text
+    assert "during the re-run: 1 model request(s) and 0 tool invocation(s) made" in text
+
+
+def test_framework_demo_of_an_unknown_framework_is_one_line(tmp_path: Path) -> None:
+    out = run("demo", "--framework", "crewai", "--data-dir", str(tmp_path / "d"), cwd=tmp_path)
+    assert out.returncode == 1
+    assert "unknown framework 'crewai' (known: pydantic-ai)" in out.stderr
+    assert "Traceback" not in out.stderr

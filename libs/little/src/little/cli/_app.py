@@ -719,8 +719,23 @@ def demo(
             "default: a scripted stand-in for openai:gpt-4o-mini",
         ),
     ] = None,
+    framework: Annotated[
+        str | None,
+        typer.Option(
+            "--framework",
+            help="pydantic-ai: crash and resume a Pydantic AI agent under little instead "
+            "(its model a stand-in, no network)",
+        ),
+    ] = None,
 ) -> None:
     """Run the research workflow, SIGKILL it mid-session, resume it, print the report."""
+    if framework is not None:
+        if model is not None:
+            raise LittleError("little demo: --model and --framework do not go together")
+        from little.cli._framework_demo import run_framework_demo
+
+        run_framework_demo(data_dir, console, framework)
+        return
     from little.cli._demo import run_demo
 
     run_demo(data_dir, console, model=model)

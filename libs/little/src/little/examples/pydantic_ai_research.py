@@ -6,8 +6,8 @@ model's second request returned) and ``little resume <run-id> --workflows
 little.examples.pydantic_ai_research`` serves the search and the first request from the log
 and asks the model again only for the request that was in flight.
 
-The model is Pydantic AI's ``FunctionModel`` standing in for a real one (``Agent("openai:...")``
-works the same); it and the tool log their real invocations to ``$LITTLE_EXAMPLE_CALLS_DIR``.
+The model is Pydantic AI's ``FunctionModel`` standing in for ``openai:gpt-4o-mini`` (so the
+report prices it; ``Agent("openai:gpt-4o-mini")`` works the same); it and the tool log their real invocations to ``$LITTLE_EXAMPLE_CALLS_DIR``.
 """
 
 from __future__ import annotations
@@ -29,9 +29,12 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
 from little.integrations.pydantic_ai import durable
-from little.runtime import StepContext, WorkflowContext, workflow
+from little.runtime import StepContext, Workflow, WorkflowContext, workflow
 
-__all__ = ["brief", "researcher", "search"]
+__all__ = ["BRIEF_EDITED", "EDITED_FOLLOW_UP", "FOLLOW_UP", "brief", "researcher", "search"]
+
+FOLLOW_UP = "Shorter."
+EDITED_FOLLOW_UP = "One line."
 
 
 def _log(kind: str, **fields: Any) -> None:
@@ -58,7 +61,17 @@ def _reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     return ModelResponse(parts=[TextPart("A replicated log.")], usage=usage)
 
 
-researcher = Agent(FunctionModel(_reply), name="researcher", instructions="Be brief.")
+class _StandIn(FunctionModel):
+    """A ``FunctionModel`` that calls itself ``openai:gpt-4o-mini``, so the report prices it."""
+
+    @property
+    def system(self) -> str:
+        return "openai"
+
+
+researcher = Agent(
+    _StandIn(_reply, model_name="gpt-4o-mini"), name="researcher", instructions="Be brief."
+)
 
 
 @researcher.tool_plain
@@ -68,10 +81,10 @@ def search(q: str) -> str:
     return f"3 sources on {q}"
 
 
-async def _research(step: StepContext, topic: str) -> dict[str, Any]:
+async def _research(step: StepContext, topic: str, follow_up: str = FOLLOW_UP) -> dict[str, Any]:
     agent = durable(step, researcher)
     first = await agent.run(f"Brief me on {topic}")
-    shorter = await agent.run("Shorter.", message_history=first.all_messages())
+    shorter = await agent.run(follow_up, message_history=first.all_messages())
     return {"brief": first.output, "short": shorter.output}
 
 
@@ -80,3 +93,13 @@ async def brief(ctx: WorkflowContext, topic: str) -> dict[str, Any]:
     """One step, one Pydantic AI agent, two recorded agent calls."""
     result: dict[str, Any] = await ctx.step("research", _research, topic)
     return result
+
+
+async def _brief_edited(ctx: WorkflowContext, topic: str) -> dict[str, Any]:
+    result: dict[str, Any] = await ctx.step("research", _research, topic, EDITED_FOLLOW_UP)
+    return result
+
+
+BRIEF_EDITED = Workflow("pydantic_ai_research", "1-edited", _brief_edited)
+"""``brief`` with its follow-up prompt edited, for ``little demo --framework pydantic-ai``'s
+recorded-call replay. Not registered, so looking up the workflow still gives version 1."""
