@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from little import _framework_chat as native_chat
 from little._canonical import canonical_hash, canonical_json, chain_hash, sha256_hex
 from little.errors import ConfigurationError, RuntimeIntegrityError
 from little.events import (
@@ -69,6 +70,9 @@ class ModelExchange:
     response: _Message
     """The assistant message the model answered with."""
     request_hash: str
+    native_format: str | None = None
+    """A framework session's message format (its manifest's, e.g. ``pydantic-ai``): its
+    native messages were rebuilt and checked, then shown here in little's chat shape."""
 
 
 @dataclass
@@ -90,12 +94,17 @@ class _Session:
     requests: dict[int, tuple[tuple[_Message, ...], ModelCalled]] = field(default_factory=dict)
     settled: set[int] = field(default_factory=set)
     answered: set[int] = field(default_factory=set)
+    native: str | None = None
+    """A framework session's message format: ``messages`` holds its native messages."""
+    native_first: str = ""
 
     @property
     def where(self) -> str:
         return f"run {self.run_id}: session {self.session_id}"
 
     def first_links(self) -> list[str]:
+        if self.native is not None:
+            return [self.native_first]
         return [
             canonical_hash({"model": self.model, "system": s, "tools": self.tools})
             for s in self.systems
@@ -148,6 +157,9 @@ def model_exchanges(
                 )
             request, called = s.requests[e.turn]
             raw = text(e.response_json, e.response_ref) or "{}"
+            if s.native is not None:
+                out.append(_native_exchange(s, e, request, called, raw))
+                continue
             out.append(
                 ModelExchange(
                     s.run_id,
@@ -168,9 +180,52 @@ def model_exchanges(
     return out
 
 
+def _native_exchange(
+    s: _Session,
+    e: ModelResponded,
+    request: tuple[_Message, ...],
+    called: ModelCalled,
+    raw: str,
+) -> ModelExchange:
+    """A framework session's answered call: its native request (checked link by link when it
+    was rebuilt) and answer in little's chat shape; the manifest's tools where they are the
+    very tools of the request (its tools hash), else none."""
+    messages = tuple(m for message in request for m in native_chat.pydantic_ai_message(message))
+    (response,) = native_chat.pydantic_ai_message(json.loads(raw))
+    verified = called.tools_hash is not None and canonical_hash(s.tools) == called.tools_hash
+    tools = tuple(
+        {
+            "name": t.get("name"),
+            "description": t.get("description"),
+            "parameters": t.get("parameters"),
+        }
+        for t in (s.tools if verified else ())
+    )
+    return ModelExchange(
+        s.run_id,
+        s.session_id,
+        e.turn,
+        e.provider,
+        e.model,
+        native_chat.instructions(request),
+        True,
+        messages,
+        tools,
+        response,
+        called.request_hash,
+        s.native,
+    )
+
+
 def _started(s: _Session, e: SessionStarted, system_json: str | None) -> None:
     manifest = json.loads(e.manifest_json)
     native = manifest.get("format") or manifest.get("framework")
+    if native in native_chat.CHAT_FORMATS:  # a framework's session: its native messages
+        s.native, s.model = str(native), e.model
+        s.tools = list(manifest.get("tools") or [])
+        s.system, s.systems = None, ()
+        s.native_first = s.link = native_chat.first_link(manifest)
+        return
     if native is not None:  # a framework's session (little.integrations): not chat messages
         raise ConfigurationError(
             f"{s.where} records {native} messages (its manifest's format), which the "
@@ -245,6 +300,16 @@ def _called(s: _Session, e: ModelCalled, appended: str | None) -> None:
             f"the conversation rebuilt from the log is at {str(s.link)[:12]}...: the session's "
             "records do not hold together"
         )
+    if s.native is not None:  # a framework's request: its native messages, a rewrite marked
+        messages = native_chat.appended_messages(json.loads(appended), s.messages[: s.hashed])
+        if len(messages) != e.message_count:
+            raise RuntimeIntegrityError(
+                f"{s.where}: turn {e.turn} rebuilds {len(messages)} message(s) but its record "
+                f"says the request held {e.message_count}"
+            )
+        s.messages, s.hashed, s.link = messages, len(messages), e.request_hash
+        s.requests[e.turn] = (tuple(messages), e)
+        return
     if e.tools_hash is not None and canonical_hash(s.tools) != e.tools_hash:
         raise RuntimeIntegrityError(
             f"{s.where}: turn {e.turn}'s tools hash is not that of the session's tools"
@@ -266,6 +331,13 @@ def _settled(s: _Session, e: AgentCallSettled, result: str | None) -> None:
         return
     s.settled.add(e.ordinal)
     added: list[_Message] = list((json.loads(result or "{}") or {}).get("messages") or [])
+    if s.native is not None:
+        # the framework resends its whole history: the chain already holds a fresh call's
+        # messages; a served one logged no request, so its links are rebuilt from its record
+        if e.replayed and s.link is not None:
+            s.link, s.messages = native_chat.replayed_links(s.link, s.messages[: s.hashed], added)
+            s.hashed = len(s.messages)
+        return
     if e.replayed:
         # served from a recorded run: its messages are added as the session adds them, one
         # link of the chain per answer in them, with no model call of this run
