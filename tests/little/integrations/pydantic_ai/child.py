@@ -3,7 +3,8 @@ workflow (``workflows.NAME``, version 1) on the embedded world (or Kafka, as
 ``tests.crash.runner`` opens it).
 
 ``python -m tests.little.integrations.pydantic_ai.child DATA_DIR RUN_ID run INPUT_JSON`` starts
-(or resumes) the run; ``... resume`` resumes it. The crash hooks come from the environment; the
+(or resumes) the run; ``... nested INPUT_JSON`` the same for the nested agents' workflow
+(``workflows.NESTED``); ``... resume`` resumes either. The crash hooks come from the environment; the
 result is printed as one JSON line after ``RESULT``.
 """
 
@@ -21,8 +22,8 @@ from tests.little.integrations.pydantic_ai import workflows
 def main(argv: list[str]) -> int:
     data_dir, run_id, mode, *rest = argv
     with open_world(data_dir) as world:
-        if mode == "run":
-            wf = workflows.version("1")
+        if mode in ("run", "nested"):
+            wf = workflows.nested if mode == "nested" else workflows.version("1")
             result = asyncio.run(run(world, wf, json.loads(rest[0]), run_id=run_id))
         else:
             result = asyncio.run(resume(world, run_id))

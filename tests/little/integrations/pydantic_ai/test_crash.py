@@ -204,3 +204,27 @@ def test_a_kill_while_parallel_tool_calls_run_reruns_only_the_ones_in_flight(
     events = [e.event for e in scenario.events("r1")]
     succeeded = [e.call_id for e in events if isinstance(e, ToolCallSucceeded)]
     assert sorted(succeeded) == ["1:call-1-0", "1:call-1-1"]  # each answered once in the log
+
+
+def test_a_kill_inside_a_nested_agent_reruns_only_its_request(tmp_path: Path) -> None:
+    """The lead agent's tool runs the expert agent (both durable); killed right after the
+    expert's model returned: the resume serves the lead's first request, runs the tool again
+    (it was in flight), serves nothing of the expert it had not recorded, asks the expert's
+    model again once, and finishes as an uncrashed run."""
+    scenario = Scenario(tmp_path)
+    killed = _child(scenario, "r1", "nested", json.dumps("Kafka"), LITTLE_CRASH_AFTER_CALL=1)
+    assert killed.killed, killed.describe()
+    resumed = _child(scenario, "r1", "resume")
+    assert resumed.result == {
+        "status": "completed",
+        "output": "lead: expert on [About Kafka]",
+    }, resumed.describe()
+    seen = Counter(f"{e['prompt']} n={e['n']}" for e in scenario.calls("model"))
+    assert seen == {
+        "lead About Kafka n=1": 1,
+        "expert About Kafka n=1": 2,
+        "lead About Kafka n=3": 1,
+    }
+    events = [e.event for e in scenario.events("r1")]
+    settled = [(e.session_id, e.ordinal) for e in events if isinstance(e, AgentCallSettled)]
+    assert settled == [("research#expert", 1), ("research#lead", 0)]

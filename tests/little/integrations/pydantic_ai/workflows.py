@@ -214,3 +214,51 @@ def version(v: str, **edits: Any) -> Any:
 
 
 version("1")
+
+
+# -- nested agents: an agent as another's tool ---------------------------------------------
+
+NESTED = "tests.pyai.delegation"
+
+
+def lead_answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """The lead agent delegates the prompt to its ``ask_expert`` tool, then answers with it."""
+    COUNTS["model:lead"] += 1
+    returns = [p for p in messages[-1].parts if isinstance(p, ToolReturnPart)]
+    _log_call(
+        "model", prompt=f"lead {_prompt(messages)}", after_tool=bool(returns), n=len(messages)
+    )
+    usage = RequestUsage(input_tokens=50, output_tokens=10)
+    if not returns:
+        call = ToolCallPart("ask_expert", {"question": _prompt(messages)}, tool_call_id="x1")
+        return ModelResponse(parts=[call], usage=usage)
+    return ModelResponse(parts=[TextPart(f"lead: {returns[0].content}")], usage=usage)
+
+
+def expert_answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    COUNTS["model:expert"] += 1
+    _log_call("model", prompt=f"expert {_prompt(messages)}", after_tool=False, n=len(messages))
+    usage = RequestUsage(input_tokens=30, output_tokens=5)
+    return ModelResponse(parts=[TextPart(f"expert on [{_prompt(messages)}]")], usage=usage)
+
+
+@workflow(NESTED, version="1")
+async def nested(ctx: WorkflowContext, topic: str) -> Any:
+    """One step: the lead agent's tool runs the expert agent, both under ``durable`` (each its
+    own session and node name in the step)."""
+
+    async def research(step: StepContext, topic: str) -> str:
+        lead: Agent[None, str] = Agent(FunctionModel(lead_answer), name="lead")
+        expert: Agent[None, str] = Agent(FunctionModel(expert_answer), name="expert")
+
+        @lead.tool_plain
+        async def ask_expert(question: str) -> str:
+            COUNTS["tool:ask_expert"] += 1
+            _log_call("tool", tool="ask_expert", q=question)
+            answered = await durable(step, expert).run(question)
+            return str(answered.output)
+
+        result = await durable(step, lead).run(f"About {topic}")
+        return str(result.output)
+
+    return await ctx.step("research", research, topic)
