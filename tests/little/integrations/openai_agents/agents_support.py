@@ -424,7 +424,9 @@ def refused_call(step: StepContext, feature: str) -> Any:
     elif feature == "mcp":
         from agents.mcp import MCPServerStdio
 
-        agent = agent.clone(mcp_servers=[MCPServerStdio(params={"command": "true"})])
+        # two servers of one name: their calls (mcp:<server>/<tool>) could not be told apart
+        servers = [MCPServerStdio(params={"command": "true"}, name="x") for _ in range(2)]
+        agent = agent.clone(mcp_servers=list(servers))
     elif feature == "handoff object":
         from agents import handoff
 

@@ -27,7 +27,7 @@ __all__ = ["calls_dir", "world"]  # fixtures
         ("local shell", "local shell tools"),
         ("computer", "computer tools"),
         ("realtime", "realtime agents"),
-        ("mcp", "MCP servers"),
+        ("mcp", "two MCP servers of one name"),
         ("handoff object", "handoff(...) object"),
     ],
 )

@@ -285,6 +285,8 @@ class Exchange:
         """A call answered whole from a record: its recorded result."""
         self.turns: list[dict[str, Any]] = []
         self.tools: dict[str, Any] = {}
+        self.mcp_listings: dict[str, list[dict[str, Any]]] = {}
+        """Each MCP server's recorded tool listing, by server name (listed once per call)."""
         self.abandoned = False
         """A streamed call whose consumer closed the stream: no further request or tool call."""
         self._running = 0  # tool calls under way (the SDK runs a turn's calls in parallel)

@@ -28,6 +28,7 @@ from agents.tool import FunctionTool
 from little._canonical import sha256_hex
 from little.errors import ConfigurationError, StreamStoppedError
 from little.integrations.openai_agents._common import is_control, stripped
+from little.integrations.openai_agents._mcp import check_servers, recorded_mcp_tools
 from little.integrations.openai_agents._model import (
     PER_RUN,
     Exchange,
@@ -118,11 +119,8 @@ class _Graph:
                 f"{self.where}: {type(agent).__name__} {getattr(agent, 'name', '?')!r} is not an "
                 "agents.Agent; realtime agents (audio sessions) cannot be recorded"
             )
-        if agent.mcp_servers:
-            raise ConfigurationError(
-                f"{self.where}: agent {agent.name!r} has MCP servers, which are not recorded yet; "
-                "call them from a function_tool"
-            )
+        servers = check_servers(agent, self.where) if agent.mcp_servers else []
+        self.side_effecting |= bool(servers)  # a server's state is not in the log
         model = get_model(agent, self.run_config)
         self.models[id(agent)] = model
         for tool in agent.tools:
@@ -150,6 +148,8 @@ class _Graph:
             "output_schema": output_schema_json(schema),
             "model_settings": stripped(settings_json(agent.model_settings), PER_RUN),
         }
+        if servers:  # absent (not empty) without: the manifests of agents without stay as were
+            self.agents[agent.name]["mcp_servers"] = sorted(servers)
         for target in targets:
             self.walk(target)
 
@@ -164,6 +164,9 @@ class _Graph:
             model=LittleModel(model, x, _model_id(model)),
             tools=[recorded_tool(t, x, agent.name, self.where) for t in agent.tools],
         )
+        if agent.mcp_servers:  # the SDK asks the clone for its MCP tools on every turn
+            tools = recorded_mcp_tools(agent, x, self.where)
+            copy.get_mcp_tools = tools  # type: ignore[method-assign,assignment]
         self.clones[id(agent)] = copy
         copy.handoffs = [self.clone(h) for h in agent.handoffs if isinstance(h, Agent)]
         return copy

@@ -96,8 +96,11 @@ def _guarded(formatter: Any) -> Any:
     return guard
 
 
-def recorded_tool(tool: Tool, exchange: Exchange, agent: str, where: str) -> Tool:
-    """The run's copy of ``tool``: a function tool's every call goes through ``exchange``."""
+def recorded_tool(
+    tool: Tool, exchange: Exchange, agent: str, where: str, recorded_name: str | None = None
+) -> Tool:
+    """The run's copy of ``tool``: a function tool's every call goes through ``exchange``,
+    recorded under ``recorded_name`` (default: the tool's name)."""
     refuse_tool(tool, agent, where)
     if not isinstance(tool, FunctionTool):
         return tool  # hosted tools run inside the model's response: recorded with it
@@ -121,7 +124,7 @@ def recorded_tool(tool: Tool, exchange: Exchange, agent: str, where: str) -> Too
         return await exchange.tool_call(
             ctx,
             input,
-            tool.name,
+            recorded_name or tool.name,
             lambda: inner.on_invoke_tool(ctx, input),
             flags.side_effecting,
             gate,
