@@ -69,7 +69,7 @@ def test_framework_demo_crashes_and_resumes_a_pydantic_ai_agent(tmp_path: Path) 
     )
     assert out.returncode == 0, out.stderr
     text = " ".join(out.stdout.split())
-    assert "ran a Pydantic AI agent" in text
+    assert "ran a Pydantic AI agent (under little.integrations.pydantic_ai.durable)" in text
     assert "was killed with SIGKILL (exit -9)" in text
     assert "agent call 0 │ admitted │ run again, its calls:" in text
     assert "model request 1 │ responded │ served from the log" in text
@@ -89,5 +89,23 @@ def test_framework_demo_crashes_and_resumes_a_pydantic_ai_agent(tmp_path: Path) 
 def test_framework_demo_of_an_unknown_framework_is_one_line(tmp_path: Path) -> None:
     out = run("demo", "--framework", "crewai", "--data-dir", str(tmp_path / "d"), cwd=tmp_path)
     assert out.returncode == 1
-    assert "unknown framework 'crewai' (known: pydantic-ai)" in out.stderr
+    assert "unknown framework 'crewai' (known: pydantic-ai, openai-agents)" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_framework_demo_crashes_and_resumes_an_openai_agents_sdk_agent(tmp_path: Path) -> None:
+    out = run(
+        "demo", "--framework", "openai-agents", "--data-dir", str(tmp_path / "d"), cwd=tmp_path
+    )
+    assert out.returncode == 0, out.stderr
+    text = " ".join(out.stdout.split())
+    assert "ran an OpenAI Agents SDK agent (under little.integrations.openai_agents" in text
+    assert "was killed with SIGKILL (exit -9)" in text
+    assert "model request 1 │ responded │ served from the log" in text
+    assert "tool lookup_order (1:call_1) │ succeeded │ served from the log" in text
+    assert "model request 2 │ called │ invoke again" in text
+    assert "request 1: 1, request 2: 2, request 3: 1 -> only request 2 ran again" in text
+    assert "real tool invocations: lookup_order('A1') (once)" in text
+    assert "status completed" in text
+    assert "1/2 agent call(s) reused a recorded run (not fresh evidence)" in text
+    assert "during the re-run: 1 model request(s) and 0 tool invocation(s) made" in text

@@ -723,8 +723,8 @@ def demo(
         str | None,
         typer.Option(
             "--framework",
-            help="pydantic-ai: crash and resume a Pydantic AI agent under little instead "
-            "(its model a stand-in, no network)",
+            help="pydantic-ai or openai-agents: crash and resume that framework's agent under "
+            "little instead (its model a stand-in, no network)",
         ),
     ] = None,
 ) -> None:

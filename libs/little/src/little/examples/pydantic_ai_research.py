@@ -77,7 +77,7 @@ researcher = Agent(
 @researcher.tool_plain
 def search(q: str) -> str:
     """Search the web (a stand-in)."""
-    _log("pyai-tool", q=q)
+    _log("pyai-tool", tool="search", q=q)
     return f"3 sources on {q}"
 
 
