@@ -8,6 +8,13 @@ the messages sent since the previous request (per-run stamps stripped), or, when
 was rewritten, ``{"messages": [...], "rewritten_from": k}``. A call served whole from a
 recorded run logs no request: its links are rebuilt from the messages its settlement records,
 one per answer in them, as the adapter made them.
+
+The OpenAI Agents SDK (manifest ``framework: openai-agents``): a session per runner call, its
+first link the hash of ``{"framework", "model"}`` (the starting agent's model); each request
+appends a ``little.request_head`` item when the head changed (model, instructions, tools, ...),
+a ``little.relink`` item when the history is not an extension (then all of it), and the
+Responses-format input items past the previous request's. A call served whole logs no request
+in its session, so it has no exchange to export (its source run has them).
 """
 
 from __future__ import annotations
@@ -20,8 +27,11 @@ from little._canonical import canonical_hash, canonical_json, chain_hash
 
 __all__ = [
     "CHAT_FORMATS",
+    "OPENAI_AGENTS",
     "PYDANTIC_AI",
     "PYDANTIC_AI_STAMPS",
+    "agents_items",
+    "agents_request",
     "appended_messages",
     "first_link",
     "instructions",
@@ -31,12 +41,13 @@ __all__ = [
 ]
 
 PYDANTIC_AI = "pydantic-ai"
+OPENAI_AGENTS = "openai-agents"
 PYDANTIC_AI_STAMPS = frozenset(
     {"timestamp", "run_id", "conversation_id", "model_id", "workspace_ref", "history_digest"}
 )
 """The adapter's ``STAMPS`` (a test keeps the two equal): never in what is hashed."""
 
-CHAT_FORMATS = (PYDANTIC_AI,)
+CHAT_FORMATS = (PYDANTIC_AI, OPENAI_AGENTS)
 """The native formats the chat export rebuilds."""
 
 _Message = dict[str, Any]
@@ -52,6 +63,10 @@ def stripped(value: Any, stamps: frozenset[str] = PYDANTIC_AI_STAMPS) -> Any:
 
 def first_link(manifest: Mapping[str, Any]) -> str:
     """The chain's first link, as the adapter commits to its session."""
+    if manifest.get("framework") == OPENAI_AGENTS:
+        starting = (manifest.get("agents") or {}).get(manifest.get("agent")) or {}
+        model = str(starting.get("model") or "").partition(":")[2]
+        return canonical_hash({"framework": OPENAI_AGENTS, "model": model})
     return canonical_hash(
         {
             "format": manifest.get("format"),
@@ -163,3 +178,70 @@ def instructions(messages: Sequence[Mapping[str, Any]]) -> str | None:
             value = message.get("instructions")
             return None if value is None else str(value)
     return None
+
+
+def agents_request(
+    appended: Sequence[Mapping[str, Any]], sent: Sequence[_Message], head: Any
+) -> tuple[list[_Message], Any]:
+    """An Agents SDK request: the items sent before it and what its link appended (a new head,
+    a relink, items); returns the request's items and its head."""
+    items = list(sent)
+    for item in appended:
+        kind = item.get("type")
+        if kind == "little.request_head":
+            head = json.loads(str(item.get("head")))
+        elif kind == "little.relink":
+            items = []
+        else:
+            items.append(dict(item))
+    return items, head
+
+
+def _parts_text(content: Any) -> Any:
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+    return content
+
+
+def agents_items(items: Sequence[Mapping[str, Any]]) -> list[_Message]:
+    """Responses-format items as little's chat messages: consecutive assistant items (text,
+    function calls) one assistant message; a function call's output a tool message; reasoning
+    and hosted-tool items left out (no place in the chat shape)."""
+    out: list[_Message] = []
+
+    def assistant() -> _Message:
+        if not out or out[-1]["role"] != "assistant":
+            out.append({"role": "assistant", "content": None})
+        return out[-1]
+
+    for item in items:
+        kind = item.get("type")
+        role = item.get("role")
+        if kind == "function_call":
+            args = item.get("arguments")
+            call = {
+                "id": item.get("call_id"),
+                "name": item.get("name"),
+                "arguments": json.loads(args) if isinstance(args, str) and args else args or {},
+            }
+            assistant().setdefault("tool_calls", []).append(call)
+        elif kind == "function_call_output":
+            out.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": item.get("call_id"),
+                    "content": _text(_parts_text(item.get("output"))),
+                }
+            )
+        elif role == "assistant":
+            message = assistant()
+            text = _parts_text(item.get("content"))
+            message["content"] = (message["content"] or "") + str(text or "")
+        elif role in ("user", "system", "developer") and kind in (None, "message"):
+            out.append(
+                {
+                    "role": "system" if role == "developer" else role,
+                    "content": _text(_parts_text(item.get("content"))),
+                }
+            )
+    return out

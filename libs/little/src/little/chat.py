@@ -97,6 +97,10 @@ class _Session:
     native: str | None = None
     """A framework session's message format: ``messages`` holds its native messages."""
     native_first: str = ""
+    head: Any = None
+    """An Agents SDK session's request head (model, instructions, tools, ...) as it stands."""
+    heads: dict[int, Any] = field(default_factory=dict)
+    """Each Agents SDK request's head, by turn."""
 
     @property
     def where(self) -> str:
@@ -190,6 +194,8 @@ def _native_exchange(
     """A framework session's answered call: its native request (checked link by link when it
     was rebuilt) and answer in little's chat shape; the manifest's tools where they are the
     very tools of the request (its tools hash), else none."""
+    if s.native == native_chat.OPENAI_AGENTS:
+        return _agents_exchange(s, e, request, called, raw)
     messages = tuple(m for message in request for m in native_chat.pydantic_ai_message(message))
     (response,) = native_chat.pydantic_ai_message(json.loads(raw))
     verified = called.tools_hash is not None and canonical_hash(s.tools) == called.tools_hash
@@ -210,6 +216,43 @@ def _native_exchange(
         native_chat.instructions(request),
         True,
         messages,
+        tools,
+        response,
+        called.request_hash,
+        s.native,
+    )
+
+
+def _agents_exchange(
+    s: _Session,
+    e: ModelResponded,
+    request: tuple[_Message, ...],
+    called: ModelCalled,
+    raw: str,
+) -> ModelExchange:
+    """An Agents SDK session's answered call: the head (in the hashed link) gives its
+    instructions and tools."""
+    head = s.heads.get(e.turn) or {}
+    answer = native_chat.agents_items(json.loads(raw).get("output") or [])
+    response = answer[0] if answer else {"role": "assistant", "content": ""}
+    tools = tuple(
+        {
+            "name": t.get("name"),
+            "description": t.get("description"),
+            "parameters": t.get("parameters"),
+        }
+        for t in head.get("tools") or ()
+    )
+    instructions = head.get("instructions")
+    return ModelExchange(
+        s.run_id,
+        s.session_id,
+        e.turn,
+        e.provider,
+        e.model,
+        None if instructions is None else str(instructions),
+        True,
+        tuple(native_chat.agents_items(request)),
         tools,
         response,
         called.request_hash,
@@ -300,8 +343,14 @@ def _called(s: _Session, e: ModelCalled, appended: str | None) -> None:
             f"the conversation rebuilt from the log is at {str(s.link)[:12]}...: the session's "
             "records do not hold together"
         )
-    if s.native is not None:  # a framework's request: its native messages, a rewrite marked
-        messages = native_chat.appended_messages(json.loads(appended), s.messages[: s.hashed])
+    if s.native is not None:  # a framework's request: its native messages
+        if s.native == native_chat.OPENAI_AGENTS:  # the head when it changed, a relink, items
+            messages, s.head = native_chat.agents_request(
+                json.loads(appended), s.messages[: s.hashed], s.head
+            )
+            s.heads[e.turn] = s.head
+        else:  # Pydantic AI: what was appended, or a rewrite from a position
+            messages = native_chat.appended_messages(json.loads(appended), s.messages[: s.hashed])
         if len(messages) != e.message_count:
             raise RuntimeIntegrityError(
                 f"{s.where}: turn {e.turn} rebuilds {len(messages)} message(s) but its record "

@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 
 import little
-from little.chat import model_exchanges
-from little.errors import ConfigurationError
+from little.chat import chat_example, model_exchanges
+from little.errors import RuntimeIntegrityError
 from little.events import (
     AgentCallAdmitted,
     AgentCallSettled,
+    LoggedEvent,
     ModelCalled,
     ModelResponded,
     ToolCallStarted,
@@ -161,9 +162,61 @@ def test_a_handoff_is_recorded_in_the_same_session_with_each_requests_own_model(
     assert [c.replayed for c in events(world, again.run_id, AgentCallSettled)] == [True]
 
 
-def test_a_chat_export_of_a_framework_session_says_it_is_not_supported_not_altered(
+def test_a_chat_export_rebuilds_each_runner_calls_requests_checked_against_their_hashes(
     world: little.World, calls_dir: Path
 ) -> None:
+    """Each answered request of each runner call (a session each) rebuilt from the logged
+    items and heads, link by link, as chat examples; an altered record is refused."""
     result = asyncio.run(run(world, s.triage, TICKET))
-    with pytest.raises(ConfigurationError, match="records openai-agents messages"):
-        model_exchanges(world.read_run(result.run_id), world.artifacts.get)
+    rows = list(world.read_run(result.run_id))
+    exchanges = model_exchanges(rows, world.artifacts.get)
+    assert [(x.session_id, x.turn, x.native_format) for x in exchanges] == [
+        ("handle#triage", 1, "openai-agents"),
+        ("handle#triage", 2, "openai-agents"),
+        ("handle#triage.2", 1, "openai-agents"),
+        ("handle#triage.2", 2, "openai-agents"),
+    ]
+    second = chat_example(exchanges[1])
+    assert second["messages"][0] == {"role": "system", "content": "You triage support tickets."}
+    assert second["messages"][1] == {"role": "user", "content": TICKET["ticket"]}
+    assert second["messages"][2]["tool_calls"][0]["function"]["name"] == "lookup_order"
+    assert second["messages"][3] == {
+        "role": "tool",
+        "tool_call_id": "call_2",  # the fake model's id: call_<messages sent>
+        "content": "order A1 shipped",
+    }
+    assert [t["function"]["name"] for t in second["tools"]] == ["lookup_order"]
+    # the follow-up runner call resends the first call's items, then the new question
+    follow = chat_example(exchanges[2])["messages"]
+    assert follow[-2] == {"role": "user", "content": TICKET["followup"]}
+    assert follow[:5] == second["messages"]
+
+    altered = [
+        LoggedEvent(
+            r.event.model_copy(
+                update={
+                    "appended_messages_json": (r.event.appended_messages_json or "").replace(
+                        "shipped", "lost"
+                    )
+                }
+            )
+            if isinstance(r.event, ModelCalled)
+            else r.event,
+            r.partition,
+            r.offset,
+        )
+        for r in rows
+    ]
+    with pytest.raises(RuntimeIntegrityError, match="do not hash to its request_hash"):
+        model_exchanges(altered, world.artifacts.get)
+
+
+def test_a_chat_export_follows_a_handoff_to_the_next_agents_instructions(
+    world: little.World, calls_dir: Path
+) -> None:
+    ticket = {"ticket": "A question about my invoice"}
+    result = asyncio.run(run(world, s.handoff_flow, ticket))
+    assert result.status == "completed", result.error
+    exchanges = model_exchanges(world.read_run(result.run_id), world.artifacts.get)
+    systems = [chat_example(x)["messages"][0]["content"] for x in exchanges]
+    assert len(set(systems)) == 2, systems  # the head changed at the handoff: a new link item
