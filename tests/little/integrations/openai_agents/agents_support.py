@@ -480,3 +480,28 @@ async def stream_stopped(ctx: WorkflowContext, input: dict[str, Any]) -> str:
 
     out: str = await ctx.step("handle", handle)
     return out
+
+
+@workflow("oa.delegation")
+async def delegation_flow(ctx: WorkflowContext, input: dict[str, Any]) -> str:
+    """An agent as another's tool: the lead's ``lookup_order`` tool runs the expert agent
+    through ``LittleRunner`` (an agent call of its own, inside the lead's tool call)."""
+
+    async def handle(step: StepContext) -> str:
+        expert = Agent(
+            name="expert", instructions="You know orders.", model=model(), tools=[lookup_order]
+        )
+
+        @function_tool(name_override="lookup_order")
+        async def ask_expert(order: str) -> str:
+            """Ask the order expert."""
+            log_call("tool", tool="ask_expert", order=order)
+            answer = await LittleRunner.run(step, expert, f"Where is order {order}?", max_turns=4)
+            return str(answer.final_output)
+
+        lead = Agent(name="lead", instructions="You lead.", model=model(), tools=[ask_expert])
+        result = await LittleRunner.run(step, lead, input["ticket"], max_turns=4)
+        return str(result.final_output)
+
+    out: str = await ctx.step("handle", handle)
+    return out

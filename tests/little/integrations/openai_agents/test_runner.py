@@ -220,3 +220,35 @@ def test_a_chat_export_follows_a_handoff_to_the_next_agents_instructions(
     exchanges = model_exchanges(world.read_run(result.run_id), world.artifacts.get)
     systems = [chat_example(x)["messages"][0]["content"] for x in exchanges]
     assert len(set(systems)) == 2, systems  # the head changed at the handoff: a new link item
+
+
+def test_an_agent_used_as_a_tool_through_little_runner_is_an_agent_call_of_its_own(
+    world: little.World, calls_dir: Path
+) -> None:
+    """The lead's tool runs the expert through ``LittleRunner``: its call is admitted and
+    settled inside the lead's tool call, as a session and node of its own; a replay serves the
+    lead's call whole, never running the expert."""
+    ticket = {"ticket": "Where is my order A1?"}
+    first = asyncio.run(run(world, s.delegation_flow, ticket))
+    assert first.status == "completed", first.error
+    kinds = [
+        (type(r.event).__name__, r.event.session_id)
+        for r in world.read_run(first.run_id)
+        if isinstance(r.event, AgentCallAdmitted | AgentCallSettled | ToolCallStarted)
+        and r.event.session_id in ("handle#lead", "handle#expert")
+    ]
+    assert kinds == [
+        ("AgentCallAdmitted", "handle#lead"),
+        ("ToolCallStarted", "handle#lead"),
+        ("AgentCallAdmitted", "handle#expert"),
+        ("ToolCallStarted", "handle#expert"),
+        ("AgentCallSettled", "handle#expert"),
+        ("AgentCallSettled", "handle#lead"),
+    ]
+    labels = [e.node_label for e in events(world, first.run_id, AgentCallAdmitted)]
+    assert labels == ["lead", "expert"]
+    before = len(s.calls(calls_dir, "model"))
+    again = asyncio.run(run(world, s.delegation_flow, ticket, replay_from=first.run_id))
+    assert again.output == first.output
+    assert len(s.calls(calls_dir, "model")) == before
+    assert [c.replayed for c in events(world, again.run_id, AgentCallSettled)] == [True]
