@@ -476,3 +476,85 @@ def test_a_rate_limited_stream_request_is_retried_before_any_delta(tmp_path: Pat
         ]
         (failed,) = [x.event for x in world.read_run(run_id) if isinstance(x.event, ModelFailed)]
         assert (failed.error_type, failed.retryable) == ("RateLimitError", True)
+
+
+OVERLOADED = sse(
+    "error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+)
+
+
+@pytest.mark.parametrize("after_a_delta", [False, True])
+def test_an_error_event_in_a_stream_is_retried_only_before_the_first_delta(
+    tmp_path: Path, after_a_delta: bool
+) -> None:
+    """Anthropic reports an overload inside a stream it answered 200 (an ``error`` event):
+    before any text it is a failed attempt, recorded retryable, and the turn is asked again;
+    after a delta was handed on, it ends the turn (recorded, not asked again in the run)."""
+    head = anthropic_text(*CHUNKS)[:4] if after_a_delta else anthropic_text(*CHUNKS)[:2]
+    timeline: list[str] = []
+    transport = Provider([[*head, OVERLOADED], anthropic_text(*CHUNKS)], timeline)
+    aclient = anthropic.AsyncAnthropic(
+        api_key="sk-ant-test",
+        base_url="https://api.anthropic.com",
+        http_client=transport.http_client(),
+    )
+    model = AnthropicModel("claude-haiku-4-5", client=aclient, retry_delay=0, retry_max_delay=0)
+
+    async def ask(step: StepContext, prompt: str) -> Any:
+        deltas: list[str] = []
+        async with step.session("agent", model=model) as agent:
+            try:
+                answer = await agent.run(prompt, on_delta=deltas.append)
+            except anthropic.APIStatusError as exc:
+                return {"deltas": deltas, "error": type(exc).__name__}
+        return {"deltas": deltas, "answer": answer}
+
+    async def flow(ctx: WorkflowContext, prompt: str) -> Any:
+        return await ctx.step("ask", ask, prompt)
+
+    wf = workflow(f"tests.stream.adapters.{next(NAMES)}", version="1")(flow)
+    run_id = f"run_overloaded_{next(NAMES)}"
+    with little.local_world(tmp_path) as world:
+        result = asyncio.run(execute(world, run_id, wf, "What is Kafka?"))
+        assert result.status == "completed", result.error
+        failed = [x.event for x in world.read_run(run_id) if isinstance(x.event, ModelFailed)]
+        assert [(f.retryable, "overloaded_error" in f.message) for f in failed] == [(True, True)]
+        if after_a_delta:
+            assert result.output == {"deltas": [CHUNKS[0]], "error": "APIStatusError"}
+            assert model_events(world, run_id) == [("ModelCalled", 1), ("ModelFailed", 1)]
+            assert len(transport.requests) == 1
+        else:
+            assert result.output == {"deltas": list(CHUNKS), "answer": ANSWER}
+            assert model_events(world, run_id) == [
+                ("ModelCalled", 1),
+                ("ModelFailed", 1),
+                ("ModelCalled", 1),
+                ("ModelResponded", 1),
+            ]
+            assert len(transport.requests) == 2
+
+
+def test_an_openai_stream_that_ends_before_its_first_chunk_is_asked_again(
+    tmp_path: Path,
+) -> None:
+    timeline: list[str] = []
+    transport = Provider([[sse(None, "[DONE]")], openai_text(*CHUNKS)], timeline)
+    client = openai.AsyncOpenAI(api_key="sk-test", http_client=transport.http_client())
+    model = OpenAIModel("gpt-4o-mini", client=client, retry_delay=0, retry_max_delay=0)
+
+    async def ask(step: StepContext, prompt: str) -> Any:
+        async with step.session("agent", model=model) as agent:
+            stream = agent.stream(prompt)
+            return [delta async for delta in stream]
+
+    async def flow(ctx: WorkflowContext, prompt: str) -> Any:
+        return await ctx.step("ask", ask, prompt)
+
+    wf = workflow(f"tests.stream.adapters.{next(NAMES)}", version="1")(flow)
+    run_id = f"run_empty_{next(NAMES)}"
+    with little.local_world(tmp_path) as world:
+        result = asyncio.run(execute(world, run_id, wf, "What is Kafka?"))
+        assert (result.status, result.output) == ("completed", list(CHUNKS)), result.error
+        (failed,) = [x.event for x in world.read_run(run_id) if isinstance(x.event, ModelFailed)]
+        assert (failed.error_type, failed.retryable) == ("APIConnectionError", True)
+        assert "ended before its first chunk" in failed.message
