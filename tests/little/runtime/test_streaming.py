@@ -2,7 +2,8 @@
 on_delta=...)`` hand on each model turn's text deltas as the model sends them, the call recorded
 write-ahead and its response when its stream ends; a resume or a full replay yields the recorded
 text (one delta per model turn); a consumer that stops early records the turn and the exchange
-as failed (``StreamStoppedError``) and a resume asks the model again."""
+as failed (``StreamStoppedError``) and a resume asks the model again. On the embedded world
+and on the broker."""
 
 from __future__ import annotations
 
@@ -72,11 +73,22 @@ NAMES = itertools.count()
 replay's source scan would refuse)."""
 
 
-@pytest.fixture
-def world(tmp_path: Path) -> Iterator[little.World]:
+@pytest.fixture(params=["embedded", pytest.param("kafka", marks=pytest.mark.kafka)])
+def world(request: pytest.FixtureRequest, tmp_path: Path, unique: str) -> Iterator[little.World]:
     global BENCH
     BENCH = Bench()
-    with little.local_world(tmp_path / "world") as w:
+    if request.param == "embedded":
+        with little.local_world(tmp_path / "world") as w:
+            BENCH.world = w
+            yield w
+        return
+    bootstrap = request.getfixturevalue("kafka_bootstrap_servers")
+    with little.kafka_world(
+        bootstrap,
+        topic_prefix=f"stream-{unique}.",
+        provision=True,
+        artifacts_dir=str(tmp_path / "artifacts"),
+    ) as w:
         BENCH.world = w
         yield w
 
