@@ -3,7 +3,10 @@ import): ``rate_limited`` asks the real ``openai`` client, over an ``httpx2`` ``
 that answers the run's first HTTP request with a 429 and every later one with a completion;
 ``mcp_notes`` holds the MCP server ``tests/mcp_notes_server.py`` (a child process over stdio,
 its requests logged to ``$LITTLE_EXAMPLE_CALLS_DIR/mcp.jsonl``) and the model asks for its
-``add``.
+``add``; ``streamed`` streams the real ``openai`` client's answer (server-sent events from the
+mock transport) and, where ``$CRASH_TEST_KILL_MID_STREAM`` is set, SIGKILLs its own process as
+soon as its consumer has the first delta (the call in flight: written ahead, not answered);
+every delta its consumer got is logged to ``$LITTLE_EXAMPLE_CALLS_DIR/deltas.jsonl``.
 Which request is the first is read from ``$LITTLE_EXAMPLE_CALLS_DIR/http.jsonl``, where every
 request is logged, so the answer does not depend on the process asking (a resume after a
 SIGKILL sees the 429 already given).
@@ -12,7 +15,10 @@ SIGKILL sees the 429 already given).
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -124,5 +130,60 @@ async def mcp_notes(ctx: WorkflowContext, input: Any) -> Any:
         model = OpenAIModel("gpt-4o-mini", client=client)
         async with step.session("agent", model=model, tools=[notes_server()]) as agent:
             return await agent.run(prompt)
+
+    return await ctx.step("ask", ask, str(input))
+
+
+# -- a stream killed mid-way -------------------------------------------------------------------
+
+KILL_MID_STREAM = "CRASH_TEST_KILL_MID_STREAM"
+STREAMED = ("Kafka ", "is ", "a log.")
+
+
+def _chunk(delta: dict[str, Any] | None, finish: str | None = None, **extra: Any) -> bytes:
+    """One ``chat.completion.chunk`` event (no delta: the usage chunk, no choices)."""
+    choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
+    chunk = {
+        "id": "chatcmpl-crash",
+        "object": "chat.completion.chunk",
+        "created": 1747900000,
+        "model": "gpt-4o-mini-2024-07-18",
+        "choices": choices,
+        **extra,
+    }
+    return f"data: {json.dumps(chunk)}\n\n".encode()
+
+
+def _streaming(request: httpx2.Request) -> httpx2.Response:
+    _log_call("http", path=request.url.path, status=200)
+
+    async def body() -> AsyncIterator[bytes]:
+        yield _chunk({"role": "assistant", "content": ""})
+        for piece in STREAMED:
+            yield _chunk({"content": piece})
+        yield _chunk({}, "stop")
+        yield _chunk(None, usage={"prompt_tokens": 20, "completion_tokens": 3, "total_tokens": 23})
+        yield b"data: [DONE]\n\n"
+
+    return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=body())
+
+
+@workflow("streamed", version="1")
+async def streamed(ctx: WorkflowContext, input: Any) -> Any:
+    async def ask(step: StepContext, prompt: str) -> Any:
+        client = openai.AsyncOpenAI(
+            api_key="sk-test",
+            http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(_streaming)),
+        )
+        model = OpenAIModel("gpt-4o-mini", client=client)
+        deltas: list[str] = []
+        async with step.session("agent", model=model) as agent:
+            async with agent.stream(prompt) as stream:
+                async for delta in stream:
+                    _log_call("deltas", delta=delta)
+                    deltas.append(delta)
+                    if os.environ.get(KILL_MID_STREAM):
+                        os.kill(os.getpid(), signal.SIGKILL)
+            return {"deltas": deltas, "answer": stream.answer}
 
     return await ctx.step("ask", ask, str(input))

@@ -1,7 +1,7 @@
 """Little's native harness over real clients, killed with a real SIGKILL (issue 28): between a
 failed model attempt (a 429, recorded ``retryable``) and its retry, a resume makes exactly one
 new attempt for the turn; after an MCP server's listing is recorded, a resume does not list
-it again (and before, it does)."""
+it again (and before, it does); killed mid-stream, a resume streams the turn again."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from little.events import ModelCalled, ModelFailed, ModelResponded, ToolCallSucceeded
+from tests.crash.harness_workflows import KILL_MID_STREAM, STREAMED
 from tests.crash.support import Scenario
 
 RUN = "run_harness_crash"
@@ -107,3 +108,26 @@ def test_a_kill_before_the_mcp_listing_is_recorded_lists_again_on_resume(tmp_pat
     assert mcp_requests(scenario) == ["list", "list", "call"]
     state = scenario.fold(RUN)
     assert state.interrupted_tool_calls == 1  # the listing the kill cut off
+
+
+def test_a_kill_mid_stream_resumes_by_streaming_the_turn_again(tmp_path: Path) -> None:
+    """SIGKILLed while a model call streams (its consumer has the first delta; the call is
+    written ahead, not answered): the resume asks the model again and streams the whole
+    answer; the turn is answered once in the log."""
+    scenario = Scenario(tmp_path)
+    killed = scenario.start(RUN, "streamed", "What is Kafka?", **{KILL_MID_STREAM: "1"})
+    assert killed.killed, killed.describe()
+    assert [d["delta"] for d in scenario.calls("deltas")] == [STREAMED[0]]
+    assert model_events(scenario, RUN) == [("called", 1)]  # in flight at the kill
+    assert len(scenario.calls("http")) == 1
+
+    resumed = scenario.resume(RUN)
+    assert resumed.returncode == 0, resumed.describe()
+    assert resumed.result["status"] == "completed"
+    assert resumed.result["output"] == {"deltas": list(STREAMED), "answer": "".join(STREAMED)}
+    assert len(scenario.calls("http")) == 2  # asked again by the resume
+    assert [d["pid"] for d in scenario.calls("deltas")] == [killed.pid] + [resumed.pid] * 3
+    assert model_events(scenario, RUN) == [("called", 1), ("called", 1), ("responded", 1)]
+    state = scenario.fold(RUN)
+    assert state.interrupted_model_calls == 1  # the call the kill cut off
+    assert state.usage.calls == 1

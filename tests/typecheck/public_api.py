@@ -28,6 +28,7 @@ from little.events import Usage
 from little.harness import ModelResponse, ScriptedModel, Tool, ToolContext, tool
 from little.replay import ReplayEnvelope, replay_envelope
 from little.runtime import (
+    AgentStream,
     CompactionPolicy,
     RunResult,
     StepContext,
@@ -104,6 +105,18 @@ async def _structured_not_run(step: StepContext) -> None:
         assert_type(await free.run("Any?", output={"type": "object"}), Any)
     async with step.session("typed", model=model, output=Invoice, max_parallel_tools=2) as typed:
         assert_type(await typed.run("Invoice?"), Invoice)
+
+
+async def _streamed_not_run(step: StepContext) -> None:
+    """Streaming: deltas are text; the answer is what run() would have returned."""
+    model = ScriptedModel([["Kafka ", "is a log."]])
+    async with step.session("agent", model=model) as agent:
+        stream = agent.stream("Kafka?")
+        assert_type(stream, AgentStream[str | None])
+        async for delta in stream:
+            assert_type(delta, str)
+        assert_type(stream.answer, str | None)
+        assert_type(await agent.run("Again?", on_delta=print), str | None)
 
 
 async def _patched_not_run(ctx: WorkflowContext, step: StepContext) -> None:

@@ -3,6 +3,9 @@
 Messages are plain JSON dicts in the common chat shape (``role``, ``content``, assistant
 ``tool_calls`` of ``{id, name, arguments}``, tool results with ``tool_call_id``), so a request
 hashes canonically and replays byte for byte. Adapters translate to each provider's SDK.
+
+A model that streams (``StreamingModel``) also has ``stream(request)``: an async iterator of
+the answer's text deltas (``str``) as they arrive, then the whole ``ModelResponse``, last.
 """
 
 from __future__ import annotations
@@ -10,12 +13,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from little._canonical import canonical_json
+from little.errors import ConfigurationError
 from little.events import Usage
 
 Message = dict[str, Any]
@@ -131,6 +135,25 @@ class Model(Protocol):
     async def complete(self, request: ModelRequest) -> ModelResponse: ...
 
 
+ModelStreamItem = str | ModelResponse
+"""What a model's stream yields: a text delta, or (once, last) the whole response."""
+
+
+@runtime_checkable
+class StreamingModel(Model, Protocol):
+    """A model that can stream its answer: ``stream(request)`` yields each text delta as the
+    provider sends it (never an empty one), then the whole ``ModelResponse`` (text, tool
+    calls, usage), once and last. A stream closed before its end (``aclose``) must release
+    what it holds (the HTTP response). A session streams a model without ``stream`` as one
+    delta, its whole text, once ``complete`` answered."""
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]: ...
+
+
+ScriptEntry = ModelResponse | list[str] | tuple[str, ...]
+"""A ``ScriptedModel`` turn: a response, or a text answer given as the chunks it streams in."""
+
+
 class ScriptedModel:
     """A deterministic model for tests and the demo.
 
@@ -139,18 +162,26 @@ class ScriptedModel:
     reply. Every real invocation is appended to ``invocation_log`` (JSON lines) when given, so
     tests in other processes can count calls. ``provider``/``name`` may name a priced model the
     script stands in for.
+
+    It streams (``stream``): a turn given as a list of text chunks streams them one by one
+    (``complete`` answers their join, finish reason ``stop``); a ``ModelResponse`` streams its
+    text as one delta.
     """
 
     def __init__(
         self,
-        script: Sequence[ModelResponse],
+        script: Sequence[ScriptEntry],
         *,
         provider: str = "scripted",
         name: str = "script",
         latency: float = 0.0,
         invocation_log: str | Path | None = None,
     ) -> None:
-        self.script = tuple(script)
+        self.script: tuple[ModelResponse, ...] = tuple(_scripted(e) for e in script)
+        self.chunks: dict[int, tuple[str, ...]] = {
+            i: tuple(e) for i, e in enumerate(script) if isinstance(e, list | tuple)
+        }
+        """The turns given as chunks (by index in the script): what ``stream`` yields."""
         self.provider = provider
         self.name = name
         self.latency = latency
@@ -158,6 +189,18 @@ class ScriptedModel:
         self.invocations = 0
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
+        return await self._answer(self._invoked(request))
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
+        turn = self._invoked(request)
+        response = await self._answer(turn)
+        for chunk in self.chunks.get(turn, (response.content,)):
+            if chunk:
+                yield chunk
+        yield response
+
+    def _invoked(self, request: ModelRequest) -> int:
+        """The script index this request asks for, its invocation counted (and logged)."""
         turn = sum(1 for m in request.messages if m.get("role") == "assistant")
         self.invocations += 1
         if self.invocation_log is not None:
@@ -165,11 +208,25 @@ class ScriptedModel:
                 f.write(json.dumps({"pid": os.getpid(), "turn": turn + 1}) + "\n")
                 f.flush()
                 os.fsync(f.fileno())
+        return turn
+
+    async def _answer(self, turn: int) -> ModelResponse:
         if self.latency:
             await asyncio.sleep(self.latency)
         if turn >= len(self.script):
             return ModelResponse(content="(script exhausted)", finish_reason="stop")
         return self.script[turn]
+
+
+def _scripted(entry: ScriptEntry) -> ModelResponse:
+    if isinstance(entry, ModelResponse):
+        return entry
+    if not isinstance(entry, list | tuple) or not all(isinstance(c, str) for c in entry):
+        raise ConfigurationError(
+            f"ScriptedModel: a script entry is a ModelResponse or a list of text chunks, "
+            f"not {entry!r}"
+        )
+    return ModelResponse(content="".join(entry), finish_reason="stop")
 
 
 def count_invocations(invocation_log: str | Path) -> dict[int, int]:

@@ -38,6 +38,12 @@ RETRYABLE_STATUS = frozenset({408, 409, 429})
 """HTTP statuses worth another attempt besides every 5xx (timeout, lock conflict, rate
 limit): the set the OpenAI and Anthropic SDKs retry on."""
 
+RETRYABLE_STREAM_ERRORS = frozenset(
+    {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
+)
+"""Error types of an ``error`` event inside a stream answered ``200`` (Anthropic's server-sent
+events) worth another attempt: the provider's 529, 5xx, 429 and 408 as an event."""
+
 
 @dataclass(frozen=True)
 class ProviderFailure:
@@ -132,12 +138,23 @@ class RetryPolicy:
         )
 
 
+def _error_type(body: object) -> str | None:
+    """``error.type`` of an error body (``{"type": "error", "error": {"type": ...}}``)."""
+    error = body.get("error") if isinstance(body, dict) else None
+    kind = error.get("type") if isinstance(error, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
 def sdk_failure(sdk: Any, exc: BaseException) -> ProviderFailure:
     """A failure raised by the OpenAI or Anthropic SDK (both raise ``APIStatusError`` with
     the HTTP response for an answer that is an error, ``APIConnectionError`` (timeouts
-    included) when no answer came): the status decides; no answer is worth another attempt;
-    anything else (a bug, a response that does not parse) is not."""
+    included) when no answer came): the status decides (for an ``error`` event inside a
+    stream answered 200, its error type: overloaded, a server error, a rate limit or a
+    timeout are retryable); no answer is worth another attempt; anything else (a bug, a
+    response that does not parse) is not."""
     if isinstance(exc, sdk.APIStatusError):
+        if exc.status_code < 300:  # an error event inside a stream that began well
+            return ProviderFailure(_error_type(exc.body) in RETRYABLE_STREAM_ERRORS)
         return failure_of_status(exc.status_code, exc.response.headers)
     if isinstance(exc, sdk.APIConnectionError):
         return ProviderFailure(True)

@@ -48,7 +48,7 @@ from little.runtime._registry import (
     workflow,
 )
 from little.runtime._runner import execute, resume, run
-from little.runtime._session import AgentSession
+from little.runtime._session import AgentSession, AgentStream
 from little.runtime._simulate import Divergence, Simulation, simulate
 from little.runtime._workflow_tool import workflow_tool
 
@@ -58,6 +58,7 @@ __all__ = [
     "SETTLING",
     "AgentCallTicket",
     "AgentSession",
+    "AgentStream",
     "BranchStopped",
     "BudgetExceededError",
     "ClaimRejectedError",

@@ -78,13 +78,61 @@ class TurnRequest:
 
 class LiveTurn(Generic[R]):
     """A model turn made by the caller inside ``Recorder.live_turn``: ``served`` when the log
-    answered it (nothing is called), else the caller sets ``response``."""
+    answered it (nothing is called), else the caller sets ``response``; an attempt that failed
+    before the caller handed anything of it on may be made again (``retry``)."""
 
-    __slots__ = ("response", "served")
+    __slots__ = (
+        "_appended",
+        "_failed",
+        "_recording",
+        "_request",
+        "_retries",
+        "_retry",
+        "_span",
+        "response",
+        "served",
+    )
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        recording: TurnRecording,
+        request: TurnRequest,
+        retry: RetryPolicy | None = None,
+    ) -> None:
         self.served: R | None = None
         self.response: R | None = None
+        self._recording = recording
+        self._request = request
+        self._retry = retry
+        self._retries = 0
+        self._appended: tuple[str | None, ArtifactRef | None] = (None, None)
+        self._span: Any = None
+        self._failed: BaseException | None = None
+        """The failure ``retry`` recorded and said not to retry: the block raises it."""
+
+    async def retry(self, exc: Exception) -> bool:
+        """The attempt failed with ``exc`` before anything of it was handed on: recorded
+        (``harness.model.failed``, acked, as ``model_turn`` records one). True: the failure is
+        retryable under the turn's retry policy and not the last allowed, it was waited out
+        and the next attempt is recorded (a new ``harness.model.called``): make the call
+        again. False: the turn ends with ``exc`` (raise it)."""
+        recording, request, retry = self._recording, self._request, self._retry
+        failure = retry.classify(exc) if retry is not None else None
+        retryable = failure.retryable if failure is not None else getattr(exc, "retryable", True)
+        await recording._call_raised(request, exc, retryable=bool(retryable))
+        if (
+            retry is None
+            or failure is None
+            or not failure.retryable
+            or self._retries >= retry.max_retries
+        ):
+            self._failed = exc
+            return False
+        self._retries += 1
+        await retry.sleep(retry.delay(self._retries, failure))
+        recording._step._check_group()  # a branch stopped meanwhile makes no new attempt
+        await recording._emit_called(request, self._appended, self._span, self._retries + 1)
+        return True
 
 
 class TurnRecording:
@@ -160,28 +208,18 @@ class TurnRecording:
         """A fresh model call: recorded write-ahead, invoked, answered; a failure ``retry``
         calls retryable is recorded (acked), waited out and attempted again, each attempt its
         own ``harness.model.called``."""
-        appended = await self._call_recorded(request, again, span)
-        retries = 0
+        attempts: LiveTurn[R] = LiveTurn(self, request, retry)
+        attempts._appended = await self._call_recorded(request, again, span)
+        attempts._span = span
         while True:  # one attempt per pass, each recorded write-ahead
             try:
                 response = await invoke()
                 break
             except Exception as exc:
-                failure = retry.classify(exc) if retry is not None else None
-                retryable = (
-                    failure.retryable if failure is not None else getattr(exc, "retryable", True)
-                )
-                # acked, not deferred: the wait before the next attempt may be long, and a
-                # crash in it must find this attempt answered, not in flight
-                await self._call_raised(request, exc, retryable=bool(retryable))
-                if retry is None or failure is None or not failure.retryable:
+                # recorded acked, not deferred: the wait before the next attempt may be long,
+                # and a crash in it must find this attempt answered, not in flight
+                if not await attempts.retry(exc):
                     raise
-                if retries >= retry.max_retries:
-                    raise
-                retries += 1
-                await retry.sleep(retry.delay(retries, failure))
-                self._step._check_group()  # a branch stopped meanwhile makes no new attempt
-                await self._emit_called(request, appended, span, attempt=retries + 1)
             except BaseException as exc:  # an interrupt leaves the call in flight
                 await self._call_raised(request, exc)
                 raise
@@ -190,20 +228,25 @@ class TurnRecording:
 
     @asynccontextmanager
     async def live_turn(
-        self, request: TurnRequest, decode: Callable[[str, Usage], R]
+        self,
+        request: TurnRequest,
+        decode: Callable[[str, Usage], R],
+        retry: RetryPolicy | None = None,
     ) -> AsyncIterator[LiveTurn[R]]:
         """``model_turn`` for a call the caller makes inside the block (a stream it hands on as
         it arrives)::
 
-            async with recorder.live_turn(request, decode) as live:
+            async with recorder.live_turn(request, decode, retry) as live:
                 if live.served is None:                   # called (acked): make the call
                     ...                                   # stream it through
                     live.response = response              # what the call answered
             answer = live.served or live.response         # (redacted, as recorded)
 
         A block that raises records ``harness.model.failed`` (a ``RunInterrupt`` leaves the call
-        in flight); one that ends without a response records a failure too."""
-        live: LiveTurn[R] = LiveTurn()
+        in flight); one that ends without a response records a failure too. ``retry``: an
+        attempt that failed before the block handed anything of it on may be made again,
+        inside the block, once ``await live.retry(exc)`` says so (it records the failure)."""
+        live: LiveTurn[R] = LiveTurn(self, request, retry)
         with self._x.integrity:
             answer = self.serving.turn(request.turn, request.request_hash)
         if isinstance(answer, Served):
@@ -211,7 +254,8 @@ class TurnRecording:
             yield live
             return
         with self.spans.chat(self.provider, self.model, request.turn, answer.again) as span:
-            await self._call_recorded(request, answer.again, span)
+            live._appended = await self._call_recorded(request, answer.again, span)
+            live._span = span
             try:
                 yield live
                 if live.response is None:
@@ -220,7 +264,8 @@ class TurnRecording:
                         "ended without a response (its consumer stopped before the end?)"
                     )
             except BaseException as exc:
-                await self._call_raised(request, exc)
+                if exc is not live._failed:  # recorded by ``live.retry`` already
+                    await self._call_raised(request, exc)
                 raise
             FAULTS.call_returned()
             live.response = await self._responded(request, live.response, decode)

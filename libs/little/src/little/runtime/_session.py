@@ -9,20 +9,22 @@ comes from, and imports nothing of the workflow context (its step is a ``Session
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
 from pydantic import BaseModel
 
 from little._canonical import canonical_hash, canonical_json, chain_hash, sha256_hex
-from little.errors import ConfigurationError
+from little.errors import ConfigurationError, StreamStoppedError
 from little.harness import (
     McpServer,
     Message,
     Model,
     ModelRequest,
     ModelResponse,
+    ModelStreamItem,
     OutputSchema,
     Tool,
     ToolCallRequest,
@@ -40,12 +42,13 @@ from little.runtime._output import (
     retry_prompt,
 )
 from little.runtime._recording import SETTLING, AgentCallTicket, ApprovalPolicy, Recorder
+from little.runtime._streaming import AgentStream, OnDelta, TurnDeltas, drive, whole
 from little.runtime._tool_calls import DEFAULT_MAX_PARALLEL_TOOLS, run_tool_calls
 
 if TYPE_CHECKING:
     from little.runtime._execution import Execution
 
-__all__ = ["AgentSession", "ApprovalPolicy", "compaction_link"]
+__all__ = ["AgentSession", "AgentStream", "ApprovalPolicy", "compaction_link"]
 
 Plan = tuple[Output, int] | None
 """An agent call's structured output and how many retries it gets (None: free text)."""
@@ -161,6 +164,9 @@ class AgentSession(Generic[T]):
         self._messages: list[Message] = []  # the conversation, across run() calls
         self._message_json: list[str] = []  # canonical JSON of each message, made once
         self._answer: str | None = None
+        self._stream: AgentStream[Any] | None = None
+        """The session's stream still open (``stream()``): closed, as stopped early, when the
+        session ends or its next exchange starts."""
         self._recorder = Recorder(
             execution,
             step,
@@ -196,6 +202,7 @@ class AgentSession(Generic[T]):
         tb: TracebackType | None,
     ) -> None:
         try:
+            await self._close_stream()  # a stream left unread: its consumer stopped early
             await self._recorder.finish(self.turns, self._answer, exc)
         finally:
             await self._close_servers()
@@ -214,6 +221,7 @@ class AgentSession(Generic[T]):
         max_turns: int = ...,
         output: None = None,
         output_retries: int | None = ...,
+        on_delta: OnDelta | None = ...,
     ) -> T: ...
 
     @overload
@@ -224,6 +232,7 @@ class AgentSession(Generic[T]):
         max_turns: int = ...,
         output: type[M],
         output_retries: int | None = ...,
+        on_delta: OnDelta | None = ...,
     ) -> M: ...
 
     @overload
@@ -234,6 +243,7 @@ class AgentSession(Generic[T]):
         max_turns: int = ...,
         output: Mapping[str, Any],
         output_retries: int | None = ...,
+        on_delta: OnDelta | None = ...,
     ) -> Any: ...
 
     async def run(
@@ -243,6 +253,7 @@ class AgentSession(Generic[T]):
         max_turns: int = 10,
         output: OutputType | None = None,
         output_retries: int | None = None,
+        on_delta: OnDelta | None = None,
     ) -> Any:
         """Ask, call tools until the model answers without tool calls; return its text.
 
@@ -253,6 +264,10 @@ class AgentSession(Generic[T]):
         2), each a recorded turn, then ``OutputValidationError``. The schema is part of the
         call's key, so a replay serves only a call that asked for the same one.
 
+        ``on_delta``: the model's answers are streamed, and ``on_delta`` called with each
+        text delta as it arrives (see ``stream``); an error it raises ends the turn as the
+        model's failure (recorded) and is raised here.
+
         Calling it again continues the same conversation (turn numbers go on from the last
         run's), so a session may hold several exchanges; ``max_turns`` bounds each call.
 
@@ -260,7 +275,74 @@ class AgentSession(Generic[T]):
         run started with ``replay_from``, one whose ordinal and request match the recorded
         run's is answered from that record without invoking the model or any tool.
         """
-        self._step._check_group()  # a branch stopped by a failed sibling admits nothing
+        plan = self._plan_of(output, output_retries)
+        await self._close_stream()
+        box: list[Any] = []
+        deltas = self._exchange(prompt, max_turns, plan, box, streaming=on_delta is not None)
+        if on_delta is None:
+            async for _ in deltas:  # nothing is streamed: it yields nothing
+                pass
+        else:
+            await drive(deltas, on_delta)
+        return box[0]
+
+    @overload
+    def stream(
+        self,
+        prompt: str,
+        *,
+        max_turns: int = ...,
+        output: None = None,
+        output_retries: int | None = ...,
+    ) -> AgentStream[T]: ...
+
+    @overload
+    def stream(
+        self,
+        prompt: str,
+        *,
+        max_turns: int = ...,
+        output: type[M],
+        output_retries: int | None = ...,
+    ) -> AgentStream[M]: ...
+
+    @overload
+    def stream(
+        self,
+        prompt: str,
+        *,
+        max_turns: int = ...,
+        output: Mapping[str, Any],
+        output_retries: int | None = ...,
+    ) -> AgentStream[Any]: ...
+
+    def stream(
+        self,
+        prompt: str,
+        *,
+        max_turns: int = 10,
+        output: OutputType | None = None,
+        output_retries: int | None = None,
+    ) -> AgentStream[Any]:
+        """``run``, streamed: ``async for delta in agent.stream(prompt)`` yields the text of
+        each model turn of the exchange as the model sends it; ``.answer`` is what ``run``
+        would have returned, once the stream ended.
+
+        Each model call is still recorded write-ahead (``harness.model.called`` acked before
+        the model is asked) and its response recorded when its stream ends; tool calls run
+        and are recorded as in ``run``. A turn answered from the log (a resume) or a record (a
+        replay) yields its recorded text as one delta. A consumer that stops early (``break``
+        then ``aclose()``, ``async with agent.stream(...) as s``, or the session's next
+        exchange or end) records the turn in flight as failed (``StreamStoppedError``) and the
+        exchange as failed: a resume asks the model again.
+        """
+        plan = self._plan_of(output, output_retries)
+        box: list[Any] = []
+        deltas = self._exchange(prompt, max_turns, plan, box, streaming=True)
+        return AgentStream(self, deltas, box)
+
+    def _plan_of(self, output: OutputType | None, output_retries: int | None) -> Plan:
+        """An exchange's structured output: the session's, unless the call names its own."""
         plan = self._plan
         if output is not None or output_retries is not None:
             retries = self._output_retries if output_retries is None else output_retries
@@ -268,10 +350,12 @@ class AgentSession(Generic[T]):
                 plan = (output_of(output, self._where), _retries(retries, self._where))
             elif plan is not None:
                 plan = (plan[0], _retries(retries, self._where))
-        await self._compact_if_due()
-        return await self._run_admitted(
-            self._admit(prompt, max_turns, plan), prompt, max_turns, plan
-        )
+        return plan
+
+    async def _close_stream(self) -> None:
+        """Close the session's stream still open, if any: its consumer stopped reading."""
+        if self._stream is not None:
+            await self._stream.aclose()
 
     def _admit(
         self, prompt: str, max_turns: int, plan: Plan | Literal[True] = True
@@ -295,78 +379,122 @@ class AgentSession(Generic[T]):
         self, call: AgentCallTicket, prompt: str, max_turns: int, plan: Plan | Literal[True] = True
     ) -> Any:
         """Run an admitted agent call to its settlement: answered whole, or turn by turn."""
+        box: list[Any] = []
         resolved: Plan = self._plan if plan is True else plan
-        if call.served:
-            return await self._serve(call, resolved)
-        messages = self._messages
-        start = len(messages)
-        messages.append({"role": "user", "content": self._recorder.redacted("prompt", prompt)})
-        answer: str | None = None
-        value: Any = None
-        retries = resolved[1] if resolved else 0
-        limit = max_turns
-        done = False
+        async for _ in self._exchange(prompt, max_turns, resolved, box, call=call):
+            pass
+        return box[0]
+
+    async def _exchange(
+        self,
+        prompt: str,
+        max_turns: int,
+        plan: Plan,
+        box: list[Any],
+        streaming: bool = False,
+        call: AgentCallTicket | None = None,
+    ) -> AsyncGenerator[str, None]:
+        """One exchange (admitted here unless ``call`` is): its answer appended to ``box``;
+        ``streaming``: each model turn streamed, its text deltas yielded as they arrive.
+
+        One generator frame holds every yield (a consumer's stop, ``aclose``, reaches the turn
+        it stopped in): a stop is raised in that turn as ``StreamStoppedError`` (recorded as
+        the turn's failure and the call's), then ends the generator quietly."""
         try:
-            turns = 0
-            while turns < limit:
-                turns += 1
-                self.turns += 1
-                turn = self.turns
-                response = await self._model_turn(turn, messages, resolved)
-                messages.append(response.as_message())
-                if not response.tool_calls:
-                    answer = response.content
-                    if not resolved:
+            if call is None:
+                self._step._check_group()  # a branch stopped by a failed sibling admits nothing
+                await self._compact_if_due()
+                call = self._admit(prompt, max_turns, plan)
+            if call.served:
+                start = len(self._messages)
+                box.append(await self._serve(call, plan))
+                if streaming:  # each recorded model answer's text, as one delta
+                    for message in self._messages[start:]:
+                        content = message.get("content") or None
+                        if message.get("role") == "assistant" and isinstance(content, str):
+                            yield content
+                return
+            messages = self._messages
+            start = len(messages)
+            messages.append({"role": "user", "content": self._recorder.redacted("prompt", prompt)})
+            answer: str | None = None
+            value: Any = None
+            retries = plan[1] if plan else 0
+            limit = max_turns
+            done = False
+            try:
+                turns = 0
+                while turns < limit:
+                    turns += 1
+                    self.turns += 1
+                    turn = self.turns
+                    if not streaming:
+                        response = await self._model_turn(turn, messages, plan)
+                    else:
+                        async with self._streamed_turn(turn, messages, plan) as deltas:
+                            async for delta in deltas:
+                                yield delta
+                        response = deltas.response
+                    messages.append(response.as_message())
+                    if not response.tool_calls:
+                        answer = response.content
+                        if not plan:
+                            break
+                        value, error = plan[0].check(answer)
+                        if error is not None:
+                            if retries == 0:
+                                raise self._invalid(plan, error)
+                            retries -= 1
+                            limit += 1  # a retry is a turn more
+                            text = retry_prompt(plan[0], error)
+                            messages.append(
+                                {"role": "user", "content": self._recorder.redacted("prompt", text)}
+                            )
+                            continue
+                        done = True
                         break
-                    value, error = resolved[0].check(answer)
-                    if error is not None:
-                        if retries == 0:
-                            raise self._invalid(resolved, error)
-                        retries -= 1
-                        limit += 1  # a retry is a turn more
-                        text = retry_prompt(resolved[0], error)
-                        messages.append(
-                            {"role": "user", "content": self._recorder.redacted("prompt", text)}
-                        )
-                        continue
-                    done = True
-                    break
-                calls = response.tool_calls
-                contents = await run_tool_calls(
-                    self._recorder,
-                    turn,
-                    calls,
-                    self.tools,
-                    self._live_calls,
-                    self.max_parallel_tools,
-                )
-                # in the order the model asked, whatever order they finished in
-                messages.extend(
-                    {"role": "tool", "tool_call_id": c.id, "content": content}
-                    for c, content in zip(calls, contents, strict=True)
-                )
-            if resolved and not done:
-                raise self._invalid(resolved, f"no answer within max_turns={max_turns} turn(s)")
-        except SETTLING:
-            # a branch stopped between turns, or a spent budget, settles its call (it did not
-            # finish, and the run is ending)
-            await self._recorder.settle(call, "failed", _result(None, messages[start:], resolved))
-            raise
-        except Exception as exc:
-            # an error that ends the writer (or the run as itself) leaves it in flight, for
-            # the resume to run on; so does a suspension or a stop (a RunInterrupt: no clause)
-            if not isinstance(exc, ENDS_THE_RUN):
-                await self._recorder.settle(
-                    call, "failed", _result(None, messages[start:], resolved)
-                )
-            raise
-        self._answer = answer
-        await self._recorder.settle(call, "succeeded", _result(answer, messages[start:], resolved))
-        # Inside the loop a result rides with the next write-ahead record, which follows at
-        # once; the last one is made durable here, so work after the session never puts the
-        # session's final answer at risk.
-        await self._recorder.flush()
-        return value if resolved else answer
+                    calls = response.tool_calls
+                    contents = await run_tool_calls(
+                        self._recorder,
+                        turn,
+                        calls,
+                        self.tools,
+                        self._live_calls,
+                        self.max_parallel_tools,
+                    )
+                    # in the order the model asked, whatever order they finished in
+                    messages.extend(
+                        {"role": "tool", "tool_call_id": c.id, "content": content}
+                        for c, content in zip(calls, contents, strict=True)
+                    )
+                if plan and not done:
+                    raise self._invalid(plan, f"no answer within max_turns={max_turns} turn(s)")
+            except SETTLING:
+                # a branch stopped between turns, or a spent budget, settles its call (it did
+                # not finish, and the run is ending)
+                await self._recorder.settle(call, "failed", _result(None, messages[start:], plan))
+                raise
+            except Exception as exc:
+                # an error that ends the writer (or the run as itself) leaves it in flight, for
+                # the resume to run on; so does a suspension or a stop (a RunInterrupt: no
+                # clause)
+                if not isinstance(exc, ENDS_THE_RUN):
+                    await self._recorder.settle(
+                        call, "failed", _result(None, messages[start:], plan)
+                    )
+                raise
+            self._answer = answer
+            await self._recorder.settle(call, "succeeded", _result(answer, messages[start:], plan))
+            # Inside the loop a result rides with the next write-ahead record, which follows at
+            # once; the last one is made durable here, so work after the session never puts
+            # the session's final answer at risk.
+            await self._recorder.flush()
+            box.append(value if plan else answer)
+        except StreamStoppedError as exc:
+            if not isinstance(exc.__cause__, GeneratorExit):
+                raise
+            # the consumer stopped: recorded as the turn's failure and the call's; the
+            # generator ends (its closing goes on)
 
     def _invalid(self, plan: tuple[Output, int], error: str) -> OutputValidationError:
         name = plan[0].spec.name
@@ -418,9 +546,9 @@ class AgentSession(Generic[T]):
             parts.append(canonical_json(message))
         return "[" + ",".join(parts[start:]) + "]"
 
-    async def _model_turn(
-        self, turn: int, messages: list[Message], plan: Plan = None
-    ) -> ModelResponse:
+    def _turn_request(self, turn: int, messages: list[Message]) -> TurnRequest:
+        """The next model request's link: the hash chain extended with the messages appended
+        since the last request."""
         # serialised once: the same canonical JSON extends the hash chain and is recorded
         appended_text = self._json_of(self._hashed_messages)
         # None on turn 1 (a compaction relinks the chain: never a first request after one)
@@ -428,9 +556,14 @@ class AgentSession(Generic[T]):
         request_hash = chain_hash(self._chain, appended_text)
         self._chain = request_hash
         self._hashed_messages = len(messages)
-        request = TurnRequest(
+        return TurnRequest(
             turn, request_hash, previous_hash, appended_text, len(messages), self._tools_hash
         )
+
+    async def _model_turn(
+        self, turn: int, messages: list[Message], plan: Plan = None
+    ) -> ModelResponse:
+        request = self._turn_request(turn, messages)
         output = None if plan is None else plan[0].spec
         return await self._recorder.model_turn(
             request,
@@ -448,6 +581,44 @@ class AgentSession(Generic[T]):
         if self._redacts:  # the recorded response may differ: tools get what the model asked
             self._live_calls = {c.id: c for c in response.tool_calls}
         return response
+
+    @asynccontextmanager
+    async def _streamed_turn(
+        self, turn: int, messages: list[Message], plan: Plan = None
+    ) -> AsyncIterator[TurnDeltas]:
+        """A model turn streamed through the recording kernel's ``live_turn``: served (its
+        recorded text, one delta) or called write-ahead and streamed; the deltas are read
+        inside the block, the response (as recorded) is ``deltas.response`` after it. A stop
+        of the consumer (``GeneratorExit`` at its yield) fails the turn as
+        ``StreamStoppedError``."""
+        request = self._turn_request(turn, messages)
+        output = None if plan is None else plan[0].spec
+        model_request = ModelRequest(self.system, tuple(messages), self._specs, output)
+        retry = getattr(self.model, "retry_policy", None)
+        async with self._recorder.live_turn(request, ModelResponse.from_json, retry) as live:
+            deltas = TurnDeltas(live, lambda: self._model_stream(model_request), self._where)
+            try:
+                yield deltas
+            except GeneratorExit as stop:
+                raise StreamStoppedError(
+                    f"{self._where} turn {turn}: the stream's consumer stopped before its end"
+                ) from stop
+            finally:
+                await deltas.aclose()
+            if live.served is None:
+                live.response = deltas.response
+                if self._redacts:  # the recorded response may differ: tools get what was asked
+                    self._live_calls = {c.id: c for c in deltas.response.tool_calls}
+        deltas.response = live.served or live.response or deltas.response
+
+    def _model_stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
+        """The model's stream of ``request``; a model that cannot stream answers whole, its
+        text one delta."""
+        stream = getattr(self.model, "stream", None)
+        if callable(stream):
+            items: AsyncIterator[ModelStreamItem] = stream(request)
+            return items
+        return whole(self.model, request)
 
     # -- compaction of the history (little.runtime._compaction) ----------------------------
 

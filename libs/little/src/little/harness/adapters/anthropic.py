@@ -26,6 +26,10 @@ cache_creation_input_tokens`` (all input, as the price table expects),
 ``cached_input_tokens`` is ``cache_read_input_tokens`` and ``reasoning_tokens`` is
 ``output_tokens_details.thinking_tokens`` when reported.
 
+``stream(request)`` sends the same body through the SDK's ``messages.stream`` and yields each
+``text`` delta as it arrives (a forced structured answer streams no text: it is a tool's
+input); the SDK accumulates the events into the final message, translated as above.
+
 The SDK is imported when an ``AnthropicModel`` is constructed, never when ``little.harness``
 is. Provider errors propagate as the SDK's exceptions; the SDK's own retries are off (the
 client given is copied with ``max_retries=0``): the recording kernel retries a turn that
@@ -37,6 +41,7 @@ failed with a rate limit, a 5xx or no answer (``retry_policy``; ``max_retries``,
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from little._canonical import canonical_json
@@ -46,6 +51,7 @@ from little.harness._model import (
     Message,
     ModelRequest,
     ModelResponse,
+    ModelStreamItem,
     OutputSchema,
     ToolCallRequest,
     ToolSpec,
@@ -187,6 +193,17 @@ class AnthropicModel:
             **self.request_params(request)
         )
         return from_anthropic_message(
+            message, None if request.output is None else request.output.name
+        )
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
+        """The answer as it is generated: each text delta, then the whole response."""
+        async with self.client.messages.stream(**self.request_params(request)) as events:
+            async for event in events:
+                if event.type == "text" and event.text:
+                    yield event.text
+            message: AnthropicMessage = await events.get_final_message()
+        yield from_anthropic_message(
             message, None if request.output is None else request.output.name
         )
 

@@ -17,6 +17,11 @@ The response's tool-call arguments (a JSON string) are parsed to a dict, or kept
 ``prompt_tokens_details.cached_tokens`` and ``reasoning_tokens`` is
 ``completion_tokens_details.reasoning_tokens``.
 
+``stream(request)`` sends the same body with ``stream: true`` and ``stream_options:
+{"include_usage": true}`` and yields each ``content`` delta as it arrives (a ``refusal`` delta
+too); the chunks are accumulated by the SDK's own ``ChatCompletionStreamState`` into the
+completion translated as above.
+
 The SDK is imported when an ``OpenAIModel`` is constructed, never when ``little.harness`` is.
 Provider errors propagate as the SDK's exceptions; the SDK's own retries are off (the
 client given is copied with ``max_retries=0``): the recording kernel retries a turn that
@@ -29,6 +34,7 @@ failed with a rate limit, a 5xx or no answer (``retry_policy``; ``max_retries``,
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from little._canonical import canonical_json
@@ -38,6 +44,7 @@ from little.harness._model import (
     Message,
     ModelRequest,
     ModelResponse,
+    ModelStreamItem,
     OutputSchema,
     ToolCallRequest,
     ToolSpec,
@@ -174,6 +181,35 @@ class OpenAIModel:
             **self.request_params(request)
         )
         return from_openai_completion(completion)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
+        """The answer as it is generated: each text delta, then the whole response."""
+        from openai.lib.streaming.chat import ChatCompletionStreamState
+
+        params = self.request_params(request)
+        params["stream"] = True
+        params["stream_options"] = {"include_usage": True}
+        chunks = await self.client.chat.completions.create(**params)
+        state: ChatCompletionStreamState[Any] = ChatCompletionStreamState()
+        seen = False
+        try:
+            async for chunk in chunks:
+                seen = True
+                state.handle_chunk(chunk)
+                for choice in chunk.choices:
+                    if choice.index != 0:
+                        continue
+                    text = choice.delta.content or choice.delta.refusal
+                    if text:
+                        yield text
+        finally:
+            await chunks.close()
+        if not seen:  # no answer at all: worth another attempt, as a dropped connection is
+            raise self._sdk.APIConnectionError(
+                message=f"{self!r}: the stream ended before its first chunk",
+                request=chunks.response.request,
+            )
+        yield from_openai_completion(state.get_final_completion())
 
 
 # -- request translation -------------------------------------------------------------------
