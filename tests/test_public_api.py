@@ -97,6 +97,37 @@ def test_importing_little_does_not_import_the_test_suites_or_pytest() -> None:
     assert out.stdout.strip() == "False False"
 
 
+def test_a_run_on_the_embedded_world_imports_neither_yaml_nor_the_trace_propagators(
+    tmp_path: Path,
+) -> None:
+    """What a resume (a fresh process: import, open the world, run) does not use is not
+    imported: the topics file's YAML parser (the Kafka provisioning's) and OpenTelemetry's
+    propagators (whose import loads entry points; needed only to carry a span's context)."""
+    import subprocess
+    import sys
+
+    code = f"""
+import asyncio, sys
+import little
+from little.runtime import run, workflow
+
+async def one(step, _):
+    return "ok"
+
+@workflow("lazy-imports", version="1")
+async def flow(ctx, input):
+    return await ctx.step("one", one, None)
+
+with little.local_world({str(tmp_path)!r}) as world:
+    result = asyncio.run(run(world, flow, None))
+assert result.status == "completed", result
+print('yaml' in sys.modules, 'opentelemetry.propagate' in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip() == "False False"
+
+
 def test_the_test_suites_do_not_import_the_kafka_client() -> None:
     """A third-party backend runs the conformance suites without confluent-kafka's backend."""
     import subprocess

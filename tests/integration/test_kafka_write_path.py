@@ -147,8 +147,8 @@ class _Report:
 def test_settling_from_many_threads_at_once_settles_every_append_once(
     topics: dict[str, str],
 ) -> None:
-    """Delivery reports are settled by whichever thread polls the producer: the pump, an idle
-    loop's waiter (``_poll_here``), a blocking append's own thread. Here completed appends come
+    """Delivery reports are settled by whichever thread polls the producer: the pump, or a
+    blocking append's own thread (``_poll_here``). Here completed appends come
     in bursts, through the delivery callback librdkafka calls, while several threads settle
     at once from both sides: every append settles once, with its own offset, and no settling
     thread fails. (Two threads once both saw the last completed append and the slower popped
@@ -213,5 +213,39 @@ def test_settling_from_many_threads_at_once_settles_every_append_once(
             assert [p.offset for p in pending.wait(0)] == [offset]
         assert log.in_flight() == (0, 0.0)
         assert log._busy == {}
+    finally:
+        log.close()
+
+
+def test_a_lone_writers_appends_settle_by_their_reports_not_a_polls_timeout(
+    topics: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One writer alone, appending and awaiting one append at a time (a lone run), with a
+    blocking append from another thread now and then: the pump is woken by each append and
+    settles it by the delivery reports that end its poll, whichever of its polls served them.
+    With the pump's poll and idle timeouts at 40 s, an append whose reports were served and
+    left unsettled (once: by the idle check's poll, until the next poll timed out) or that no
+    poll was woken for would wait 40 s, and ``wait_for`` fails it first."""
+    from little.log.kafka import _log
+
+    monkeypatch.setattr(_log, "PUMP_WAIT_SECONDS", 40.0)
+    monkeypatch.setattr(_log, "PUMP_IDLE_SECONDS", 40.0)
+    log = open_log(topics)
+
+    async def main() -> list[list[Position]]:
+        got = []
+        for i in range(200):
+            pending = log.submit("lone", [OutgoingRecord(f"a{i}".encode())])
+            got.append(await asyncio.wait_for(asyncio.shield(pending), 25))
+            if i % 10 == 5:  # a blocking append's thread serves (and holds the pump) meanwhile
+                await asyncio.to_thread(log.append, "other", [OutgoingRecord(b"b")])
+            await asyncio.sleep(0.002 * (i % 3))  # idle between appends, as a run's steps are
+        return got
+
+    try:
+        positions = asyncio.run(main())
+        assert [p[0].offset for p in positions] == sorted(p[0].offset for p in positions)
+        assert [r.payload for r in log.read_run("lone")] == [f"a{i}".encode() for i in range(200)]
+        assert log.in_flight() == (0, 0.0)
     finally:
         log.close()

@@ -82,3 +82,63 @@ def test_second_run_continues_the_conversation_and_resumes_from_the_log(
         session = replay_run(world, run_id).state.session("chat#chat")
         assert session is not None
         assert (session.status, session.turn_count) == ("completed", 3)
+
+
+def test_each_exchanges_request_key_commits_to_the_whole_conversation_before_it(
+    tmp_path: Path,
+) -> None:
+    """An agent call's request key covers the sha256 of the canonical JSON of the whole
+    conversation before it (kept incrementally, one message at a time): recomputed here from
+    first principles, from the messages the model was shown, for every exchange of a session
+    with tool calls, non-ASCII text and an empty conversation at the start."""
+    from little._canonical import canonical_hash, canonical_json, sha256_hex
+    from little.events import AgentCallAdmitted, SessionStarted
+    from little.harness import ModelRequest
+
+    seen: list[ModelRequest] = []
+
+    class Recording(ScriptedModel):
+        async def complete(self, request: ModelRequest) -> ModelResponse:
+            seen.append(request)
+            return await super().complete(request)
+
+    @tool(description="Look something up.")
+    def lookup(args: dict[str, Any], ctx: ToolContext) -> str:
+        return "2,102,650 — «environ»"
+
+    prompts = ["Capital of France?", "How many people live there? ☃", "Merci, et Lyon ?"]
+    script = (*SCRIPT, ModelResponse(content="Lyon : 522 250.", usage=USAGE))
+
+    async def chat(step: StepContext, _: None) -> None:
+        async with step.session("chat", model=Recording(script), tools=[lookup]) as agent:
+            for prompt in prompts:
+                await agent.run(prompt, max_turns=3)
+
+    async def flow(ctx: WorkflowContext, input: None) -> Any:
+        return await ctx.step("chat", chat, None)
+
+    wf = workflow(f"keys-{uuid.uuid4().hex[:8]}", version="1")(flow)
+    run_id = f"run_{uuid.uuid4().hex}"
+    with little.local_world(tmp_path) as world:
+        asyncio.run(execute(world, run_id, wf, None))
+        events = [x.event for x in world.read_run(run_id)]
+    (started,) = [e for e in events if isinstance(e, SessionStarted)]
+    admitted = [e for e in events if isinstance(e, AgentCallAdmitted)]
+    # each exchange's first request: the conversation before it, then its prompt
+    firsts = [r for r in seen if r.messages[-1].get("role") == "user"]
+    assert [r.messages[-1]["content"] for r in firsts] == prompts
+    assert len(admitted) == len(prompts)
+    for occurrence, (event, request, prompt) in enumerate(
+        zip(admitted, firsts, prompts, strict=True)
+    ):
+        before = list(request.messages[:-1])
+        key = canonical_hash(
+            {
+                "manifest": started.manifest_hash,
+                "node": ["chat", "chat", occurrence],
+                "conversation": sha256_hex(canonical_json(before)),
+                "prompt": prompt,
+                "max_turns": 3,
+            }
+        )
+        assert event.request_key == key

@@ -18,11 +18,9 @@ from little.errors import RunInterrupt
 
 try:  # the API alone: the SDK is imported only by configure_from_env
     from opentelemetry import context as _context
-    from opentelemetry import propagate as _propagate
     from opentelemetry import trace as _trace
 except ImportError:  # the extra is not installed: tracing is off, nothing more is imported
     _trace = None  # type: ignore[assignment]
-    _propagate = None  # type: ignore[assignment]
     _context = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
@@ -186,8 +184,10 @@ def trace_headers() -> tuple[tuple[str, bytes], ...]:
     """The current span's W3C context as record headers (empty when there is none)."""
     if _trace is None or not _trace.get_current_span().get_span_context().is_valid:
         return ()
+    from opentelemetry import propagate  # on first use: its import loads the propagators
+
     carrier: dict[str, str] = {}
-    _propagate.inject(carrier)
+    propagate.inject(carrier)
     return tuple((k, carrier[k].encode()) for k in TRACE_HEADERS if k in carrier)
 
 
@@ -203,7 +203,9 @@ def context_from_headers(
             carrier[key] = value.decode() if isinstance(value, bytes) else value
     if TRACEPARENT not in carrier:
         return None
-    ctx = _propagate.extract(carrier)
+    from opentelemetry import propagate  # on first use: its import loads the propagators
+
+    ctx = propagate.extract(carrier)
     return ctx if _trace.get_current_span(ctx).get_span_context().is_valid else None
 
 

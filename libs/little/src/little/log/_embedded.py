@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from little.errors import ConfigurationError, LogError
-from little.log._pending import InFlight, Outcome, PendingAppend, spin_while_idle
+from little.log._pending import InFlight, Outcome, PendingAppend
 from little.log._port import CursorStore, EventLog
 from little.log._records import Header, OutgoingRecord, Position, ResetTo, StoredRecord
 from little.log._topics import RUNS_TOPIC
@@ -147,7 +147,6 @@ class EmbeddedEventLog(EventLog):
     ) -> None:
         if self._closed:
             raise LogError(f"append of run {run_id} to {self._db.path}: the log is closed")
-        pending.spin = _spin
         self._committer.submit(
             _Batch(
                 run_id,
@@ -245,16 +244,6 @@ class EmbeddedEventLog(EventLog):
             self._closed = True
             self._committer.close()
             self._db.close()
-
-
-def _spin(pending: PendingAppend) -> None:
-    """Wait for a group commit on the loop's thread while the loop is idle (sleep(0) lets the
-    committer run)."""
-    spin_while_idle(pending, _yield)
-
-
-def _yield() -> None:
-    time.sleep(0)
 
 
 @dataclass(slots=True)

@@ -33,7 +33,7 @@ class PendingAppend:
         "_positions",
         "doomed",
         "holds_pump",
-        "spin",
+        "serve",
         "submitted_at",
     )
 
@@ -52,20 +52,14 @@ class PendingAppend:
         """Set by the backend, under its own lock, the moment it knows this append failed (or
         will not be sent): a later append of the run submitted ``after`` it is refused."""
         self.holds_pump = False
-        self.spin: Callable[[PendingAppend], None] | None = None
-        """Set by a backend that can wait for this append on the loop's own thread for a
-        bounded moment when the loop has nothing else to do (``spin_while_idle``)."""
+        self.serve: Callable[[PendingAppend], None] | None = None
+        """Set by a backend whose blocking append's thread serves its own completion while it
+        waits (Kafka: it polls the producer for its delivery reports), called by ``wait``."""
 
     @property
     def blocking(self) -> bool:
         """A blocking ``append``'s (waited for by a thread, not awaited on a loop)."""
         return self._future is None
-
-    def will_wait_awake(self) -> bool:
-        """Whether its waiter will wait on its own thread rather than sleep: a blocking
-        append's always, an awaited one's if its loop has nothing else to do right now."""
-        future = self._future
-        return future is None or loop_is_idle(future.get_loop(), SPIN_BUDGET_SECONDS)
 
     @property
     def settled(self) -> bool:
@@ -96,9 +90,6 @@ class PendingAppend:
         future = self._future
         if future is None:
             raise ConfigurationError("a blocking append is waited for with wait(), not awaited")
-        spin, self.spin = self.spin, None
-        if spin is not None:
-            spin(self)  # also when settled already: it releases what the backend held for it
         if not future.done() and self.settled:  # in already: no trip through the loop's wake-up
             _resolve_on_loop([(self, self._error or self._positions)])  # type: ignore[list-item]
         if future.done():
@@ -126,9 +117,9 @@ class PendingAppend:
         takes longer than ``timeout``."""
         if self._lock is None:
             raise ConfigurationError("an append submitted on an event loop must be awaited")
-        spin, self.spin = self.spin, None
-        if spin is not None:  # this thread waits anyway: a short wait awake beats a wake-up
-            spin(self)  # (called when settled already too: it releases what it holds)
+        serve, self.serve = self.serve, None
+        if serve is not None:  # this thread waits anyway: it serves its own completion
+            serve(self)  # (called when settled already too: it releases what it holds)
         if not self._lock.acquire(timeout=-1 if timeout is None else timeout):
             raise AppendOutcomeUnknownError(
                 f"append not settled within {timeout:.0f}s: it may or may not have landed"
@@ -213,39 +204,3 @@ def _resolve_on_loop(items: list[tuple[PendingAppend, Outcome]]) -> None:
             future.set_exception(outcome)
         else:
             future.set_result(outcome)
-
-
-SPIN_BUDGET_SECONDS = 0.0008
-"""How long an awaited append may wait on the loop's own thread (see ``spin_while_idle``)."""
-
-
-def loop_is_idle(loop: asyncio.AbstractEventLoop, budget: float) -> bool:
-    """Nothing else is ready to run on ``loop`` and no timer falls due within ``budget``.
-
-    Reads the loop's ready queue and timer heap (CPython's ``BaseEventLoop``); a loop without
-    them (uvloop) never counts as idle, so nothing ever waits on it."""
-    ready = getattr(loop, "_ready", None)
-    scheduled = getattr(loop, "_scheduled", None)
-    if ready is None or scheduled is None or ready:
-        return False
-    return not scheduled or scheduled[0].when() > loop.time() + budget
-
-
-def spin_while_idle(
-    pending: PendingAppend, step: Callable[[], object], budget: float = SPIN_BUDGET_SECONDS
-) -> None:
-    """Wait for ``pending`` on the waiting thread, calling ``step`` (which must let other
-    threads run: a poll of the producer, a GIL-releasing sleep), for at most ``budget``; on an
-    event loop only while the loop has nothing else to do.
-
-    Handing an ack from another thread to a sleeping loop costs two thread wake-ups, which on
-    a small VM cost as much as the loopback round trip; when one run waits alone it is
-    cheaper to keep its thread awake. Bounded well under a millisecond, and never while other
-    work is ready, so it blocks nothing (bench/concurrent_runs.py measures the loop lag).
-    """
-    future = pending._future
-    if future is not None and not loop_is_idle(future.get_loop(), budget):
-        return  # (a blocking append's thread waits anyway)
-    deadline = time.perf_counter() + budget
-    while not pending.settled and time.perf_counter() < deadline:
-        step()

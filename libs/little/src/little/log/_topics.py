@@ -9,8 +9,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from little.errors import ConfigurationError
 
 RUNS_TOPIC = "little.runs.v1"
@@ -78,6 +76,8 @@ def load_topic_specs(
         if path is not None
         else (resources.files("little") / "topics.yaml").read_text("utf-8")
     )
+    import yaml  # here: a process that never reads topics.yaml never imports it
+
     try:
         doc: Any = yaml.safe_load(text)
         defaults = doc.get("defaults", {})

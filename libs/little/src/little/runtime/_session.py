@@ -9,6 +9,7 @@ comes from, and imports nothing of the workflow context (its step is a ``Session
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from types import TracebackType
@@ -163,6 +164,10 @@ class AgentSession(Generic[T]):
         self._hashed_messages = 0
         self._messages: list[Message] = []  # the conversation, across run() calls
         self._message_json: list[str] = []  # canonical JSON of each message, made once
+        self._conversation = hashlib.sha256()
+        """sha256 fed with ``_json_of(0)`` but its closing bracket, message by message
+        (``_conversation_hash``)."""
+        self._conversation_fed = 0
         self._answer: str | None = None
         self._stream: AgentStream[Any] | None = None
         """The session's stream still open (``stream()``): closed, as stopped early, when the
@@ -365,7 +370,7 @@ class AgentSession(Generic[T]):
         structured output if any (``plan``; True: the session's)."""
         resolved: Plan = self._plan if plan is True else plan
         request: dict[str, Any] = {
-            "conversation": sha256_hex(self._json_of(0)),
+            "conversation": self._conversation_hash(),
             "prompt": prompt,
             "max_turns": max_turns,
         }
@@ -542,9 +547,25 @@ class AgentSession(Generic[T]):
         canonical JSON of a list is its items' joined by commas, so the text (and every hash of
         it) is the same, while a long conversation costs its new messages only."""
         parts = self._message_json
-        for message in self._messages[len(parts) :]:
-            parts.append(canonical_json(message))
+        if len(parts) < len(self._messages):
+            for message in self._messages[len(parts) :]:
+                parts.append(canonical_json(message))
         return "[" + ",".join(parts[start:]) + "]"
+
+    def _conversation_hash(self) -> str:
+        """``sha256_hex(self._json_of(0))``, the same digest, with each message's JSON fed to
+        the hash once: a copy of the running hash takes the closing bracket, so an exchange
+        costs its new messages only, whatever the session's length."""
+        self._json_of(len(self._messages))  # the new messages' canonical JSON
+        running, fed = self._conversation, self._conversation_fed
+        for part in self._message_json[fed:]:
+            running.update(b"," if fed else b"[")
+            running.update(part.encode("utf-8"))
+            fed += 1
+        self._conversation_fed = fed
+        digest = running.copy()
+        digest.update(b"]" if fed else b"[]")
+        return digest.hexdigest()
 
     def _turn_request(self, turn: int, messages: list[Message]) -> TurnRequest:
         """The next model request's link: the hash chain extended with the messages appended
@@ -691,6 +712,8 @@ class AgentSession(Generic[T]):
         from the compaction's link, every message of the history counted as hashed."""
         self._messages[:] = history
         self._message_json[:] = [canonical_json(m) for m in history]
+        self._conversation = hashlib.sha256()  # fed again from the history on the next hash
+        self._conversation_fed = 0
         self._hashed_messages = len(history)
         self._chain = link
         self._relinked = True

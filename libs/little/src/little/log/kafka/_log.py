@@ -21,13 +21,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer, Topic
 
 from little.errors import AppendOutcomeUnknownError, ConfigurationError, LogError
 from little.log._partitioner import partition_for
-from little.log._pending import (
-    SPIN_BUDGET_SECONDS,
-    InFlight,
-    Outcome,
-    PendingAppend,
-    spin_while_idle,
-)
+from little.log._pending import InFlight, Outcome, PendingAppend
 from little.log._port import EventLog
 from little.log._records import OutgoingRecord, Position, StoredRecord
 from little.log._topics import RUN_INDEX_TOPIC, RUNS_TOPIC
@@ -57,7 +51,11 @@ PRODUCER_PROFILES: dict[str, dict[str, Any]] = {
 }
 
 PUMP_WAIT_SECONDS = 0.05
-"""How long the pump blocks in one poll (it also retries full queues and refreshes bounds)."""
+"""How long the pump blocks in one poll while appends are in flight (a delivery report ends
+the poll at once; between polls it retries full queues and refreshes bounds)."""
+PUMP_IDLE_SECONDS = 1.0
+"""How long the pump sleeps with nothing in flight before it serves librdkafka's own events
+(logs, errors) and refreshes bounds; an append wakes it at once."""
 BOUNDS_REFRESH_SECONDS = 10.0
 """How often the pump asks for the runs partitions' watermarks (index entry bounds)."""
 READERS = 4
@@ -94,14 +92,13 @@ class KafkaEventLog(EventLog):
         admin = connect_admin(bootstrap_servers, config)
         self.partitions = topic_partitions(admin, topic)
         self._admin = admin
-        self._spin_on_loop = producer_profile == "latency"
         settings = {**PRODUCER_PROFILES[producer_profile], **(config or {})}
         self._linger = float(settings.get("linger.ms", 0)) > 0
-        self._spinning = 0
+        self._holding = 0
         self._hold_until = 0.0
         self._pump_may_poll = threading.Event()
         self._work = threading.Event()
-        self._spin_lock = threading.Lock()
+        self._hold_lock = threading.Lock()
         self._producer = Producer(
             {
                 **self._config,
@@ -161,15 +158,12 @@ class KafkaEventLog(EventLog):
             # its thread waits for it anyway: it serves the reports itself, and the pump
             # stays out of the way (one thread serving, no GIL tug of war)
             self._hold_pump(pending, self.timeout)
-            pending.spin = self._serve_own
-        elif self._spin_on_loop and pending.will_wait_awake():
-            # Its waiter will poll for the report on its own thread: keep the pump out of the
-            # producer's queue from now on, before the report can arrive, or the pump (parked
-            # in poll) would take it and both threads would pay a wake-up.
-            self._hold_pump(pending)
-            pending.spin = self._spin
-        if not pending.holds_pump:
-            self._work.set()  # the pump serves this one
+            pending.serve = self._serve_own
+        else:
+            # The pump serves it, woken now if it sleeps idle (a sleeping pump that found this
+            # append only at its next idle check stalled a lone run). An awaiter never waits
+            # awake on the loop's thread: that burnt a core's worth of polling per append.
+            self._work.set()
         try:
             with self._lock:
                 self._place(run_id, append, after)
@@ -327,91 +321,81 @@ class KafkaEventLog(EventLog):
     def in_flight(self) -> tuple[int, float]:
         return self._flight.stats()
 
-    def _spin(self, pending: PendingAppend) -> None:
-        """Wait for an append on its waiter's thread (an idle loop's): poll for delivery
-        reports there while the pump is held off (``_hold_pump``)."""
-        try:
-            spin_while_idle(pending, self._poll_here)
-        finally:
-            self._release_pump(pending)
-
     def _serve_own(self, pending: PendingAppend) -> None:
-        """A blocking append's wait: busy-poll briefly, then poll (or flush, which also ends a
-        linger at once) in short slices, serving every report that comes and retrying what a
-        full queue parked, until its own are in."""
-        producer = self._producer
-        wait = producer.flush if self._linger else producer.poll
+        """A blocking append's wait: poll in short slices on its own thread, each ended by the
+        first report that comes, until its own are in (``_poll_here``)."""
         try:
-            now = time.perf_counter()
-            spin_until, deadline = now + SPIN_BUDGET_SECONDS, now + self.timeout + 5
-            while not pending.settled and now < deadline:
-                wait(0 if now < spin_until else 0.01)
-                if self._completed:
-                    self._settle_completed()
-                if self._backlog:
-                    self._retry_backlog()
-                now = time.perf_counter()
+            deadline = time.perf_counter() + self.timeout + 5
+            while not pending.settled and time.perf_counter() < deadline:
+                self._poll_here(0.01)
         finally:
             self._release_pump(pending)
 
-    def _hold_pump(self, pending: PendingAppend, seconds: float = SPIN_BUDGET_SECONDS) -> None:
-        """No pump polls until the holds are released or their time is up. A hold is released
-        once: by its waiter, or when its append settles (so one never awaited cannot keep the
-        pump off, and one settled before its waiter came does not either)."""
-        with self._spin_lock:  # blocking appends of several threads may hold at once
-            pending.holds_pump = True
-            self._spinning += 1
-            self._hold_until = max(self._hold_until, time.monotonic() + seconds + 0.001)
-            self._pump_may_poll.clear()
-        # (An idle pump is not woken: waking it cost a lone run ~0.1 ms per append. If this
-        # waiter comes late, the append waits for it or for the pump's next idle check, 50 ms
-        # at most; an awaiter that gives up waiting awake hands it to the pump at once.)
-
-    def _release_pump(self, pending: PendingAppend) -> None:
-        with self._spin_lock:
-            if not pending.holds_pump:
-                return
-            pending.holds_pump = False
-            self._spinning -= 1
-            if not self._spinning:
-                self._hold_until = 0.0  # no hold outlives the last holder
-                self._pump_may_poll.set()
-        if not pending.settled:
-            self._work.set()  # its waiter gave up waiting awake: the pump takes over
-
-    def _poll_here(self) -> None:
-        self._producer.poll(0)
+    def _poll_here(self, timeout: float = 0.0) -> None:
+        """Poll the producer on this thread (flush when lingering: it ends a linger at once),
+        serving every report that comes; settle what completed, retry what a full queue
+        parked."""
+        if self._linger:
+            self._producer.flush(timeout)
+        else:
+            self._producer.poll(timeout)
         if self._completed:
             self._settle_completed()
         if self._backlog:
             self._retry_backlog()
+
+    def _hold_pump(self, pending: PendingAppend, seconds: float) -> None:
+        """No pump polls until the holds are released or their time is up. A hold is released
+        once: by its waiter, or when its append settles (so one never awaited cannot keep the
+        pump off, and one settled before its waiter came does not either)."""
+        with self._hold_lock:  # blocking appends of several threads may hold at once
+            pending.holds_pump = True
+            self._holding += 1
+            self._hold_until = max(self._hold_until, time.monotonic() + seconds + 0.001)
+            self._pump_may_poll.clear()
+
+    def _release_pump(self, pending: PendingAppend) -> None:
+        with self._hold_lock:
+            if not pending.holds_pump:
+                return
+            pending.holds_pump = False
+            self._holding -= 1
+            if not self._holding:
+                self._hold_until = 0.0  # no hold outlives the last holder
+                self._pump_may_poll.set()
+        if not pending.settled:
+            self._work.set()  # its waiter gave up waiting (a timeout): the pump takes over
 
     # -- the delivery pump -----------------------------------------------------------------
 
     def _pump(self) -> None:
         """Serve the producer's delivery reports and resolve each append's waiter in batches.
 
-        It polls unless a waiter polls for its own reports meanwhile (``_hold_pump``); it also
-        retries what a full queue parked and keeps the partitions' bounds fresh.
+        It polls while appends are in flight, unless a blocking append's thread polls for its
+        own reports meanwhile (``_hold_pump``); it sleeps while none are, woken by the next
+        append; it also retries what a full queue parked and keeps the partitions' bounds
+        fresh.
         """
         poll = self._producer.poll
         refresh_at = time.monotonic() + BOUNDS_REFRESH_SECONDS
         while not self._stopping:
             try:
                 held = self._hold_until - time.monotonic()
-                if self._spinning and held > 0:  # a waiter polls for its report itself
+                if self._holding and held > 0:  # a blocking waiter polls for its reports
                     self._pump_may_poll.wait(held)
                     continue
                 if not self._flight and not self._backlog:
-                    # Nothing in flight: wait for work outside librdkafka, so that a waiter
-                    # who polls for its own report (and holds the pump off) never finds the
-                    # pump parked in poll, where it would take the report first.
-                    self._work.wait(PUMP_WAIT_SECONDS)
+                    # Nothing in flight: wait for work outside librdkafka, so that a blocking
+                    # waiter who polls for its own reports (and holds the pump off) never finds
+                    # the pump parked in poll, where it would take the reports first.
+                    self._work.wait(PUMP_IDLE_SECONDS)
                     self._work.clear()
-                    poll(0)  # librdkafka's own events (logs, errors) still get served
-                    refresh_at = self._maybe_refresh(refresh_at)
-                    continue
-                poll(PUMP_WAIT_SECONDS)
+                    # librdkafka's own events (logs, errors) get served; so do the reports of
+                    # an append that woke the pump late (a loaded machine): settled below, or
+                    # they would wait out the next poll's PUMP_WAIT_SECONDS
+                    poll(0)
+                else:
+                    poll(PUMP_WAIT_SECONDS)
                 if self._completed:
                     self._settle_completed()
                 if self._backlog:
