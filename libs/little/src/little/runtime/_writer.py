@@ -150,7 +150,8 @@ class RunWriter:
         event = self._new(cls, fields)
         self._pending.append(event)
         positions = await self._flush()
-        if not self.finished:
+        control = self.control
+        if control is not None and control.requested and not self.finished:
             await self.checkpoint()  # a stop requested while this event was in flight
         return event, positions[-1]
 
