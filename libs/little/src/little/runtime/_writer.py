@@ -25,8 +25,8 @@ from little.events import (
     RunFailed,
     ToolCallFailed,
     ToolCallSucceeded,
+    build_event,
 )
-from little.events._trusted import build_event
 from little.log import PendingAppend, Position
 from little.runtime._control import RunControl
 from little.runtime._errors import raised_again
