@@ -276,7 +276,10 @@ async def compare(
             for label, measure in raws.items():
                 got[label].append(await measure(n))
             got[ours_name].append(await ours(world, n, args.k))
-            rates = ", ".join(f"{label} {m[-1].rate:,.0f}/s" for label, m in got.items())
+            rates = ", ".join(
+                f"{label} {m[-1].rate:,.0f}/s {m[-1].cpu_per_call * 1e6:.0f} us CPU/call"
+                for label, m in got.items()
+            )
             print(f"{name} n={n}: {rates}", file=sys.stderr)
         base_label = next(iter(raws))
         base = got[base_label]

@@ -47,6 +47,7 @@ from little.events._models import (
     WaitEnded,
     WaitStarted,
 )
+from little.events._trusted import build_event
 
 __all__ = [
     "EVENT_TYPES",
@@ -89,6 +90,7 @@ __all__ = [
     "ValueRecorded",
     "WaitEnded",
     "WaitStarted",
+    "build_event",
     "default_catalog",
     "event_headers",
     "load_catalog",

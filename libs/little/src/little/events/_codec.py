@@ -31,6 +31,7 @@ from little.events._catalog import (
     load_schema_version,
 )
 from little.events._models import EVENT_TYPES, Event
+from little.events._writer import BodyWriter, NotCompiled, compile_writer
 
 if TYPE_CHECKING:
     from confluent_kafka.schema_registry import SchemaRegistryClient
@@ -85,6 +86,21 @@ class EventCodec:
     # -- encoding ------------------------------------------------------------------------
 
     def encode(self, event: Event) -> bytes:
+        event_type = event.event_type
+        schema = self.catalog.latest(event_type)
+        writer = _compiled(schema)
+        if writer is not None:
+            out = bytearray(self._header(schema))
+            try:
+                writer(event.__dict__, event_type, out)
+            except NotCompiled:  # a value it does not take as is: fastavro writes it
+                return self.encode_with_fastavro(event)
+            return bytes(out)
+        return self.encode_with_fastavro(event)
+
+    def encode_with_fastavro(self, event: Event) -> bytes:
+        """The reference encoding (fastavro's generic writer): ``encode`` writes the same
+        bytes, faster, with a writer compiled per schema (``little.events._writer``)."""
         schema = self.catalog.latest(event.event_type)
         record = event.model_dump()
         record["type"] = event.event_type
@@ -249,6 +265,18 @@ class EventCodec:
             raise EventDecodeError(
                 EventDecodeError.INVALID, f"{writer.event_type}: {exc}".replace("\n", " ")
             ) from exc
+
+
+_WRITERS: dict[bytes, BodyWriter | None] = {}
+"""Compiled body writers by schema fingerprint (a schema's writer is compiled once)."""
+
+
+def _compiled(schema: SchemaVersion) -> BodyWriter | None:
+    try:
+        return _WRITERS[schema.fingerprint]
+    except KeyError:
+        writer = _WRITERS[schema.fingerprint] = compile_writer(schema.parsed)
+        return writer
 
 
 def _check_event_id_prefix(writer: SchemaVersion, body: memoryview) -> None:

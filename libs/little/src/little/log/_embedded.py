@@ -57,7 +57,21 @@ _PAGE = 1000
 
 
 def _encode_headers(headers: Sequence[Header]) -> str:
-    return json.dumps([[k, v.hex()] for k, v in headers])
+    """``json.dumps([[key, value.hex()], ...])`` (the stored text), built without the encoder
+    for keys it writes as they are (every key little writes: ``little.*``, ``traceparent``)."""
+    parts = []
+    for key, value in headers:
+        if key not in _VERBATIM_KEYS:
+            if json.dumps(key) != f'"{key}"':  # escaped (quotes, controls, non-ASCII)
+                return json.dumps([[k, v.hex()] for k, v in headers])
+            if len(_VERBATIM_KEYS) < 1000:
+                _VERBATIM_KEYS.add(key)
+        parts.append(f'["{key}", "{value.hex()}"]')
+    return f"[{', '.join(parts)}]"
+
+
+_VERBATIM_KEYS: set[str] = set()
+"""Header keys ``json.dumps`` writes between quotes unchanged (checked once per key)."""
 
 
 def _decode_headers(text: str) -> tuple[Header, ...]:

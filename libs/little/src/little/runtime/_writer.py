@@ -25,6 +25,7 @@ from little.events import (
     RunFailed,
     ToolCallFailed,
     ToolCallSucceeded,
+    build_event,
 )
 from little.log import PendingAppend, Position
 from little.runtime._control import RunControl
@@ -68,6 +69,10 @@ refused by the broker as a ``LogError``, which a resume would meet again and aga
 
 
 def _check_size(run_id: str, cls: type[Event], fields: dict[str, Any]) -> None:
+    # a character is at most 4 bytes of UTF-8: most events are far below the bound by their
+    # length alone, without encoding anything
+    if 4 * sum(len(v) for v in fields.values() if type(v) is str) <= MAX_EVENT_TEXT:
+        return
     sizes = {k: len(v.encode("utf-8")) for k, v in fields.items() if isinstance(v, str)}
     total = sum(sizes.values())
     if total <= MAX_EVENT_TEXT:
@@ -86,6 +91,8 @@ def _check_size(run_id: str, cls: type[Event], fields: dict[str, Any]) -> None:
     )
 
 
+_ENVELOPE = frozenset({"run_id", "seq", "epoch", "producer"})
+"""What the writer sets on every event it builds (never its callers)."""
 _TERMINAL = (RunCompleted, RunFailed, RunCancelled)
 _ENDS = (RunFailed, RunCancelled)
 _RESULTS = (ModelResponded, ToolCallSucceeded, ToolCallFailed, AgentCallSettled)
@@ -143,7 +150,8 @@ class RunWriter:
         event = self._new(cls, fields)
         self._pending.append(event)
         positions = await self._flush()
-        if not self.finished:
+        control = self.control
+        if control is not None and control.requested and not self.finished:
             await self.checkpoint()  # a stop requested while this event was in flight
         return event, positions[-1]
 
@@ -213,14 +221,16 @@ class RunWriter:
 
     def _new(self, cls: type[E], fields: dict[str, Any]) -> E:
         """The event of this run and epoch with the next seq."""
+        if not _ENVELOPE.isdisjoint(fields):
+            raise TypeError(f"{cls.__name__}: the writer sets {sorted(_ENVELOPE & fields.keys())}")
         _check_size(self.run_id, cls, fields)
-        event = cls(
-            run_id=self.run_id,
-            seq=self.next_seq,
-            epoch=self.epoch,
-            producer=self._producer,
-            **fields,
-        )
+        fields["run_id"] = self.run_id
+        fields["seq"] = self.next_seq
+        fields["epoch"] = self.epoch
+        fields["producer"] = self._producer
+        # built from the runtime's own values, validated only where one is not of its
+        # field's type already (``build_event``: the same event either way)
+        event = build_event(cls, fields)
         self.next_seq += 1
         if isinstance(event, _TERMINAL):
             self._ending = True
