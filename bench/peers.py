@@ -268,6 +268,10 @@ def span(values: list[float], fmt: str) -> str:
     return f"{fmt.format(min(values))}-{fmt.format(max(values))}" if len(values) > 1 else ""
 
 
+def ms_(seconds: float) -> str:
+    return f"{seconds * 1000:.1f}" if seconds < 0.1 else f"{seconds * 1000:,.0f}"
+
+
 def rows_for(n: int, systems: list[str], got: dict[str, list[dict[str, Any]]]) -> list[list[str]]:
     rounds = len(next(iter(got.values())))
     peers = [s for s in systems if s in PEERS]
@@ -291,7 +295,7 @@ def rows_for(n: int, systems: list[str], got: dict[str, list[dict[str, Any]]]) -
                 f"{rate(m):,.0f}" + (f" ({rng})" if rng else ""),
                 f"{ratios[mid]:.2f}x" + (f" ({span(ratios, '{:.2f}')})" if rounds > 1 else ""),
                 f"{cpu_us(m):,.0f}" + (f" ({span(cpus, '{:,.0f}')})" if rounds > 1 else ""),
-                f"{m['p50'] * 1000:.1f} / {m['p99'] * 1000:.1f}",
+                f"{ms_(m['p50'])} / {ms_(m['p99'])}",
             ]
         )
     return rows
