@@ -118,7 +118,7 @@ bench-peers: setup system-deps ## little beside DBOS and LangGraph on the same w
 	@if [ -n "$${LITTLE_BENCH_KAFKA_BOOTSTRAP:-}$${LITTLE_TEST_KAFKA_BOOTSTRAP:-}" ]; then \
 	  $(PY) bench/peers.py $(PEERS_ARGS); \
 	else \
-	  $(KAFKA) start && status=0; $(PY) bench/peers.py $(PEERS_ARGS) || status=$$?; \
+	  $(KAFKA) start || exit 1; status=0; $(PY) bench/peers.py $(PEERS_ARGS) || status=$$?; \
 	  $(KAFKA) stop; exit $$status; \
 	fi
 
