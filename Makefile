@@ -25,7 +25,7 @@ $(UV):
 	$(TOOLS)/bin/pip install --quiet uv==$(UV_VERSION)
 
 $(VENV)/.synced: $(UV) uv.lock pyproject.toml libs/little/pyproject.toml services/pyproject.toml
-	$(UV) sync --frozen --all-groups
+	$(UV) sync --frozen --all-groups --no-group bench
 	@touch $@
 
 .PHONY: setup
@@ -107,6 +107,20 @@ bench: setup system-deps ## Run the benchmarks (local broker) and print their ta
 	$(PY) bench/durable_call.py || status=$$?; \
 	$(PY) bench/replay_modes.py || status=$$?; \
 	$(KAFKA) stop; exit $$status
+
+# The peers (DBOS, LangGraph) are the `bench` dependency group, which `setup` leaves out: this
+# target adds it to .venv (the next `setup` after a change of uv.lock removes it again). With
+# LITTLE_BENCH_KAFKA_BOOTSTRAP (or LITTLE_TEST_KAFKA_BOOTSTRAP) set it uses that broker, else the
+# local one, started and stopped here. PEERS_ARGS passes options (e.g. PEERS_ARGS="--n 1,100").
+.PHONY: bench-peers
+bench-peers: setup system-deps ## little beside DBOS and LangGraph on the same workload (bench/peers.py)
+	$(UV) sync --frozen --all-groups
+	@if [ -n "$${LITTLE_BENCH_KAFKA_BOOTSTRAP:-}$${LITTLE_TEST_KAFKA_BOOTSTRAP:-}" ]; then \
+	  $(PY) bench/peers.py $(PEERS_ARGS); \
+	else \
+	  $(KAFKA) start || exit 1; status=0; $(PY) bench/peers.py $(PEERS_ARGS) || status=$$?; \
+	  $(KAFKA) stop; exit $$status; \
+	fi
 
 .PHONY: clean
 clean: ## Remove the venv, tools and local data (not the broker jar cache)
