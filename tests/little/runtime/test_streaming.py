@@ -359,6 +359,8 @@ class FlakyModel:
         yield "Kafka "
         if self.attempts == 1 and self.when == "after":
             raise Flaky("connection reset")
+        if self.when == "refused after":
+            raise ValueError("bad request")
         yield "is a log."
         yield ModelResponse(content=ANSWER, finish_reason="stop")
 
@@ -400,3 +402,52 @@ def test_a_stream_failing_before_its_first_delta_is_retried_after_one_it_is_not(
         assert model_events == [("ModelCalled", None), ("ModelFailed", True)]
         assert flaky.waits == []
     assert flaky.attempts == (2 if when == "before" else 1)
+
+
+def test_a_stream_failing_after_its_first_delta_is_recorded_as_its_policy_classifies_it(
+    world: little.World,
+) -> None:
+    """Not retried either way once text was handed on; a failure the policy calls final is
+    recorded ``retryable=false``, as the same failure of a turn not streamed is."""
+    refusing = FlakyModel("refused after")
+
+    async def ask(step: StepContext, prompt: str) -> Any:
+        async with step.session("agent", model=refusing) as agent:
+            try:
+                await agent.run(prompt, on_delta=lambda delta: None)
+            except ValueError as exc:
+                return str(exc)
+        return "not raised"
+
+    result = start(world, flow(ask))
+    assert (result.status, result.output) == ("completed", "bad request"), result.error
+    (failed,) = [e for e in events(world, result.run_id) if isinstance(e, ModelFailed)]
+    assert (failed.error_type, failed.retryable) == ("ValueError", False)
+
+
+def test_a_callback_raising_a_generators_own_signal_fails_the_turn_not_the_stream(
+    world: little.World,
+) -> None:
+    """``StopAsyncIteration`` or ``GeneratorExit`` from ``on_delta`` is the callback's error
+    (a ``RuntimeError`` naming it), not the stream's end or the consumer's stop."""
+
+    async def ask(step: StepContext, prompt: str) -> str:
+        def stop(delta: str) -> None:
+            raise StopAsyncIteration
+
+        async with step.session("agent", model=model(), tools=[look_up]) as agent:
+            try:
+                await agent.run(prompt, on_delta=stop)
+            except RuntimeError as exc:
+                return str(exc)
+        return "not raised"
+
+    result = start(world, flow(ask))
+    assert (result.status, result.output) == (
+        "completed",
+        "on_delta raised StopAsyncIteration",
+    ), result.error
+    log = events(world, result.run_id)
+    (failed,) = [e for e in log if isinstance(e, ModelFailed)]
+    assert failed.error_type == "RuntimeError"
+    assert [e.outcome for e in log if isinstance(e, AgentCallSettled)] == ["failed"]

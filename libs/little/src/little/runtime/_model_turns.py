@@ -110,6 +110,13 @@ class LiveTurn(Generic[R]):
         self._failed: BaseException | None = None
         """The failure ``retry`` recorded and said not to retry: the block raises it."""
 
+    def retryable(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is a retryable failure, as the turn's retry policy classifies it
+        (recorded so on ``harness.model.failed`` whether or not it is retried)."""
+        retry = self._retry
+        failure = retry.classify(exc) if retry is not None and isinstance(exc, Exception) else None
+        return bool(failure.retryable if failure is not None else getattr(exc, "retryable", True))
+
     async def retry(self, exc: Exception) -> bool:
         """The attempt failed with ``exc`` before anything of it was handed on: recorded
         (``harness.model.failed``, acked, as ``model_turn`` records one). True: the failure is
@@ -265,7 +272,7 @@ class TurnRecording:
                     )
             except BaseException as exc:
                 if exc is not live._failed:  # recorded by ``live.retry`` already
-                    await self._call_raised(request, exc)
+                    await self._call_raised(request, exc, retryable=live.retryable(exc))
                 raise
             FAULTS.call_returned()
             live.response = await self._responded(request, live.response, decode)

@@ -196,6 +196,12 @@ async def drive(deltas: AsyncGenerator[str, None], on_delta: OnDelta) -> None:
                 handled = on_delta(delta)
                 if inspect.isawaitable(handled):
                     await handled
+            except (GeneratorExit, StopAsyncIteration) as exc:
+                # the generator's own signals: thrown in as they are, they would read as the
+                # consumer's stop or the stream's end, not as the callback's failure
+                failure = RuntimeError(f"on_delta raised {type(exc).__name__}")
+                failure.__cause__ = exc
+                delta = await deltas.athrow(failure)
             except BaseException as exc:
                 delta = await deltas.athrow(exc)
             else:

@@ -71,7 +71,7 @@ refused by the broker as a ``LogError``, which a resume would meet again and aga
 def _check_size(run_id: str, cls: type[Event], fields: dict[str, Any]) -> None:
     # a character is at most 4 bytes of UTF-8: most events are far below the bound by their
     # length alone, without encoding anything
-    if 4 * sum(len(v) for v in fields.values() if type(v) is str) <= MAX_EVENT_TEXT:
+    if 4 * sum(len(v) for v in fields.values() if isinstance(v, str)) <= MAX_EVENT_TEXT:
         return
     sizes = {k: len(v.encode("utf-8")) for k, v in fields.items() if isinstance(v, str)}
     total = sum(sizes.values())
