@@ -71,10 +71,7 @@ typecheck: setup ## mypy --strict on the library, the services and a file typed 
 
 .PHONY: test
 test: setup system-deps lint typecheck ## Lint, types and the whole suite against a real broker
-	@set -o pipefail; status=0; \
-	$(VENV)/bin/pytest $(WORKERS) $(PYTEST_ARGS) || status=$$?; \
-	LITTLE_KAFKA_DATA=$${LITTLE_TEST_KAFKA_DATA:-$$HOME/.cache/little/kafka-test} $(KAFKA) stop >/dev/null 2>&1 || true; \
-	exit $$status
+	$(VENV)/bin/pytest $(WORKERS) $(PYTEST_ARGS)
 
 # Both test targets spread the tests over two pytest-xdist workers, one per core, each taking
 # the next test when it is free (the crash and Kafka tests mostly wait on child processes and the

@@ -11,14 +11,18 @@ file the workers name in ``LITTLE_TEST_KAFKA_BOOTSTRAP_FILE``; a worker's first 
 waits for that file. The controller stops the broker when the run ends.
 
 The local JVM broker of a test session is not the developer's (``make kafka-start``): it has a
-data dir of its own (``LITTLE_TEST_KAFKA_DATA``, default ``~/.cache/little/kafka-test``),
-deleted before each start, and free ports. A session's topics are not wanted by the next one,
-and a broker that starts on the logs of every earlier run (SIGKILLed at the end of one) spends
-minutes recovering their segments before it answers.
+data dir of its own, deleted before each start, and free ports. A session's topics are not
+wanted by the next one, and a broker that starts on the logs of every earlier run (SIGKILLed at
+the end of one) spends minutes recovering their segments before it answers. The dir is the
+first of ``LITTLE_TEST_KAFKA_DATA`` (default ``~/.cache/little/kafka-test``), ``...-1``,
+``...-2``, ... whose lock file no live session holds (``flock``, released when the process ends
+however it ends): two test sessions on one machine never stop each other's broker, and the next
+session to take a dir stops a broker its dead owner left running.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -28,6 +32,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 REPO = Path(__file__).resolve().parents[1]
 KAFKA_SH = REPO / "deploy" / "local-kafka" / "kafka.sh"
@@ -44,7 +49,26 @@ HOW_TO_GET_A_BROKER = (
 TEST_KAFKA_DATA = Path(
     os.environ.get("LITTLE_TEST_KAFKA_DATA", Path.home() / ".cache" / "little" / "kafka-test")
 )
-"""The data dir of a test session's own local broker (``make test`` stops it there too)."""
+"""The first data dir a test session's own local broker may take (see the module's doc)."""
+TEST_KAFKA_DIRS = 16
+
+
+def _claim_data_dir() -> tuple[Path, IO[str]]:
+    """The first test broker data dir no live session holds, and its held lock file."""
+    TEST_KAFKA_DATA.parent.mkdir(parents=True, exist_ok=True)
+    for n in range(TEST_KAFKA_DIRS):
+        data = TEST_KAFKA_DATA.with_name(TEST_KAFKA_DATA.name + (f"-{n}" if n else ""))
+        lock = open(data.with_name(data.name + ".lock"), "w")  # noqa: SIM115 (held open)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            continue
+        return data, lock
+    raise NoBrokerError(
+        f"{TEST_KAFKA_DIRS} test sessions on this machine hold a test broker data dir "
+        f"({TEST_KAFKA_DATA}, -1, ...); let one end"
+    )
 
 
 class NoBrokerError(RuntimeError):
@@ -91,9 +115,10 @@ def _own_broker() -> Iterator[str]:
             yield container.get_bootstrap_server()
         return
     if shutil.which("java") and shutil.which("mvn"):
+        data, lock = _claim_data_dir()
         env = {
             **os.environ,
-            "LITTLE_KAFKA_DATA": str(TEST_KAFKA_DATA),
+            "LITTLE_KAFKA_DATA": str(data),
             "LITTLE_KAFKA_PORT": str(_free_port()),
             "LITTLE_KAFKA_CONTROLLER_PORT": str(_free_port()),
         }
@@ -107,7 +132,7 @@ def _own_broker() -> Iterator[str]:
             reset = kafka_sh("reset", 180)  # stops a broker an interrupted session left running
             if reset.returncode != 0:
                 raise NoBrokerError(
-                    f"deploy/local-kafka/kafka.sh reset of {TEST_KAFKA_DATA} failed:\n"
+                    f"deploy/local-kafka/kafka.sh reset of {data} failed:\n"
                     f"{reset.stdout}\n{reset.stderr}"
                 )
             started = kafka_sh("start", 600)
@@ -118,12 +143,14 @@ def _own_broker() -> Iterator[str]:
             bootstrap = f"127.0.0.1:{env['LITTLE_KAFKA_PORT']}"
         except BaseException:  # a start cut short may have left the JVM up
             kafka_sh("stop", 120)
+            lock.close()
             raise
         try:
             yield bootstrap
         finally:
             if os.environ.get("LITTLE_TEST_KEEP_BROKER") != "1":
                 kafka_sh("stop", 120)
+            lock.close()
         return
     raise NoBrokerError(HOW_TO_GET_A_BROKER)
 
