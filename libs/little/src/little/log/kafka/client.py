@@ -466,9 +466,40 @@ def stored_record(msg: Message) -> StoredRecord:
     )
 
 
+_SETTLING_LEADERSHIP = frozenset(
+    {
+        KafkaError.UNKNOWN_LEADER_EPOCH,
+        KafkaError.FENCED_LEADER_EPOCH,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.REPLICA_NOT_AVAILABLE,
+        KafkaError.OFFSET_NOT_AVAILABLE,
+    }
+)
+"""Errors of a partition whose leadership is still settling (a broker just restarted, a
+leader election under way): retriable in Kafka's protocol, though librdkafka's admin results
+do not always say so."""
+
+
 def list_offsets(
     admin: AdminClient, topic: str, partitions: int, spec: OffsetSpec, timeout: float
 ) -> dict[int, int]:
+    """Each partition's offset by ``spec``. An error the broker calls retriable (a leader
+    epoch still settling after a restart, a leader not yet elected) is asked again, with a
+    short backoff, until ``timeout`` has passed; then, as any other error, it is raised."""
     request = {TopicPartition(topic, p): spec for p in range(partitions)}
-    futures = admin.list_offsets(request, request_timeout=timeout)
-    return {tp.partition: int(f.result().offset) for tp, f in futures.items()}
+    deadline = time.monotonic() + timeout
+    backoff = 0.05
+    while True:
+        futures = admin.list_offsets(request, request_timeout=timeout)
+        try:
+            return {tp.partition: int(f.result().offset) for tp, f in futures.items()}
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            retriable = isinstance(err, KafkaError) and (
+                err.retriable() or err.code() in _SETTLING_LEADERSHIP
+            )
+            if not retriable or time.monotonic() + backoff > deadline:
+                raise
+        time.sleep(backoff)  # synchronous by contract: callers run it off the loop
+        backoff = min(backoff * 2, 1.0)
