@@ -77,14 +77,13 @@ test: setup system-deps lint typecheck ## Lint, types and the whole suite agains
 # the next test when it is free (the crash and Kafka tests mostly wait on child processes and the
 # broker, so two of them overlap well); with `make test` the controlling pytest starts one broker
 # for both (tests/kafka_broker.py). WORKERS= (empty) runs everything in one process. The quick
-# loop runs a fifth of each fuzz test's inputs (tests/fuzz/__init__.py) and every other point of
-# each crash matrix (tests/crash/support.py each_crash_point); make test all of them.
+# loop runs a fifth of each fuzz test's inputs (tests/fuzz/__init__.py); make test all of them.
 WORKERS ?= -n 2 --dist worksteal
 FAST := -m "not kafka and not browser"
 
 .PHONY: test-fast
 test-fast: setup ## The quick loop while working: pytest on what needs no broker and no browser
-	LITTLE_TEST_FUZZ_SCALE=0.2 LITTLE_TEST_CRASH_STRIDE=2 $(VENV)/bin/pytest $(WORKERS) $(FAST) $(PYTEST_ARGS)
+	LITTLE_TEST_FUZZ_SCALE=0.2 $(VENV)/bin/pytest $(WORKERS) $(FAST) $(PYTEST_ARGS)
 
 .PHONY: screenshot
 screenshot: setup system-deps ## Save the run inspector's page of a crashed-and-resumed run as docs/run-inspector.png

@@ -114,16 +114,9 @@ the suite is sized for has two cores."""
 
 
 def each_crash_point(points: Iterable[T], check: Callable[[T], R]) -> list[R]:
-    """``check(point)`` for every point, ``WORKERS`` at a time; the first failure is raised.
-
-    ``LITTLE_TEST_CRASH_STRIDE=n`` (``make test-fast``: 2) checks every n-th point and the
-    last, the quick loop's share of a matrix; ``make test`` checks every point."""
-    chosen = list(points)
-    stride = int(os.environ.get("LITTLE_TEST_CRASH_STRIDE", "1"))
-    if stride > 1 and chosen:
-        chosen = [*chosen[:-1:stride], chosen[-1]]
+    """``check(point)`` for every point, ``WORKERS`` at a time; the first failure is raised."""
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
-        return list(pool.map(check, chosen))
+        return list(pool.map(check, points))
 
 
 def start_args(workflow: str, input: Any) -> tuple[str, str, str]:
