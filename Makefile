@@ -77,9 +77,10 @@ test: setup system-deps lint typecheck ## Lint, types and the whole suite agains
 # the next test when it is free (the crash and Kafka tests mostly wait on child processes and the
 # broker, so two of them overlap well); with `make test` the controlling pytest starts one broker
 # for both (tests/kafka_broker.py). WORKERS= (empty) runs everything in one process. The quick
-# loop runs a fifth of each fuzz test's inputs (tests/fuzz/__init__.py); make test all of them.
+# loop runs a fifth of each fuzz test's inputs (tests/fuzz/__init__.py) and leaves out the tests
+# marked slow (the framework crash matrices, the longest demo); make test runs all of them.
 WORKERS ?= -n 2 --dist worksteal
-FAST := -m "not kafka and not browser"
+FAST := -m "not kafka and not browser and not slow"
 
 .PHONY: test-fast
 test-fast: setup ## The quick loop while working: pytest on what needs no broker and no browser

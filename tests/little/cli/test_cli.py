@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.cli import little_cli
 
 
@@ -93,6 +95,7 @@ def test_framework_demo_of_an_unknown_framework_is_one_line(tmp_path: Path) -> N
     assert "Traceback" not in out.stderr
 
 
+@pytest.mark.slow
 def test_framework_demo_crashes_and_resumes_an_openai_agents_sdk_agent(tmp_path: Path) -> None:
     out = run(
         "demo", "--framework", "openai-agents", "--data-dir", str(tmp_path / "d"), cwd=tmp_path

@@ -125,6 +125,7 @@ def check_point(
     )
 
 
+@pytest.mark.slow
 def test_a_crash_at_any_event_or_call_resumes_running_only_the_call_in_flight(
     tmp_path: Path,
 ) -> None:

@@ -156,6 +156,7 @@ def test_on_the_broker_a_kill_after_any_event_or_call_reruns_only_the_call_in_fl
     each_crash_point(points, check)
 
 
+@pytest.mark.slow
 def test_a_kill_after_any_event_resumes_to_the_uncrashed_outcome(tmp_path: Path) -> None:
     """SIGKILL after every event of the run, one process each: the resume completes with the
     uncrashed output, and at most the one call in flight ran twice."""
