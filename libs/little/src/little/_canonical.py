@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from typing import Any
 
 import orjson
@@ -46,35 +47,31 @@ def _plain(value: Any) -> bool:
     2**53 (exact types: no subclass, no float, whose text the two encoders write apart).
     orjson would also write UUIDs, enums, dataclasses and times the stdlib encoder refuses."""
     kind = type(value)
+    items: Iterable[Any]
     if kind is dict:
-        for key, item in value.items():
-            if type(key) is not str:
-                return False
-            item_kind = type(item)
-            if item_kind is str or item is None or item_kind is bool:
+        if any(type(key) is not str for key in value):
+            return False
+        items = value.values()
+    elif kind is list or kind is tuple:
+        items = value
+    else:
+        return (
+            kind is str
+            or value is None
+            or kind is bool
+            or (kind is int and -_SAFE_INT <= value <= _SAFE_INT)
+        )
+    for item in items:  # the leaves checked here, not by a call each: the common case
+        item_kind = type(item)
+        if item_kind is str or item is None or item_kind is bool:
+            continue
+        if item_kind is int:
+            if -_SAFE_INT <= item <= _SAFE_INT:
                 continue
-            if item_kind is int:
-                if -_SAFE_INT <= item <= _SAFE_INT:
-                    continue
-                return False
-            if not _plain(item):
-                return False
-        return True
-    if kind is list or kind is tuple:
-        for item in value:
-            item_kind = type(item)
-            if item_kind is str or item is None or item_kind is bool:
-                continue
-            if item_kind is int:
-                if -_SAFE_INT <= item <= _SAFE_INT:
-                    continue
-                return False
-            if not _plain(item):
-                return False
-        return True
-    if kind is str or value is None or kind is bool:
-        return True
-    return kind is int and -_SAFE_INT <= value <= _SAFE_INT
+            return False
+        if not _plain(item):
+            return False
+    return True
 
 
 def sha256_hex(data: bytes | str) -> str:
