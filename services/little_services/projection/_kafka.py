@@ -51,6 +51,10 @@ _FENCED = {KafkaError.PRODUCER_FENCED, KafkaError._FENCED, KafkaError.INVALID_PR
 _CRASH_IN_TRANSACTION = int(os.environ.get("LITTLE_PROJECTOR_CRASH_IN_TRANSACTION") or 0)
 
 
+_ERROR_POLL_SECONDS = 0.5
+"""How often the loop, while it waits for transactions, serves the producers' error callbacks."""
+
+
 def transactional_id(config: ProjectionConfig, partition: int) -> str:
     """The transactional id of one input partition. Derived, documented, never changed."""
     return f"{config.group}.{config.topic}.{partition}"
@@ -262,7 +266,7 @@ class KafkaProjector(Projector):
         results = []
         for b, future, began in pending:
             try:
-                results.append((b, future.result(timeout=bound), began))
+                results.append((b, self._wait_serving_errors(future, bound), began))
             except FutureTimeout:
                 self._stalled = True
                 raise ProjectorStalledError(
@@ -285,6 +289,22 @@ class KafkaProjector(Projector):
                 self.core.seek(batch.partition, batch.start)
                 self._consumer.seek(TopicPartition(self.config.topic, batch.partition, batch.start))
         return aborted
+
+    def _wait_serving_errors(self, future: Future[bool], bound: float) -> bool:
+        """``future``'s result, waited in slices for at most ``bound`` seconds; between slices the
+        producers' error callbacks are served (``poll(0)``, thread-safe). The consumer is not
+        polled while its loop waits here, so without this a broker lost mid-transaction would
+        be reported only when the transactions give up (``kafka_brokers_down`` late or never)."""
+        deadline = time.monotonic() + bound
+        while True:
+            left = max(0.0, deadline - time.monotonic())
+            try:
+                return future.result(timeout=min(_ERROR_POLL_SECONDS, left))
+            except FutureTimeout:
+                if time.monotonic() >= deadline:
+                    raise
+            for producer in list(self._producers.values()):
+                producer.poll(0)
 
     def _commit(self, batch: PartitionBatch, metadata: Any) -> bool:
         """One transaction: the batch's snapshots, dead letters and offset. False if aborted."""
