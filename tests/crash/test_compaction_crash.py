@@ -9,6 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from little import local_world
 from little.chat import model_exchanges
 from little.events import SessionCompacted
@@ -41,6 +43,7 @@ def requests(scenario: Scenario) -> list[tuple[str, int, Any, str]]:
     return [(x.session_id, x.turn, list(x.messages), x.request_hash) for x in exchanges]
 
 
+@pytest.mark.slow  # a crash matrix: make test runs it, make test-fast leaves it out
 def test_a_compacting_conversation_killed_anywhere_resumes_to_the_uncrashed_outcome(
     tmp_path: Path,
 ) -> None:

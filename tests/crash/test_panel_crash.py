@@ -9,6 +9,8 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from little.events import AgentCallSettled
 from tests.crash.support import Scenario, child, each_crash_point
 
@@ -41,6 +43,7 @@ def settled(scenario: Scenario, run_id: str) -> dict[int, tuple[str | None, bool
     }
 
 
+@pytest.mark.slow  # a crash matrix: make test runs it, make test-fast leaves it out
 def test_a_fresh_panel_killed_anywhere_resumes_to_the_uncrashed_outcome(tmp_path: Path) -> None:
     reference = Scenario(tmp_path / "reference")
     expected = panel(reference, SOURCE, "1", "{}", INPUT)
@@ -70,6 +73,7 @@ def test_a_fresh_panel_killed_anywhere_resumes_to_the_uncrashed_outcome(tmp_path
     assert mid_panel > 0, "no crash point fell between the panel's first and last settlement"
 
 
+@pytest.mark.slow  # a crash matrix: make test runs it, make test-fast leaves it out
 def test_a_served_panel_killed_anywhere_stays_served(tmp_path: Path) -> None:
     base = Scenario(tmp_path / "base")
     assert panel(base, SOURCE, "1", "{}", INPUT)["status"] == "completed"

@@ -8,6 +8,8 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from little.events import AgentCallSettled, SubRunReserved
 from tests.crash.support import Scenario, child, each_crash_point, process_order
 
@@ -39,6 +41,7 @@ def marks(scenario: Scenario) -> list[tuple[int, bool, str | None]]:
     ]
 
 
+@pytest.mark.slow  # a crash matrix: make test runs it, make test-fast leaves it out
 def test_a_replay_killed_anywhere_resumes_to_the_uncrashed_outcome(tmp_path: Path) -> None:
     base = Scenario(tmp_path / "base")
     assert pipeline(base, SOURCE, "1", "{}", INPUT)["status"] == "completed"

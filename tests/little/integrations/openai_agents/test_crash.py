@@ -144,6 +144,7 @@ def test_a_crash_at_any_event_or_call_resumes_running_only_the_call_in_flight(
         list(pool.map(crashed, points))
 
 
+@pytest.mark.slow  # a crash matrix: make test runs it, make test-fast leaves it out
 def test_a_streamed_run_resumed_after_a_crash_replays_the_served_turns_as_events(
     tmp_path: Path,
 ) -> None:
