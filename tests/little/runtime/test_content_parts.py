@@ -333,3 +333,40 @@ def test_bad_content_is_refused_naming_the_part(
     assert "session" in result.output
     assert "prompt" in result.output
     assert REQUESTS == []  # nothing was asked
+
+
+def test_the_chat_export_writes_the_parts_back_with_their_bytes(
+    world: little.World, tmp_path: Path
+) -> None:
+    from tests.little.runtime.test_chat_export import export
+
+    result = asyncio.run(run(world, flow("tests.parts.export", PROMPT), None))
+    assert result.status == "completed", result.error
+    code, lines, err = export(tmp_path / "world", result.run_id)
+    assert code == 0, err
+    assert len(lines) == 2
+    prompt = {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "What is this?"},
+            {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{b64(SMALL)}"}},
+            {
+                "type": "file",
+                "file": {
+                    "filename": "scan.pdf",
+                    "file_data": f"data:application/pdf;base64,{b64(SCAN)}",  # from the store
+                },
+            },
+        ],
+    }
+    assert lines[0]["messages"][0] == prompt
+    assert lines[1]["messages"][0] == prompt
+    assert lines[1]["messages"][2] == {
+        "role": "tool",
+        "tool_call_id": "c1",
+        "content": [
+            {"type": "text", "text": "the page"},
+            {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{b64(PHOTO)}"}},
+        ],
+    }
+    assert lines[1]["messages"][3] == {"role": "assistant", "content": "a receipt for 12 EUR"}
