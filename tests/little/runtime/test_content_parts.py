@@ -39,7 +39,7 @@ from little.harness import (
     ToolContext,
     tool,
 )
-from little.harness._content import INLINE_BYTES
+from little.harness.content import INLINE_BYTES
 from little.runtime import StepContext, WorkflowContext, execute, run, workflow
 
 USAGE = Usage(input_tokens=10, output_tokens=5)

@@ -19,7 +19,7 @@ read too): ``{"messages": [system, ...request, assistant answer], "tools": [...]
 only when the request had them, assistant tool calls as ``{"id", "type": "function",
 "function": {"name", "arguments": <JSON text>}}``. Provider reasoning blocks kept for the
 next turn (``reasoning``) have no place in that shape and are left out. Content of parts
-(images, documents: ``little.harness._content``) is a list of chat content parts, ``text``,
+(images, documents: ``little.harness.content``) is a list of chat content parts, ``text``,
 ``image_url`` and ``file``, bytes written back as ``data:`` URLs (read from the artifact
 store where the record names them by digest), in user and tool messages alike.
 """
@@ -46,7 +46,7 @@ from little.events import (
     SessionStarted,
 )
 from little.harness import ModelResponse
-from little.harness._content import artifact_digests, chat_part, is_parts, with_data
+from little.harness.content import artifact_digests, chat_part, is_parts, with_data
 from little.replay import accepted_events
 
 __all__ = ["ModelExchange", "chat_example", "chat_message", "model_exchanges"]
@@ -192,7 +192,7 @@ def model_exchanges(
 
 class _PartBytes:
     """A request's messages as the model was sent them: the parts whose bytes the record
-    names by digest (``little.harness._content``) with their bytes, each blob read once."""
+    names by digest (``little.harness.content``) with their bytes, each blob read once."""
 
     def __init__(self, load: Callable[[ArtifactRef], bytes]) -> None:
         self._load = load

@@ -6,15 +6,6 @@ Pure of the runtime: the recorded session that drives them (``AgentSession``, op
 reverse.
 """
 
-from little.harness._content import (
-    Content,
-    Document,
-    DocumentUrl,
-    Image,
-    ImageUrl,
-    Part,
-    Text,
-)
 from little.harness._mcp import McpError, McpServer, mcp
 from little.harness._model import (
     Message,
@@ -32,6 +23,15 @@ from little.harness._model import (
 from little.harness._providers import model_from_spec
 from little.harness._retry import ProviderFailure, RetryPolicy
 from little.harness._tools import Tool, ToolContext, ToolError, tool
+from little.harness.content import (
+    Content,
+    Document,
+    DocumentUrl,
+    Image,
+    ImageUrl,
+    Part,
+    Text,
+)
 
 __all__ = [
     "Content",

@@ -1,4 +1,4 @@
-"""The bytes of a conversation's image and document parts (``little.harness._content``): stored
+"""The bytes of a conversation's image and document parts (``little.harness.content``): stored
 in the artifact store before any record names them, loaded again for the model when a request
 holds them. One per recorded conversation (``Recorder.parts``).
 
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from little.events import ArtifactRef
 from little.harness import Message
-from little.harness._content import (
+from little.harness.content import (
     TOOL_PARTS,
     Blob,
     artifact_digests,

@@ -30,7 +30,7 @@ from little.events import (
     Usage,
 )
 from little.harness import Tool, ToolCallRequest, ToolContext, ToolError
-from little.harness._content import TOOL_PARTS, content_json, is_content, tool_text
+from little.harness.content import TOOL_PARTS, content_json, is_content, tool_text
 from little.redaction import REDACTED
 from little.replay import assert_harness_manifest_consistent, manifest_hash
 from little.runtime._errors import ENDS_THE_RUN, BranchStopped, BudgetExceededError

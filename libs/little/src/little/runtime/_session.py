@@ -31,7 +31,7 @@ from little.harness import (
     Tool,
     ToolCallRequest,
 )
-from little.harness._content import tool_content
+from little.harness.content import tool_content
 from little.replay import manifest_hash
 from little.runtime._compaction import SUMMARY_ACK, SUMMARY_PREFIX, CompactionPolicy
 from little.runtime._errors import ENDS_THE_RUN, OutputValidationError

@@ -3,7 +3,7 @@
 Translation (deterministic, so equal requests send equal bodies):
 
 * the system prompt is the ``system`` parameter, not a message;
-* a user message keeps its content, its parts (``little.harness._content``) as ``text``,
+* a user message keeps its content, its parts (``little.harness.content``) as ``text``,
   ``image`` and ``document`` blocks, each with a ``url`` or ``base64`` source (a plain-text
   document: a ``text`` source); an assistant message becomes a ``text`` block (when it has
   text) followed by one ``tool_use`` block per tool call (``input`` is the arguments dict); an
@@ -51,7 +51,6 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 from little._canonical import canonical_json
 from little.errors import ConfigurationError
 from little.events import Usage
-from little.harness._content import is_parts, part_data
 from little.harness._model import (
     Message,
     ModelRequest,
@@ -62,6 +61,7 @@ from little.harness._model import (
     ToolSpec,
 )
 from little.harness._retry import ProviderFailure, RetryPolicy, sdk_failure
+from little.harness.content import is_parts, part_data
 
 __all__ = [
     "PROVIDER",
@@ -234,7 +234,7 @@ def to_anthropic_output_tool(output: OutputSchema) -> ToolParam:
 
 
 def to_anthropic_block(part: dict[str, Any]) -> ContentBlockParam:
-    """A content part (``little.harness._content``) as a Messages API block: ``text``,
+    """A content part (``little.harness.content``) as a Messages API block: ``text``,
     ``image`` and ``document`` with a ``url`` or ``base64`` source (a ``text/plain`` document:
     a ``text`` source; a document's name is its ``title``). A block given in the API's own
     shape (with a ``source``) is kept as it is."""

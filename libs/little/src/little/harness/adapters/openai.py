@@ -4,7 +4,7 @@ Translation (deterministic, so equal requests send equal bodies):
 
 * the system prompt is the first message, ``{"role": "system", ...}``;
 * user and tool-result messages keep their shape (``tool_call_id`` and string ``content``);
-  content of parts (``little.harness._content``) is a list of content parts: ``text``,
+  content of parts (``little.harness.content``) is a list of content parts: ``text``,
   ``image_url`` (a URL, or the bytes as a ``data:`` URL) and ``file`` (a document's bytes as
   a ``data:`` URL in ``file_data``, with a ``filename``; a document by URL is refused, as
   Chat Completions takes none);
@@ -47,7 +47,6 @@ from typing import TYPE_CHECKING, Any, cast
 from little._canonical import canonical_json
 from little.errors import ConfigurationError
 from little.events import Usage
-from little.harness._content import chat_part
 from little.harness._model import (
     Message,
     ModelRequest,
@@ -58,6 +57,7 @@ from little.harness._model import (
     ToolSpec,
 )
 from little.harness._retry import ProviderFailure, RetryPolicy, sdk_failure
+from little.harness.content import chat_part
 
 __all__ = [
     "ATTACHED",
