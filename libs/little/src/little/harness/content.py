@@ -68,22 +68,29 @@ TOOL_PARTS = "$parts"
 """A tool's result that is content, as recorded: ``{"$parts": [part, ...]}``."""
 
 
+class Part:
+    """A part of a message's content: ``Text``, ``Image``, ``ImageUrl``, ``Document`` or
+    ``DocumentUrl`` (the classes a prompt or a tool's result may hold)."""
+
+    __slots__ = ()
+
+
 @dataclass(frozen=True)
-class Text:
+class Text(Part):
     """A text part."""
 
     text: str
 
 
 @dataclass(frozen=True)
-class ImageUrl:
+class ImageUrl(Part):
     """An image the provider fetches from ``url`` (a ``data:`` URL is taken as its bytes)."""
 
     url: str
 
 
 @dataclass(frozen=True, repr=False)
-class Image:
+class Image(Part):
     """An image given as its bytes and media type (``image/png``, ``image/jpeg``, ...)."""
 
     data: bytes
@@ -100,7 +107,7 @@ class Image:
 
 
 @dataclass(frozen=True)
-class DocumentUrl:
+class DocumentUrl(Part):
     """A document (a PDF) the provider fetches from ``url``, where the provider does
     (Anthropic; OpenAI's Chat Completions takes documents as bytes only)."""
 
@@ -109,7 +116,7 @@ class DocumentUrl:
 
 
 @dataclass(frozen=True, repr=False)
-class Document:
+class Document(Part):
     """A document given as its bytes: a PDF (``application/pdf``, the default) or plain text
     (``text/plain``). ``name`` is the file name the provider is told, if any."""
 
@@ -127,9 +134,6 @@ class Document:
         name = f", name={self.name!r}" if self.name else ""
         return f"Document({len(self.data)} bytes, {self.media_type!r}{name})"
 
-
-Part = Text | ImageUrl | Image | DocumentUrl | Document
-"""One part of a message's content."""
 
 Content = str | Sequence[str | Part]
 """A prompt: text, or a list of parts (a string in it is a text part)."""
