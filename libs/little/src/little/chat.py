@@ -179,7 +179,7 @@ def model_exchanges(
                     e.model,
                     None if s.system is _UNKNOWN else s.system,
                     s.system is not _UNKNOWN,
-                    loaded.request(request),
+                    loaded.request(request, s.run_id),
                     tuple(s.tools),
                     ModelResponse.from_json(raw, e.usage).as_message(),
                     called.request_hash,
@@ -200,10 +200,10 @@ class _PartBytes:
         self._done: dict[int, tuple[_Message, _Message]] = {}
         """A message given its bytes, by the id of the recorded one (kept alive here)."""
 
-    def request(self, messages: tuple[_Message, ...]) -> tuple[_Message, ...]:
-        return tuple(self._message(m) for m in messages)
+    def request(self, messages: tuple[_Message, ...], run_id: str) -> tuple[_Message, ...]:
+        return tuple(self._message(m, run_id) for m in messages)
 
-    def _message(self, message: _Message) -> _Message:
+    def _message(self, message: _Message, run_id: str) -> _Message:
         digests = artifact_digests(message)
         if not digests:
             return message
@@ -212,7 +212,7 @@ class _PartBytes:
             return done[1]
         for sha256, size, media_type in digests:
             if sha256 not in self._data:
-                ref = ArtifactRef(run_id="-", sha256=sha256, size=size, media_type=media_type)
+                ref = ArtifactRef(run_id=run_id, sha256=sha256, size=size, media_type=media_type)
                 self._data[sha256] = base64.b64encode(self._load(ref)).decode("ascii")
         given = with_data(message, self._data)
         self._done[id(message)] = (message, given)
