@@ -333,3 +333,30 @@ def test_bad_content_is_refused_naming_the_part(
     assert "session" in result.output
     assert "prompt" in result.output
     assert REQUESTS == []  # nothing was asked
+
+
+def test_a_panel_leg_may_be_asked_with_parts(world: little.World) -> None:
+    async def ask(step: StepContext, _: None) -> Any:
+        answer = [ModelResponse(content="seen", usage=USAGE, finish_reason="stop")]
+        async with (
+            step.session("a", model=Recording(answer)) as a,
+            step.session("b", model=Recording(answer)) as b,
+        ):
+            return await step.panel([(a, ["Judge it.", Image(PHOTO, "image/png")]), (b, "Text.")])
+
+    async def wf(ctx: WorkflowContext, _: None) -> Any:
+        return await ctx.step("judge", ask, None)
+
+    result = asyncio.run(run(world, workflow("tests.parts.panel", version="1")(wf), None))
+    assert result.status == "completed", result.error
+    assert result.output == ["seen", "seen"]
+    contents = sorted(str(r.messages[0]["content"])[:40] for r in REQUESTS)
+    assert contents == ["Text.", "[{'type': 'text', 'text': 'Judge it.'}, "]
+    (with_image,) = [r for r in REQUESTS if isinstance(r.messages[0]["content"], list)]
+    assert with_image.messages[0]["content"][1]["data"] == b64(PHOTO)
+    appended = [
+        e.appended_messages_json or ""
+        for e in events(world, result.run_id)
+        if isinstance(e, ModelCalled)
+    ]
+    assert sum(digest(PHOTO) in text for text in appended) == 1
