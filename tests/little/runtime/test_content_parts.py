@@ -60,10 +60,40 @@ class Crash(BaseException):
     """Stands in for the process dying in the model call: not an Exception."""
 
 
-@pytest.fixture
-def world(tmp_path: Path) -> Iterator[little.World]:
+_worlds = itertools.count()
+SUFFIX = 0
+"""Workflow names are new in each world (a test runs on two): deterministic, no randomness
+(which a replay's source scan would refuse)."""
+
+
+def named(name: str) -> str:
+    return f"{name}.w{SUFFIX}"
+
+
+@pytest.fixture(params=["embedded", pytest.param("kafka", marks=pytest.mark.kafka)])
+def world(request: pytest.FixtureRequest, tmp_path: Path, unique: str) -> Iterator[little.World]:
+    """The embedded world, and Kafka (its artifact store a directory, as a deployment's)."""
+    global SUFFIX
+    SUFFIX = next(_worlds)
     REQUESTS.clear()
     TOOL_RUNS.clear()
+    if request.param == "embedded":
+        with little.local_world(tmp_path / "world") as w:
+            yield w
+        return
+    bootstrap = request.getfixturevalue("kafka_bootstrap_servers")
+    with little.kafka_world(
+        bootstrap,
+        topic_prefix=f"parts-{unique}.",
+        provision=True,
+        artifacts_dir=str(tmp_path / "artifacts"),
+    ) as w:
+        yield w
+
+
+@pytest.fixture
+def embedded(tmp_path: Path) -> Iterator[little.World]:
+    REQUESTS.clear()
     with little.local_world(tmp_path / "world") as w:
         yield w
 
@@ -104,7 +134,7 @@ def flow(name: str, prompt: Any, version: str = "1") -> Any:
     async def wf(ctx: WorkflowContext, _: None) -> Any:
         return await ctx.step("read", ask, None)
 
-    return workflow(name, version=version)(wf)
+    return workflow(named(name), version=version)(wf)
 
 
 PROMPT = ["What is this?", Image(SMALL, "image/png"), Document(SCAN, name="scan.pdf")]
@@ -224,6 +254,9 @@ def test_a_replay_serves_the_parts_with_no_invocation_and_an_edited_image_misses
     assert len(REQUESTS) == 2  # an inline image edited misses too
 
 
+RESUMED = "run_parts_resume"
+
+
 def test_a_resume_rebuilds_the_same_request_from_the_refs(world: little.World) -> None:
     """Killed in turn 2 (after the tool's image was recorded): the resume serves turn 1 and
     the tool call from the log, rebuilds turn 2's request (the same hash) and hands the model
@@ -243,18 +276,18 @@ def test_a_resume_rebuilds_the_same_request_from_the_refs(world: little.World) -
     async def wf(ctx: WorkflowContext, _: None) -> Any:
         return await ctx.step("read", ask, None)
 
-    flow_ = workflow("tests.parts.resume", version="1")(wf)
+    flow_ = workflow(named("tests.parts.resume"), version="1")(wf)
     with pytest.raises(Crash):
-        asyncio.run(execute(world, "run_parts_resume", flow_, None))
+        asyncio.run(execute(world, RESUMED, flow_, None))
     assert (len(REQUESTS), TOOL_RUNS) == (1, ["1:c1"])
     dying["on"] = False
-    done = asyncio.run(execute(world, "run_parts_resume", flow_, None))
+    done = asyncio.run(execute(world, RESUMED, flow_, None))
     assert done.output == "a receipt for 12 EUR"
     assert TOOL_RUNS == ["1:c1"]  # served from the log
     assert len(REQUESTS) == 2  # only turn 2 asked again
     assert REQUESTS[1].messages[2]["content"][1]["data"] == b64(PHOTO)
     assert REQUESTS[1].messages[0]["content"][2]["data"] == b64(SCAN)
-    called = [e for e in events(world, "run_parts_resume") if isinstance(e, ModelCalled)]
+    called = [e for e in events(world, RESUMED) if isinstance(e, ModelCalled)]
     assert [e.turn for e in called] == [1, 2, 2]
     assert called[1].request_hash == called[2].request_hash
 
@@ -268,7 +301,7 @@ def test_a_streamed_exchange_hands_the_model_the_parts(world: little.World) -> N
     async def wf(ctx: WorkflowContext, _: None) -> Any:
         return await ctx.step("read", ask, None)
 
-    result = asyncio.run(run(world, workflow("tests.parts.stream", version="1")(wf), None))
+    result = asyncio.run(run(world, workflow(named("tests.parts.stream"), version="1")(wf), None))
     assert result.status == "completed", result.error
     assert result.output == ["It is ", "a photo."]
     called = [e for e in events(world, result.run_id) if isinstance(e, ModelCalled)]
@@ -290,7 +323,7 @@ def test_urls_text_parts_and_data_urls(world: little.World) -> None:
     async def wf(ctx: WorkflowContext, _: None) -> Any:
         return await ctx.step("read", ask, None)
 
-    result = asyncio.run(run(world, workflow("tests.parts.urls", version="1")(wf), None))
+    result = asyncio.run(run(world, workflow(named("tests.parts.urls"), version="1")(wf), None))
     assert result.status == "completed", result.error
     assert REQUESTS[0].messages[0]["content"] == [
         {"type": "text", "text": "Compare"},
@@ -315,7 +348,7 @@ _bad = itertools.count()
     ],
 )
 def test_bad_content_is_refused_naming_the_part(
-    world: little.World, prompt: Any, message: str
+    embedded: little.World, prompt: Any, message: str
 ) -> None:
     async def ask(step: StepContext, _: None) -> Any:
         async with step.session("agent", model=Recording(SCRIPT[1:])) as agent:
@@ -327,7 +360,7 @@ def test_bad_content_is_refused_naming_the_part(
         return await ctx.step("read", ask, None)
 
     result = asyncio.run(
-        run(world, workflow(f"tests.parts.bad{next(_bad)}", version="1")(wf), None)
+        run(embedded, workflow(f"tests.parts.bad{next(_bad)}", version="1")(wf), None)
     )
     assert result.status == "completed", result.error
     assert "session" in result.output
@@ -347,7 +380,7 @@ def test_a_panel_leg_may_be_asked_with_parts(world: little.World) -> None:
     async def wf(ctx: WorkflowContext, _: None) -> Any:
         return await ctx.step("judge", ask, None)
 
-    result = asyncio.run(run(world, workflow("tests.parts.panel", version="1")(wf), None))
+    result = asyncio.run(run(world, workflow(named("tests.parts.panel"), version="1")(wf), None))
     assert result.status == "completed", result.error
     assert result.output == ["seen", "seen"]
     contents = sorted(str(r.messages[0]["content"])[:40] for r in REQUESTS)
