@@ -11,23 +11,40 @@ second turn logs the tool answers it was given, in order.
 ``structured``: one agent call asking for a ``Forecast``; the model's first answer lacks a
 field, so the session sends it back with the error and asks again (a second recorded turn).
 
+``content_parts``: the real ``openai`` client (over an ``httpx2`` ``MockTransport``) is asked
+about a photo given as bytes (kept in the artifact store); turn 1 calls ``photograph``, whose
+result holds a page image (kept there too); turn 2 answers. Each HTTP request is logged to
+``http.jsonl`` with the sha256 of its body and of every image it carries as a ``data:`` URL.
+
 Every real invocation is logged to ``$LITTLE_EXAMPLE_CALLS_DIR`` like the reference example.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import json
 import os
 import signal
 from typing import Any
 
+import httpx2
+import openai
 from pydantic import BaseModel
 
 import little
 from little.events import ToolCallStarted, ToolCallSucceeded, Usage
 from little.examples.research import _log_call
-from little.harness import ModelRequest, ModelResponse, ToolCallRequest, ToolContext, tool
+from little.harness import (
+    Image,
+    ModelRequest,
+    ModelResponse,
+    ToolCallRequest,
+    ToolContext,
+    tool,
+)
+from little.harness.adapters import OpenAIModel
 from little.runtime import StepContext, WorkflowContext, workflow
 
 KILL_WHEN_DURABLE = "CRASH_TEST_KILL_WHEN_DURABLE"
@@ -133,3 +150,69 @@ async def structured(ctx: WorkflowContext, input: Any) -> dict[str, Any]:
     forecast = await ctx.step("forecast", _forecast)
     assert isinstance(forecast, Forecast)  # the validated object, fresh or resumed
     return forecast.model_dump()
+
+
+PHOTO = bytes(range(256)) * 64  # 16 KiB: over the inline limit, kept in the artifact store
+PAGE = bytes(reversed(range(256))) * 48
+
+
+def _completion(message: dict[str, Any], finish: str) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-parts",
+        "object": "chat.completion",
+        "created": 1747900000,
+        "model": "gpt-4o-mini-2024-07-18",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 900, "completion_tokens": 9, "total_tokens": 909},
+    }
+
+
+def _reads_images(request: httpx2.Request) -> httpx2.Response:
+    """Turn 1 asks for ``photograph``; turn 2 answers."""
+    body = json.loads(request.content)
+    images = [
+        hashlib.sha256(base64.b64decode(part["image_url"]["url"].partition(",")[2])).hexdigest()
+        for message in body["messages"]
+        if isinstance(message.get("content"), list)
+        for part in message["content"]
+        if part.get("type") == "image_url"
+    ]
+    turn = 1 + sum(1 for m in body["messages"] if m["role"] == "assistant")
+    digest = hashlib.sha256(request.content).hexdigest()
+    _log_call("http", turn=turn, body=digest, images=images)
+    if turn == 1:
+        call = {
+            "id": "call_P",
+            "type": "function",
+            "function": {"name": "photograph", "arguments": "{}"},
+        }
+        return httpx2.Response(
+            200,
+            json=_completion(
+                {"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls"
+            ),
+        )
+    return httpx2.Response(
+        200, json=_completion({"role": "assistant", "content": "A receipt."}, "stop")
+    )
+
+
+@tool(description="Photograph the page.", parameters={"type": "object"})
+def photograph(args: dict[str, Any], ctx: ToolContext) -> Any:
+    _log_call("tools", tool="photograph", call_id=ctx.call_id, attempt=ctx.attempt)
+    return ["page 1", Image(PAGE, "image/png")]
+
+
+async def _read(step: StepContext) -> str | None:
+    client = openai.AsyncOpenAI(
+        api_key="sk-test",
+        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(_reads_images)),
+    )
+    model = OpenAIModel("gpt-4o-mini", client=client)
+    async with step.session("agent", model=model, tools=[photograph]) as agent:
+        return await agent.run(["What is this?", Image(PHOTO, "image/jpeg")])
+
+
+@workflow("content_parts", version="1")
+async def content_parts(ctx: WorkflowContext, input: Any) -> str | None:
+    return await ctx.step("read", _read)

@@ -25,7 +25,17 @@ from little import (
     replay_run,
 )
 from little.events import Usage
-from little.harness import ModelResponse, ScriptedModel, Tool, ToolContext, tool
+from little.harness import (
+    Document,
+    Image,
+    ImageUrl,
+    ModelResponse,
+    ScriptedModel,
+    Text,
+    Tool,
+    ToolContext,
+    tool,
+)
 from little.replay import ReplayEnvelope, replay_envelope
 from little.runtime import (
     AgentStream,
@@ -117,6 +127,19 @@ async def _streamed_not_run(step: StepContext) -> None:
             assert_type(delta, str)
         assert_type(stream.answer, str | None)
         assert_type(await agent.run("Again?", on_delta=print), str | None)
+
+
+async def _parts_not_run(step: StepContext) -> None:
+    """Images and documents: a prompt is text or a list of parts (a string in it is text)."""
+    model = ScriptedModel([ModelResponse(content="A receipt.")])
+    async with step.session("agent", model=model) as agent:
+        photo = Image(b"\x89PNG", "image/png")
+        assert_type(await agent.run(["What is this?", photo]), str | None)
+        prompt = [Text("Compare"), ImageUrl("https://example.com/a.png"), Document(b"%PDF")]
+        assert_type(await agent.run(prompt), str | None)
+        async for delta in agent.stream(["Again?", photo]):
+            assert_type(delta, str)
+        await agent.run([b"raw bytes"])  # type: ignore[list-item]
 
 
 async def _patched_not_run(ctx: WorkflowContext, step: StepContext) -> None:

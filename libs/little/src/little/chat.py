@@ -18,11 +18,15 @@ earlier answered calls stay exchanges); a fenced writer's events are not history
 read too): ``{"messages": [system, ...request, assistant answer], "tools": [...]}``, tools
 only when the request had them, assistant tool calls as ``{"id", "type": "function",
 "function": {"name", "arguments": <JSON text>}}``. Provider reasoning blocks kept for the
-next turn (``reasoning``) have no place in that shape and are left out.
+next turn (``reasoning``) have no place in that shape and are left out. Content of parts
+(images, documents: ``little.harness.content``) is a list of chat content parts, ``text``,
+``image_url`` and ``file``, bytes written back as ``data:`` URLs (read from the artifact
+store where the record names them by digest), in user and tool messages alike.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -42,6 +46,7 @@ from little.events import (
     SessionStarted,
 )
 from little.harness import ModelResponse
+from little.harness.content import artifact_digests, chat_part, is_parts, with_data
 from little.replay import accepted_events
 
 __all__ = ["ModelExchange", "chat_example", "chat_message", "model_exchanges"]
@@ -123,6 +128,7 @@ def model_exchanges(
     Raises ``RuntimeIntegrityError`` where the log does not hold together."""
     sessions: dict[str, _Session] = {}
     out: list[ModelExchange] = []
+    loaded = _PartBytes(load)
 
     def text(inline: str | None, ref: ArtifactRef | None) -> str | None:
         return load(ref).decode() if ref is not None else inline
@@ -173,7 +179,7 @@ def model_exchanges(
                     e.model,
                     None if s.system is _UNKNOWN else s.system,
                     s.system is not _UNKNOWN,
-                    request,
+                    loaded.request(request, s.run_id),
                     tuple(s.tools),
                     ModelResponse.from_json(raw, e.usage).as_message(),
                     called.request_hash,
@@ -182,6 +188,35 @@ def model_exchanges(
         elif isinstance(e, AgentCallSettled) and e.outcome is not None:
             _settled(session(e), e, text(e.result_json, e.result_ref))
     return out
+
+
+class _PartBytes:
+    """A request's messages as the model was sent them: the parts whose bytes the record
+    names by digest (``little.harness.content``) with their bytes, each blob read once."""
+
+    def __init__(self, load: Callable[[ArtifactRef], bytes]) -> None:
+        self._load = load
+        self._data: dict[str, str] = {}
+        self._done: dict[int, tuple[_Message, _Message]] = {}
+        """A message given its bytes, by the id of the recorded one (kept alive here)."""
+
+    def request(self, messages: tuple[_Message, ...], run_id: str) -> tuple[_Message, ...]:
+        return tuple(self._message(m, run_id) for m in messages)
+
+    def _message(self, message: _Message, run_id: str) -> _Message:
+        digests = artifact_digests(message)
+        if not digests:
+            return message
+        done = self._done.get(id(message))
+        if done is not None and done[0] is message:
+            return done[1]
+        for sha256, size, media_type in digests:
+            if sha256 not in self._data:
+                ref = ArtifactRef(run_id=run_id, sha256=sha256, size=size, media_type=media_type)
+                self._data[sha256] = base64.b64encode(self._load(ref)).decode("ascii")
+        given = with_data(message, self._data)
+        self._done[id(message)] = (message, given)
+        return given
 
 
 def _native_exchange(
@@ -422,13 +457,16 @@ def chat_message(message: Mapping[str, Any]) -> dict[str, Any]:
         elif "content" not in out:
             out["content"] = ""
         return out
+    content = message.get("content")
+    if is_parts(content):  # images and documents (bytes as data: URLs) in the chat shape
+        content = [chat_part(p) for p in content]
     if role == "tool":
         return {
             "role": "tool",
             "tool_call_id": message.get("tool_call_id"),
-            "content": message.get("content") or "",
+            "content": content or "",
         }
-    return {"role": role, "content": message.get("content")}
+    return {"role": role, "content": content}
 
 
 def chat_example(exchange: ModelExchange) -> dict[str, Any]:

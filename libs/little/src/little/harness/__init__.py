@@ -1,4 +1,5 @@
-"""What an agent session is made of: models (scripted, OpenAI, Anthropic) and tools.
+"""What an agent session is made of: models (scripted, OpenAI, Anthropic), tools, and the parts
+of a message's content (text, images, documents).
 
 Pure of the runtime: the recorded session that drives them (``AgentSession``, opened with
 ``step.session(...)``) lives in ``little.runtime``, which imports this package, never the
@@ -22,8 +23,22 @@ from little.harness._model import (
 from little.harness._providers import model_from_spec
 from little.harness._retry import ProviderFailure, RetryPolicy
 from little.harness._tools import Tool, ToolContext, ToolError, tool
+from little.harness.content import (
+    Content,
+    Document,
+    DocumentUrl,
+    Image,
+    ImageUrl,
+    Part,
+    Text,
+)
 
 __all__ = [
+    "Content",
+    "Document",
+    "DocumentUrl",
+    "Image",
+    "ImageUrl",
     "McpError",
     "McpServer",
     "Message",
@@ -32,10 +47,12 @@ __all__ = [
     "ModelResponse",
     "ModelStreamItem",
     "OutputSchema",
+    "Part",
     "ProviderFailure",
     "RetryPolicy",
     "ScriptedModel",
     "StreamingModel",
+    "Text",
     "Tool",
     "ToolCallRequest",
     "ToolContext",

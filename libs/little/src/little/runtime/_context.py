@@ -57,7 +57,7 @@ from little.runtime._tool_calls import DEFAULT_MAX_PARALLEL_TOOLS
 from little.runtime._waits import ScopeWaits, seconds, utcnow
 
 if TYPE_CHECKING:
-    from little.harness import McpServer, Model, Tool
+    from little.harness import Content, McpServer, Model, Tool
     from little.runtime._compaction import CompactionPolicy
     from little.runtime._execution import Execution
 
@@ -658,7 +658,7 @@ class StepContext(_ValuesMixin, _WaitsMixin):
         return Recorder(self._x, self, session_id, provider, model, manifest, side_effecting)
 
     async def panel(
-        self, legs: Sequence[tuple[AgentSession[A], str]], *, max_turns: int = 10
+        self, legs: Sequence[tuple[AgentSession[A], Content]], *, max_turns: int = 10
     ) -> list[A]:
         """Several agent calls at once (a vote, a fusion of answers); their answers in order.
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from little.errors import ConfigurationError
+from little.harness import Content
 from little.runtime._errors import BudgetExceededError, PanelMixedError
 from little.runtime._groups import drain
 from little.runtime._model_turns import SessionStep
@@ -22,7 +23,10 @@ if TYPE_CHECKING:
 
 
 async def run_panel(
-    x: Execution, step: SessionStep, legs: Sequence[tuple[AgentSession[Any], str]], max_turns: int
+    x: Execution,
+    step: SessionStep,
+    legs: Sequence[tuple[AgentSession[Any], Content]],
+    max_turns: int,
 ) -> list[Any]:
     """``StepContext.panel``: admit every leg in list order, decide the panel as a whole
     (served, fresh, or a refused mix), reserve a fresh panel's calls, then run the legs at
@@ -36,7 +40,7 @@ async def run_panel(
             isinstance(leg, tuple)
             and len(leg) == 2
             and isinstance(leg[0], AgentSession)
-            and isinstance(leg[1], str)
+            and isinstance(leg[1], str | list | tuple)
         ):
             raise ConfigurationError(
                 f"{where}: panel leg {i} is {leg!r}, not a (session, prompt) pair"
@@ -54,9 +58,11 @@ async def run_panel(
             )
         sessions.append(session)
     step._check_group()
+    # each leg's prompt as recorded (its parts' large bytes stored), in list order
+    prompts = [await s._recorder.parts.prompt(prompt, s._where) for s, prompt in legs]
     for session in sessions:  # each leg's history compacted first, in list order
         await session._compact_if_due()
-    tickets = [s._admit(prompt, max_turns) for s, prompt in legs]  # in list order, no await
+    tickets = [s._admit(p, max_turns) for s, p in zip(sessions, prompts, strict=True)]  # no await
     recorded = [t.served for t in tickets]
     if any(recorded) and not all(recorded):
         for session, ticket in zip(sessions, tickets, strict=True):
@@ -90,7 +96,7 @@ async def run_panel(
     async def run_leg(i: int) -> Any:
         recorder = sessions[i]._recorder
         try:
-            return await sessions[i]._run_admitted(tickets[i], legs[i][1], max_turns)
+            return await sessions[i]._run_admitted(tickets[i], prompts[i], max_turns)
         finally:
             if recorder.reserved:  # ended without a fresh model call: give it back
                 recorder.reserved = False

@@ -30,6 +30,7 @@ from little.events import (
     Usage,
 )
 from little.harness import Tool, ToolCallRequest, ToolContext, ToolError
+from little.harness.content import TOOL_PARTS, content_json, is_content, tool_text
 from little.redaction import REDACTED
 from little.replay import assert_harness_manifest_consistent, manifest_hash
 from little.runtime._errors import ENDS_THE_RUN, BranchStopped, BudgetExceededError
@@ -38,6 +39,7 @@ from little.runtime._model_turns import (
     SessionStep,
     TurnRecording,
 )
+from little.runtime._parts import ConversationParts
 from little.runtime._recorded import MISS_RECORD_UNUSABLE
 from little.runtime._serving import OWN_LOG, Fresh, Served, Serving, ToolAsk
 from little.runtime._spans import SessionSpans
@@ -150,6 +152,8 @@ class Recorder(TurnRecording):
         self.exchange_calls = 0  # this exchange's model calls, served turns included
         self.ordinal = -1  # the agent call of this exchange (its fresh turns count it)
         self.reserved = False  # a panel leg holding a budget reservation for its first call
+        self.parts = ConversationParts(execution)
+        """The bytes of the conversation's image and document parts (stored, loaded)."""
         self._tool_calls: dict[tuple[str, str], int] = {}
         """Tool calls so far per (tool, arguments JSON), those served from the log too: a tool
         call's occurrence, which a full replay takes receipts by (a resume walks the session's
@@ -495,6 +499,8 @@ class Recorder(TurnRecording):
             )
             return ToolOutcome(None, error)
         FAULTS.call_returned()
+        if is_content(result):  # images, documents: large bytes stored before the record
+            result = await self.parts.tool_result(result, self._tool_where(call_id, call.name))
         result_text = canonical_json(result)
         if self._redact is not None:
             result_text = canonical_json(self._redact("tool_result", json.loads(result_text)))
@@ -549,7 +555,7 @@ class Recorder(TurnRecording):
             at, request = found
             call_id = f"{at}:{request.id}"
             tool = tools.get(request.name)
-            recorded = message.get("content")
+            recorded = tool_text(message.get("content"))  # parts: as their result recorded
             kept = self._kept(tool, request, recorded)
             # a simulation's difference is an integrity error: latched, whoever catches it
             with self._x.integrity:
@@ -591,10 +597,16 @@ class Recorder(TurnRecording):
                 raise
             error = f"{type(exc).__name__}: {self.redacted('tool_error', str(exc))}"
             return canonical_json({"error": error})
+        if is_content(result):  # as recorded: only the digest of large bytes (none stored)
+            where = self._tool_where(call_id, request.name)
+            result = {TOOL_PARTS: content_json(result, where, loose=True)[0]}
         text = canonical_json(result)
         if self._redact is not None:
             text = canonical_json(self._redact("tool_result", json.loads(text)))
         return text
+
+    def _tool_where(self, call_id: str, tool: str) -> str:
+        return f"run {self._x.run_id}: session {self.session_id}: tool {tool} (call {call_id})"
 
     def _needs_approval(self, tool: Tool, arguments: dict[str, Any]) -> bool:
         if tool.requires_approval:

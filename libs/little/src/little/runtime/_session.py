@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
+from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
@@ -20,16 +21,17 @@ from pydantic import BaseModel
 from little._canonical import canonical_hash, canonical_json, chain_hash, sha256_hex
 from little.errors import ConfigurationError, StreamStoppedError
 from little.harness import (
+    Content,
     McpServer,
     Message,
     Model,
     ModelRequest,
     ModelResponse,
-    ModelStreamItem,
     OutputSchema,
     Tool,
     ToolCallRequest,
 )
+from little.harness.content import tool_content
 from little.replay import manifest_hash
 from little.runtime._compaction import SUMMARY_ACK, SUMMARY_PREFIX, CompactionPolicy
 from little.runtime._errors import ENDS_THE_RUN, OutputValidationError
@@ -43,7 +45,7 @@ from little.runtime._output import (
     retry_prompt,
 )
 from little.runtime._recording import SETTLING, AgentCallTicket, ApprovalPolicy, Recorder
-from little.runtime._streaming import AgentStream, OnDelta, TurnDeltas, drive, whole
+from little.runtime._streaming import AgentStream, OnDelta, TurnDeltas, drive, model_stream
 from little.runtime._tool_calls import DEFAULT_MAX_PARALLEL_TOOLS, run_tool_calls
 
 if TYPE_CHECKING:
@@ -221,7 +223,7 @@ class AgentSession(Generic[T]):
     @overload
     async def run(
         self,
-        prompt: str,
+        prompt: Content,
         *,
         max_turns: int = ...,
         output: None = None,
@@ -232,7 +234,7 @@ class AgentSession(Generic[T]):
     @overload
     async def run(
         self,
-        prompt: str,
+        prompt: Content,
         *,
         max_turns: int = ...,
         output: type[M],
@@ -243,7 +245,7 @@ class AgentSession(Generic[T]):
     @overload
     async def run(
         self,
-        prompt: str,
+        prompt: Content,
         *,
         max_turns: int = ...,
         output: Mapping[str, Any],
@@ -253,7 +255,7 @@ class AgentSession(Generic[T]):
 
     async def run(
         self,
-        prompt: str,
+        prompt: Content,
         *,
         max_turns: int = 10,
         output: OutputType | None = None,
@@ -294,7 +296,7 @@ class AgentSession(Generic[T]):
     @overload
     def stream(
         self,
-        prompt: str,
+        prompt: Content,
         *,
         max_turns: int = ...,
         output: None = None,
@@ -304,7 +306,7 @@ class AgentSession(Generic[T]):
     @overload
     def stream(
         self,
-        prompt: str,
+        prompt: Content,
         *,
         max_turns: int = ...,
         output: type[M],
@@ -314,7 +316,7 @@ class AgentSession(Generic[T]):
     @overload
     def stream(
         self,
-        prompt: str,
+        prompt: Content,
         *,
         max_turns: int = ...,
         output: Mapping[str, Any],
@@ -323,7 +325,7 @@ class AgentSession(Generic[T]):
 
     def stream(
         self,
-        prompt: str,
+        prompt: Content,
         *,
         max_turns: int = 10,
         output: OutputType | None = None,
@@ -363,7 +365,7 @@ class AgentSession(Generic[T]):
             await self._stream.aclose()
 
     def _admit(
-        self, prompt: str, max_turns: int, plan: Plan | Literal[True] = True
+        self, prompt: Any, max_turns: int, plan: Plan | Literal[True] = True
     ) -> AgentCallTicket:
         """Admit this exchange as an agent call; its request is the conversation so far, the
         prompt and ``max_turns`` (with the session's manifest and the call's node), and its
@@ -381,7 +383,7 @@ class AgentSession(Generic[T]):
         return self._recorder.admit(request, _configuration(resolved))
 
     async def _run_admitted(
-        self, call: AgentCallTicket, prompt: str, max_turns: int, plan: Plan | Literal[True] = True
+        self, call: AgentCallTicket, prompt: Any, max_turns: int, plan: Plan | Literal[True] = True
     ) -> Any:
         """Run an admitted agent call to its settlement: answered whole, or turn by turn."""
         box: list[Any] = []
@@ -392,7 +394,7 @@ class AgentSession(Generic[T]):
 
     async def _exchange(
         self,
-        prompt: str,
+        prompt: Any,
         max_turns: int,
         plan: Plan,
         box: list[Any],
@@ -408,6 +410,8 @@ class AgentSession(Generic[T]):
         try:
             if call is None:
                 self._step._check_group()  # a branch stopped by a failed sibling admits nothing
+                # parts as recorded (large bytes stored, named by digest): in the call's key
+                prompt = await self._recorder.parts.prompt(prompt, self._where)
                 await self._compact_if_due()
                 call = self._admit(prompt, max_turns, plan)
             if call.served:
@@ -469,7 +473,7 @@ class AgentSession(Generic[T]):
                     )
                     # in the order the model asked, whatever order they finished in
                     messages.extend(
-                        {"role": "tool", "tool_call_id": c.id, "content": content}
+                        {"role": "tool", "tool_call_id": c.id, "content": tool_content(content)}
                         for c, content in zip(calls, contents, strict=True)
                     )
                 if plan and not done:
@@ -596,9 +600,7 @@ class AgentSession(Generic[T]):
     async def _complete(
         self, messages: list[Message], output: OutputSchema | None = None
     ) -> ModelResponse:
-        response = await self.model.complete(
-            ModelRequest(self.system, tuple(messages), self._specs, output)
-        )
+        response = await self.model.complete(await self._request(messages, output))
         if self._redacts:  # the recorded response may differ: tools get what the model asked
             self._live_calls = {c.id: c for c in response.tool_calls}
         return response
@@ -614,10 +616,11 @@ class AgentSession(Generic[T]):
         ``StreamStoppedError``."""
         request = self._turn_request(turn, messages)
         output = None if plan is None else plan[0].spec
-        model_request = ModelRequest(self.system, tuple(messages), self._specs, output)
+        asked = list(messages)
         retry = getattr(self.model, "retry_policy", None)
         async with self._recorder.live_turn(request, ModelResponse.from_json, retry) as live:
-            deltas = TurnDeltas(live, lambda: self._model_stream(model_request), self._where)
+            opened = partial(model_stream, self.model, partial(self._request, asked, output))
+            deltas = TurnDeltas(live, opened, self._where)
             try:
                 yield deltas
             except GeneratorExit as stop:
@@ -632,14 +635,10 @@ class AgentSession(Generic[T]):
                     self._live_calls = {c.id: c for c in deltas.response.tool_calls}
         deltas.response = live.served or live.response or deltas.response
 
-    def _model_stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
-        """The model's stream of ``request``; a model that cannot stream answers whole, its
-        text one delta."""
-        stream = getattr(self.model, "stream", None)
-        if callable(stream):
-            items: AsyncIterator[ModelStreamItem] = stream(request)
-            return items
-        return whole(self.model, request)
+    async def _request(self, messages: list[Message], output: OutputSchema | None) -> ModelRequest:
+        """The model's request of ``messages``, their parts' bytes loaded."""
+        handed = await self._recorder.parts.for_model(messages)
+        return ModelRequest(self.system, handed, self._specs, output)
 
     # -- compaction of the history (little.runtime._compaction) ----------------------------
 
@@ -711,6 +710,7 @@ class AgentSession(Generic[T]):
         """The compacted history replaces the conversation; the request hash chain goes on
         from the compaction's link, every message of the history counted as hashed."""
         self._messages[:] = history
+        self._recorder.parts.reset()
         self._message_json[:] = [canonical_json(m) for m in history]
         self._conversation = hashlib.sha256()  # fed again from the history on the next hash
         self._conversation_fed = 0

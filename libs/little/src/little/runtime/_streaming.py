@@ -15,7 +15,15 @@ from typing import Any, Generic, Protocol, TypeVar
 from little.harness import Model, ModelRequest, ModelResponse, ModelStreamItem
 from little.runtime._model_turns import LiveTurn
 
-__all__ = ["AgentStream", "OnDelta", "StreamingSession", "TurnDeltas", "drive", "whole"]
+__all__ = [
+    "AgentStream",
+    "OnDelta",
+    "StreamingSession",
+    "TurnDeltas",
+    "drive",
+    "model_stream",
+    "whole",
+]
 
 T = TypeVar("T")
 
@@ -173,6 +181,26 @@ class TurnDeltas:
     async def aclose(self) -> None:
         """Release the model's stream (its HTTP response), if open."""
         items, self._items = self._items, None
+        close = getattr(items, "aclose", None)
+        if close is not None:
+            await close()
+
+
+async def model_stream(
+    model: Model, request: Callable[[], Awaitable[ModelRequest]]
+) -> AsyncIterator[ModelStreamItem]:
+    """``model``'s stream of the request ``request()`` makes (a session loads its parts'
+    bytes there); a model without ``stream`` answers whole, its text one delta. Closed, it
+    closes the model's stream (its HTTP response)."""
+    asked = await request()
+    stream = getattr(model, "stream", None)
+    items: AsyncIterator[ModelStreamItem] = (
+        stream(asked) if callable(stream) else whole(model, asked)
+    )
+    try:
+        async for item in items:
+            yield item
+    finally:
         close = getattr(items, "aclose", None)
         if close is not None:
             await close()

@@ -3,10 +3,13 @@
 Translation (deterministic, so equal requests send equal bodies):
 
 * the system prompt is the ``system`` parameter, not a message;
-* a user message keeps its content; an assistant message becomes a ``text`` block (when it has
+* a user message keeps its content, its parts (``little.harness.content``) as ``text``,
+  ``image`` and ``document`` blocks, each with a ``url`` or ``base64`` source (a plain-text
+  document: a ``text`` source); an assistant message becomes a ``text`` block (when it has
   text) followed by one ``tool_use`` block per tool call (``input`` is the arguments dict); an
   assistant message with neither is left out;
-* tool results become ``tool_result`` blocks of a user message, and consecutive messages of one
+* tool results become ``tool_result`` blocks of a user message (content of parts as those
+  blocks: a tool result may hold images and documents), and consecutive messages of one
   role are merged into one message (all results of a turn go back in one user message, as the
   API requires);
 * tools are ``{"name", "description", "input_schema"}``;
@@ -41,6 +44,7 @@ failed with a rate limit, a 5xx or no answer (``retry_policy``; ``max_retries``,
 
 from __future__ import annotations
 
+import base64
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -57,12 +61,14 @@ from little.harness._model import (
     ToolSpec,
 )
 from little.harness._retry import ProviderFailure, RetryPolicy, sdk_failure
+from little.harness.content import is_parts, part_data
 
 __all__ = [
     "PROVIDER",
     "STOP_REASONS",
     "AnthropicModel",
     "from_anthropic_message",
+    "to_anthropic_block",
     "to_anthropic_messages",
     "to_anthropic_output_tool",
     "to_anthropic_tool",
@@ -227,6 +233,47 @@ def to_anthropic_output_tool(output: OutputSchema) -> ToolParam:
     }
 
 
+def to_anthropic_block(part: dict[str, Any]) -> ContentBlockParam:
+    """A content part (``little.harness.content``) as a Messages API block: ``text``,
+    ``image`` and ``document`` with a ``url`` or ``base64`` source (a ``text/plain`` document:
+    a ``text`` source; a document's name is its ``title``). A block given in the API's own
+    shape (with a ``source``) is kept as it is."""
+    kind, url, media = part.get("type"), part.get("url"), part.get("media_type")
+    if kind == "text" or "source" in part:
+        return cast(
+            "ContentBlockParam",
+            part if "source" in part else {"type": "text", "text": part.get("text", "")},
+        )
+    source: dict[str, Any]
+    if url:
+        source = {"type": "url", "url": url}
+    elif kind == "image" or media == "application/pdf":
+        source = {"type": "base64", "media_type": media, "data": part_data(part)}
+    elif media == "text/plain":
+        source = {"type": "text", "media_type": media, "data": _plain_text(part)}
+    else:
+        raise ConfigurationError(
+            "Anthropic takes documents as PDF (application/pdf) or plain text (text/plain), "
+            f"not {media!r}"
+        )
+    block: dict[str, Any] = {"type": kind, "source": source}
+    if kind == "document" and part.get("name"):
+        block["title"] = part["name"]
+    return cast("ContentBlockParam", block)
+
+
+def _plain_text(part: dict[str, Any]) -> str:
+    try:
+        return base64.b64decode(part_data(part)).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigurationError(f"a text/plain document is not UTF-8 text: {exc}") from None
+
+
+def _content(content: Any) -> Any:
+    """A message's content as blocks when it is parts, else as it is."""
+    return [to_anthropic_block(p) for p in content] if is_parts(content) else content
+
+
 def _blocks(m: Message) -> tuple[Literal["user", "assistant"], list[ContentBlockParam] | str]:
     role = m.get("role")
     if role == "tool":
@@ -234,7 +281,7 @@ def _blocks(m: Message) -> tuple[Literal["user", "assistant"], list[ContentBlock
             {
                 "type": "tool_result",
                 "tool_use_id": m["tool_call_id"],
-                "content": m.get("content") or "",
+                "content": _content(m.get("content")) or "",
             }
         ]
     if role == "assistant":
@@ -254,7 +301,7 @@ def _blocks(m: Message) -> tuple[Literal["user", "assistant"], list[ContentBlock
             for c in m.get("tool_calls") or ()
         )
         return "assistant", blocks
-    content = m.get("content")
+    content = _content(m.get("content"))
     return "user", content if isinstance(content, str | list) else ""
 
 

@@ -4,6 +4,13 @@ Translation (deterministic, so equal requests send equal bodies):
 
 * the system prompt is the first message, ``{"role": "system", ...}``;
 * user and tool-result messages keep their shape (``tool_call_id`` and string ``content``);
+  content of parts (``little.harness.content``) is a list of content parts: ``text``,
+  ``image_url`` (a URL, or the bytes as a ``data:`` URL) and ``file`` (a document's bytes as
+  a ``data:`` URL in ``file_data``, with a ``filename``; a document by URL is refused, as
+  Chat Completions takes none);
+* a tool message holds text only, so a tool result's images and documents go in one user
+  message after the turn's last tool result (each result's introduced by ``Tool call <id>
+  returned:``), the tool message keeping its text parts (``ATTACHED`` when it has none);
 * assistant tool calls become ``{"id", "type": "function", "function": {"name", "arguments"}}``
   with the arguments as canonical JSON (sorted keys, no whitespace); arguments recorded as
   ``{"_raw": text}`` (the model sent invalid JSON) are sent back as that text;
@@ -35,7 +42,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from little._canonical import canonical_json
 from little.errors import ConfigurationError
@@ -50,8 +57,10 @@ from little.harness._model import (
     ToolSpec,
 )
 from little.harness._retry import ProviderFailure, RetryPolicy, sdk_failure
+from little.harness.content import chat_part
 
 __all__ = [
+    "ATTACHED",
     "PROVIDER",
     "RAW_ARGUMENTS",
     "OpenAIModel",
@@ -67,14 +76,20 @@ if TYPE_CHECKING:
     from openai import AsyncOpenAI
     from openai.types.chat import (
         ChatCompletion,
+        ChatCompletionContentPartParam,
+        ChatCompletionContentPartTextParam,
         ChatCompletionFunctionToolParam,
         ChatCompletionMessageFunctionToolCallParam,
         ChatCompletionMessageParam,
+        ChatCompletionToolMessageParam,
     )
     from openai.types.completion_usage import CompletionUsage
     from openai.types.shared_params import FunctionDefinition
 
 PROVIDER = "openai"
+ATTACHED = "(its images and documents follow in a user message)"
+"""A tool message's text when its result has only images and documents (which a tool
+message cannot hold: they go in the user message after the turn's results)."""
 RAW_ARGUMENTS = "_raw"
 """The key holding tool-call arguments that were not a JSON object, verbatim."""
 
@@ -242,7 +257,8 @@ def to_openai_messages(
     out: list[ChatCompletionMessageParam] = []
     if system:
         out.append({"role": "system", "content": system})
-    for m in messages:
+    attached: list[ChatCompletionContentPartParam] = []  # tool results' images and files
+    for i, m in enumerate(messages):
         role = m.get("role")
         if role == "assistant":
             calls: list[ChatCompletionMessageFunctionToolCallParam] = [
@@ -262,18 +278,50 @@ def to_openai_messages(
             else:
                 out.append({"role": "assistant", "content": "" if content is None else content})
         elif role == "tool":
-            out.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": m["tool_call_id"],
-                    "content": m.get("content") or "",
-                }
-            )
+            out.append(_tool_message(m, attached))
+            following = messages[i + 1].get("role") if i + 1 < len(messages) else None
+            if attached and following != "tool":  # after the turn's last tool result
+                out.append({"role": "user", "content": attached})
+                attached = []
         elif role == "system":
             out.append({"role": "system", "content": m.get("content") or ""})
         else:
-            out.append({"role": "user", "content": m.get("content") or ""})
+            content = m.get("content")
+            if isinstance(content, list):
+                out.append({"role": "user", "content": [_part(p) for p in content]})
+            else:
+                out.append({"role": "user", "content": content or ""})
     return out
+
+
+def _part(part: dict[str, Any]) -> ChatCompletionContentPartParam:
+    if part.get("type") == "document" and part.get("url"):
+        raise ConfigurationError(
+            f"OpenAI Chat Completions takes a document as its bytes, not by URL "
+            f"({part['url']!r}): give little.harness.Document(data, media_type)"
+        )
+    return cast("ChatCompletionContentPartParam", chat_part(part))
+
+
+def _tool_message(
+    m: Message, attached: list[ChatCompletionContentPartParam]
+) -> ChatCompletionToolMessageParam:
+    """A tool result; its images and files (a tool message takes text only) are added to
+    ``attached``, for the user message that follows the turn's results."""
+    content = m.get("content")
+    if not isinstance(content, list):
+        return {"role": "tool", "tool_call_id": m["tool_call_id"], "content": content or ""}
+    texts: list[ChatCompletionContentPartTextParam] = [
+        {"type": "text", "text": p.get("text", "")} for p in content if p.get("type") == "text"
+    ]
+    others = [p for p in content if p.get("type") != "text"]
+    if others:
+        call = m["tool_call_id"]
+        attached.append({"type": "text", "text": f"Tool call {call} returned:"})
+        attached.extend(_part(p) for p in others)
+        if not texts:
+            texts = [{"type": "text", "text": ATTACHED}]
+    return {"role": "tool", "tool_call_id": m["tool_call_id"], "content": texts}
 
 
 # -- response translation ------------------------------------------------------------------

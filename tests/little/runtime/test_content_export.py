@@ -1,0 +1,57 @@
+"""``little export --format chat-jsonl`` of a session with images and documents (issue 28 item
+4): the parts written back as chat content parts, bytes as ``data:`` URLs (read back from the
+artifact store where the log names them by digest)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import little
+from little.runtime import run
+from tests.little.runtime.test_chat_export import export
+from tests.little.runtime.test_content_parts import PHOTO, PROMPT, SCAN, SMALL, b64, flow
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[little.World]:
+    with little.local_world(tmp_path / "world") as w:
+        yield w
+
+
+def test_the_chat_export_writes_the_parts_back_with_their_bytes(
+    world: little.World, tmp_path: Path
+) -> None:
+    result = asyncio.run(run(world, flow("tests.parts.export", PROMPT), None))
+    assert result.status == "completed", result.error
+    code, lines, err = export(tmp_path / "world", result.run_id)
+    assert code == 0, err
+    assert len(lines) == 2
+    prompt = {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "What is this?"},
+            {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{b64(SMALL)}"}},
+            {
+                "type": "file",
+                "file": {
+                    "filename": "scan.pdf",
+                    "file_data": f"data:application/pdf;base64,{b64(SCAN)}",  # from the store
+                },
+            },
+        ],
+    }
+    assert lines[0]["messages"][0] == prompt
+    assert lines[1]["messages"][0] == prompt
+    assert lines[1]["messages"][2] == {
+        "role": "tool",
+        "tool_call_id": "c1",
+        "content": [
+            {"type": "text", "text": "the page"},
+            {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{b64(PHOTO)}"}},
+        ],
+    }
+    assert lines[1]["messages"][3] == {"role": "assistant", "content": "a receipt for 12 EUR"}
