@@ -13,7 +13,7 @@ import pytest
 import little
 from little.runtime import run
 from tests.little.runtime.test_chat_export import export
-from tests.little.runtime.test_content_parts import PHOTO, PROMPT, SCAN, SMALL, b64, flow
+from tests.little.runtime.test_content_parts import PHOTO, PROMPT, SCAN, SMALL, b64, digest, flow
 
 
 @pytest.fixture
@@ -55,3 +55,14 @@ def test_the_chat_export_writes_the_parts_back_with_their_bytes(
         ],
     }
     assert lines[1]["messages"][3] == {"role": "assistant", "content": "a receipt for 12 EUR"}
+
+
+def test_a_golden_file_keeps_the_blobs_its_parts_name(world: little.World, tmp_path: Path) -> None:
+    from little.golden import read_golden, write_golden
+
+    result = asyncio.run(run(world, flow("tests.parts.golden", PROMPT), None))
+    assert result.status == "completed", result.error
+    write_golden(world, result.run_id, tmp_path / "run.golden.avro")
+    kept = read_golden(tmp_path / "run.golden.avro").artifacts
+    # the two stored parts (the prompt's PDF, the tool's photo), named only inside messages
+    assert {kept[digest(SCAN)].data, kept[digest(PHOTO)].data} == {SCAN, PHOTO}

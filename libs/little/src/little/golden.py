@@ -268,6 +268,31 @@ def _refs(event: Event) -> Iterator[ArtifactRef]:
             yield from (v for v in value if isinstance(v, ArtifactRef))
 
 
+def _part_refs(run_id: str, text: str | bytes) -> Iterator[ArtifactRef]:
+    """The image and document parts a JSON field names by digest (messages, tool results,
+    agent calls: ``little.harness.content``): their blobs belong in the golden file too."""
+    if (b'"artifact"' if isinstance(text, bytes) else '"artifact"') not in text:
+        return
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            ref = item.get("artifact")
+            if isinstance(ref, dict) and isinstance(item.get("media_type"), str):
+                sha256, size = ref.get("sha256"), ref.get("size")
+                if isinstance(sha256, str) and isinstance(size, int):
+                    yield ArtifactRef(
+                        run_id=run_id, sha256=sha256, size=size, media_type=item["media_type"]
+                    )
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
 def write_golden(world: World, run_id: str, path: str | os.PathLike[str]) -> GoldenRun:
     """Write the finished run ``run_id`` of ``world`` (its sub-runs too) to ``path`` as a
     golden file, replacing it atomically; returns what was written. Blocking (reads the log
@@ -291,17 +316,26 @@ def write_golden(world: World, run_id: str, path: str | os.PathLike[str]) -> Gol
     artifacts: dict[str, GoldenArtifact] = {}
     for events in runs.values():
         for item in events:
-            for ref in _refs(item.event):
+            event = item.event
+            refs = list(_refs(event))
+            for name in type(event).model_fields:
+                value = getattr(event, name)
+                if name.endswith("_json") and isinstance(value, str):
+                    refs.extend(_part_refs(event.run_id, value))
+            while refs:
+                ref = refs.pop()
                 if ref.sha256 in artifacts:
                     continue
                 try:
                     data = world.artifacts.get(ref)
                 except LittleError as exc:
                     raise GoldenFileError(
-                        f"run {item.event.run_id}: seq {item.event.seq} "
-                        f"({item.event.type}) names an artifact the store cannot give: {exc}"
+                        f"run {event.run_id}: seq {event.seq} "
+                        f"({event.type}) names an artifact the store cannot give: {exc}"
                     ) from exc
                 artifacts[ref.sha256] = GoldenArtifact(ref.sha256, ref.media_type, data)
+                if ref.media_type == "application/json":  # a payload too large to be inline
+                    refs.extend(_part_refs(event.run_id, data))
     metadata = {
         "little.format": FORMAT,
         "little.format_version": FORMAT_VERSION,
