@@ -271,7 +271,8 @@ def _refs(event: Event) -> Iterator[ArtifactRef]:
 def _part_refs(run_id: str, text: str | bytes) -> Iterator[ArtifactRef]:
     """The image and document parts a JSON field names by digest (messages, tool results,
     agent calls: ``little.harness.content``): their blobs belong in the golden file too."""
-    if (b'"artifact"' if isinstance(text, bytes) else '"artifact"') not in text:
+    marked = b'"artifact"' in text if isinstance(text, bytes) else '"artifact"' in text
+    if not marked:
         return
     try:
         value = json.loads(text)
