@@ -252,3 +252,41 @@ def test_an_agent_used_as_a_tool_through_little_runner_is_an_agent_call_of_its_o
     assert again.output == first.output
     assert len(s.calls(calls_dir, "model")) == before
     assert [c.replayed for c in events(world, again.run_id, AgentCallSettled)] == [True]
+
+
+def test_an_agent_as_tool_runs_its_agent_as_an_agent_call_of_its_own(
+    world: little.World, calls_dir: Path
+) -> None:
+    """The SDK's ``expert.as_tool()`` in the lead's tools: the expert's run is admitted and
+    settled inside the lead's tool call, a session and node of its own, each of its requests
+    recorded; a replay serves the lead's call whole, never running the expert."""
+    ticket = {"ticket": "Where is my order A1?"}
+    first = asyncio.run(run(world, s.as_tool_flow, ticket))
+    assert first.status == "completed", first.error
+    assert first.output == (
+        "order A1 shipped (re: Where is order A1?) (re: Where is my order A1?)"
+    )
+    logged = list(world.read_run(first.run_id))
+    kinds = [
+        (type(r.event).__name__, r.event.session_id)
+        for r in logged
+        if isinstance(r.event, AgentCallAdmitted | AgentCallSettled | ToolCallStarted)
+    ]
+    assert kinds == [
+        ("AgentCallAdmitted", "handle#lead"),
+        ("ToolCallStarted", "handle#lead"),
+        ("AgentCallAdmitted", "handle#expert"),
+        ("ToolCallStarted", "handle#expert"),
+        ("AgentCallSettled", "handle#expert"),
+        ("AgentCallSettled", "handle#lead"),
+    ]
+    requests = [r.event.session_id for r in logged if isinstance(r.event, ModelCalled)]
+    assert requests == ["handle#lead", "handle#expert", "handle#expert", "handle#lead"]
+    labels = [e.node_label for e in events(world, first.run_id, AgentCallAdmitted)]
+    assert labels == ["lead", "expert"]
+    before = len(s.calls(calls_dir, "model"))
+    assert before == 4
+    again = asyncio.run(run(world, s.as_tool_flow, ticket, replay_from=first.run_id))
+    assert again.output == first.output
+    assert len(s.calls(calls_dir, "model")) == before  # zero invocations
+    assert [c.replayed for c in events(world, again.run_id, AgentCallSettled)] == [True]

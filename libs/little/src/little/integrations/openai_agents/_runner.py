@@ -198,6 +198,7 @@ class _Call:
             numbered=True,
         )
         self.exchange = x = Exchange(recorder, _model_id(model))
+        x.step = step
         graph.exchange = x
         self.agent = graph.clone(agent)
         self.run_config = dataclasses.replace(config, model=None)

@@ -23,6 +23,7 @@ from agents.tool import (
 from agents.tool_context import ToolContext
 
 from little.errors import ConfigurationError
+from little.integrations.openai_agents._as_tool import agent_of_tool, as_tool_call
 from little.integrations.openai_agents._common import is_control
 from little.integrations.openai_agents._model import Exchange
 
@@ -110,8 +111,15 @@ def recorded_tool(
     if formatter is not None:
         set_function_tool_failure_error_function(inner, _guarded(formatter))
     needs = tool.needs_approval
+    inner_agent = agent_of_tool(tool)  # an agent.as_tool(): its agent's run recorded too
     outer = copy.copy(tool)
     outer.needs_approval = False  # little's durable wait asks instead of the SDK's interruption
+
+    async def invoke(ctx: ToolContext[Any], input: str) -> Any:
+        if inner_agent is None or exchange.step is None:
+            return await inner.on_invoke_tool(ctx, input)
+        with as_tool_call(exchange.step, inner_agent):
+            return await inner.on_invoke_tool(ctx, input)
 
     async def on_invoke_tool(ctx: ToolContext[Any], input: str) -> Any:
         gate = flags.requires_approval
@@ -125,7 +133,7 @@ def recorded_tool(
             ctx,
             input,
             recorded_name or tool.name,
-            lambda: inner.on_invoke_tool(ctx, input),
+            lambda: invoke(ctx, input),
             flags.side_effecting,
             gate,
         )
