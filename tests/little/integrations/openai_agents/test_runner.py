@@ -22,7 +22,7 @@ from little.events import (
     ToolCallStarted,
     ToolCallSucceeded,
 )
-from little.runtime import run
+from little.runtime import run, simulate
 from tests.little.integrations.openai_agents import agents_support as s
 
 TICKET = {"ticket": "Where is my order A1?", "followup": "Thanks, and when does it arrive?"}
@@ -263,9 +263,7 @@ def test_an_agent_as_tool_runs_its_agent_as_an_agent_call_of_its_own(
     ticket = {"ticket": "Where is my order A1?"}
     first = asyncio.run(run(world, s.as_tool_flow, ticket))
     assert first.status == "completed", first.error
-    assert first.output == (
-        "order A1 shipped (re: Where is order A1?) (re: Where is my order A1?)"
-    )
+    assert first.output == ("order A1 shipped (re: Where is order A1?) (re: Where is my order A1?)")
     logged = list(world.read_run(first.run_id))
     kinds = [
         (type(r.event).__name__, r.event.session_id)
@@ -290,3 +288,16 @@ def test_an_agent_as_tool_runs_its_agent_as_an_agent_call_of_its_own(
     assert again.output == first.output
     assert len(s.calls(calls_dir, "model")) == before  # zero invocations
     assert [c.replayed for c in events(world, again.run_id, AgentCallSettled)] == [True]
+
+
+def test_a_simulation_of_an_agent_as_tool_run_is_identical_invoking_nothing(
+    world: little.World, calls_dir: Path
+) -> None:
+    first = asyncio.run(run(world, s.as_tool_flow, {"ticket": "Where is my order A1?"}))
+    assert first.status == "completed", first.error
+    before = len(s.calls(calls_dir, "model"))
+    simulated = asyncio.run(simulate(world, s.as_tool_flow, first.run_id))
+    assert simulated.divergence is None, simulated.lines()
+    assert simulated.result is not None
+    assert simulated.result.output == first.output
+    assert len(s.calls(calls_dir, "model")) == before
