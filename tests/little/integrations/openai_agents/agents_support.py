@@ -521,14 +521,29 @@ async def as_tool_flow(ctx: WorkflowContext, input: dict[str, Any]) -> str:
         expert = Agent(
             name="expert", instructions="You know orders.", model=model(), tools=[lookup_order]
         )
+        seen: list[str] = []
+
+        def on_stream(event: Any) -> None:  # the SDK streams the agent's run to it
+            seen.append(event["event"].type)
+
+        options: dict[str, Any] = {}
+        if input.get("stream"):
+            options["on_stream"] = on_stream
+        if input.get("refuse") == "session":
+            from agents.memory import SQLiteSession
+
+            options["session"] = SQLiteSession("s1")
         ask_expert = expert.as_tool(
             "lookup_order",
             "Ask the order expert.",
             parameters=OrderQuestion,
             input_builder=lambda options: f"Where is order {options['params']['order']}?",
+            **options,
         )
         lead = Agent(name="lead", instructions="You lead.", model=model(), tools=[ask_expert])
         result = await LittleRunner.run(step, lead, input["ticket"], max_turns=4)
+        if input.get("stream"):
+            log_call("streamed", events=seen)
         return str(result.final_output)
 
     out: str = await ctx.step("handle", handle)

@@ -301,3 +301,35 @@ def test_a_simulation_of_an_agent_as_tool_run_is_identical_invoking_nothing(
     assert simulated.result is not None
     assert simulated.result.output == first.output
     assert len(s.calls(calls_dir, "model")) == before
+
+
+def test_an_agent_as_tool_streaming_to_on_stream_is_recorded_the_same(
+    world: little.World, calls_dir: Path
+) -> None:
+    """``as_tool(on_stream=...)`` runs the agent through ``Runner.run_streamed``: a
+    ``LittleRunner.run_streamed`` call, its events handed to the callback as they come."""
+    ticket = {"ticket": "Where is my order A1?", "stream": True}
+    first = asyncio.run(run(world, s.as_tool_flow, ticket))
+    assert first.status == "completed", first.error
+    said = " ".join(first.output.split())  # streamed word by word, each with its space
+    assert said == "order A1 shipped (re: Where is order A1?) (re: Where is my order A1?)"
+    labels = [e.node_label for e in events(world, first.run_id, AgentCallAdmitted)]
+    assert labels == ["lead", "expert"]
+    (streamed,) = s.calls(calls_dir, "streamed")
+    assert "run_item_stream_event" in streamed["events"]
+    assert len(s.calls(calls_dir, "model")) == 4
+
+
+def test_an_agent_as_tool_with_a_session_is_refused_ending_the_run_call(
+    world: little.World, calls_dir: Path
+) -> None:
+    """What ``LittleRunner`` refuses is refused for ``as_tool()`` too, in one line, and it ends
+    the outer call (not a tool error string the model reads); the expert never runs."""
+    ticket = {"ticket": "Where is my order A1?", "refuse": "session"}
+    failed = asyncio.run(run(world, s.as_tool_flow, ticket))
+    assert failed.status == "failed"
+    assert failed.error is not None
+    assert "agent.as_tool() of agent 'expert'" in failed.error
+    assert "session= (SDK-managed history)" in failed.error
+    assert [e.node_label for e in events(world, failed.run_id, AgentCallAdmitted)] == ["lead"]
+    assert len(s.calls(calls_dir, "model")) == 1  # the lead's first request only

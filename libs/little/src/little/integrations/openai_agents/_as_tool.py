@@ -4,7 +4,10 @@ little runs such a tool (a recorded tool call of the outer runner call), that on
 for that very agent, is made a ``LittleRunner`` call of the same step instead: an agent call of
 its own session and node name, admitted inside the outer tool call, each of its model requests
 and tool calls recorded. The default runner is wrapped once (``set_default_agent_runner``, the
-SDK's hook for it), and it hands every other call to the runner it wrapped unchanged."""
+SDK's hook for it), and it hands every other call to the runner it wrapped unchanged. What
+``LittleRunner`` refuses (``as_tool(session=...)``, ``previous_response_id``, a shell tool of
+the agent, ...) is refused as an ``UnsupportedFeatureError``, which ends the outer runner call
+rather than becoming the tool's error string for the model."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from agents import Agent
 from agents.run import AgentRunner, get_default_agent_runner, set_default_agent_runner
 from agents.tool import FunctionTool, ToolOriginType, get_function_tool_origin
 
+from little.errors import ConfigurationError, UnsupportedFeatureError
 from little.runtime import StepContext
 
 __all__ = ["agent_of_tool", "as_tool_call"]
@@ -42,14 +46,23 @@ class _Dispatch:
         self.fallback = fallback
 
     @staticmethod
-    def _claim(agent: Any) -> StepContext | None:
+    def _claim(agent: Any, input: Any, kwargs: dict[str, Any]) -> StepContext | None:
         pending = _PENDING.get()
         if pending is None or not isinstance(agent, Agent) or agent.name != pending[1]:
             return None
-        return pending[0]
+        step = pending[0]
+        from little.integrations.openai_agents._runner import check_call
+
+        try:  # before anything of it is recorded
+            check_call(step, agent, input, kwargs)
+        except ConfigurationError as exc:
+            raise UnsupportedFeatureError(
+                f"agent.as_tool() of agent {agent.name!r}: {exc}"
+            ) from None
+        return step
 
     async def run(self, starting_agent: Any, input: Any, **kwargs: Any) -> Any:
-        step = self._claim(starting_agent)
+        step = self._claim(starting_agent, input, kwargs)
         if step is None:
             return await self.fallback.run(starting_agent, input, **kwargs)
         from little.integrations.openai_agents._runner import LittleRunner
@@ -61,7 +74,7 @@ class _Dispatch:
             _PENDING.reset(token)
 
     def run_streamed(self, starting_agent: Any, input: Any, **kwargs: Any) -> Any:
-        step = self._claim(starting_agent)
+        step = self._claim(starting_agent, input, kwargs)
         if step is None:
             return self.fallback.run_streamed(starting_agent, input, **kwargs)
         from little.integrations.openai_agents._runner import LittleRunner

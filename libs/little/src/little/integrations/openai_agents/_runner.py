@@ -26,7 +26,7 @@ from agents.stream_events import StreamEvent
 from agents.tool import FunctionTool
 
 from little._canonical import sha256_hex
-from little.errors import ConfigurationError, StreamStoppedError
+from little.errors import ConfigurationError, StreamStoppedError, UnsupportedFeatureError
 from little.integrations.openai_agents._common import is_control, stripped
 from little.integrations.openai_agents._mcp import check_servers, recorded_mcp_tools
 from little.integrations.openai_agents._model import (
@@ -96,6 +96,21 @@ def _refuse(
             f"{where}: a RunState input (resuming an SDK interruption) is not supported; "
             "little resumes the run itself (approvals are little's durable waits)"
         )
+
+
+def check_call(step: StepContext, agent: Agent[Any], input: Any, kwargs: dict[str, Any]) -> None:
+    """Raise what ``LittleRunner.run(step, agent, input, **kwargs)`` would refuse (a
+    ``ConfigurationError``), recording nothing."""
+    where = _where(step)
+    _refuse(
+        where,
+        input,
+        kwargs.get("previous_response_id"),
+        bool(kwargs.get("auto_previous_response_id")),
+        kwargs.get("conversation_id"),
+        kwargs.get("session"),
+    )
+    _Graph(kwargs.get("run_config") or RunConfig(), where).walk(agent)
 
 
 class _Graph:
@@ -389,10 +404,10 @@ class LittleRunner:
 
 
 def _cause(exc: BaseException) -> BaseException:
-    """little's own control exception, if the SDK wrapped one in its own error."""
+    """little's own control exception or refusal, if the SDK wrapped one in its own error."""
     seen: BaseException | None = exc
     while seen is not None:
-        if is_control(seen):
+        if is_control(seen) or isinstance(seen, UnsupportedFeatureError):
             return seen
         seen = seen.__cause__ or seen.__context__
     return exc
