@@ -31,6 +31,7 @@ from pydantic_ai.usage import RequestUsage
 import little
 from little.errors import UnsupportedFeatureError
 from little.events import AgentCallSettled, SessionStarted, ToolCallStarted, ToolCallSucceeded
+from little.examples.research import _log_call
 from little.integrations.pydantic_ai import durable
 from little.runtime import StepContext, WorkflowContext, resume, run, send_signal, workflow
 from tests.paths import REPO
@@ -44,6 +45,7 @@ MODEL_CALLS: list[list[str]] = []
 def _answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     """A prompt: call the server's ``add`` tool; a tool's result: say it."""
     MODEL_CALLS.append(sorted(t.name for t in info.function_tools))
+    _log_call("model", n=len(messages))  # for the crash tests' children: survives a SIGKILL
     usage = RequestUsage(input_tokens=10, output_tokens=5)
     returns = [p for p in messages[-1].parts if isinstance(p, ToolReturnPart)]
     if not returns:
