@@ -31,14 +31,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import sys
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
-from dataclasses import dataclass, replace
 from typing import Any, NoReturn
 
-from pydantic import TypeAdapter
 from pydantic_ai import ModelRetry
 from pydantic_ai.agent import AbstractAgent, WrapperAgent
 from pydantic_ai.capabilities import AbstractCapability
@@ -67,14 +64,24 @@ from pydantic_ai.tools import (
     ToolDefinition,
     ToolDenied,
 )
-from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
+from pydantic_ai.toolsets import AbstractToolset
 from pydantic_core import to_jsonable_python
 
 from little._canonical import canonical_hash, canonical_json
-from little.errors import ConfigurationError, StreamStoppedError
+from little.errors import StreamStoppedError
 from little.events import Usage
 from little.harness import Tool, ToolCallRequest, ToolContext, ToolError
 from little.integrations._common import MessageChain, json_value, refuse, strip_stamps
+from little.integrations._pydantic_ai_mcp import (
+    MCP_TOOL,
+    SIDE_EFFECTING,
+    TOOL_DEFS,
+    is_mcp,
+    mcp_leaves,
+    mcp_servers,
+    record_listing,
+    swap_servers,
+)
 from little.runtime import CONTROL_ERRORS, AgentCallTicket, Recorder, StepContext, TurnRequest
 
 __all__ = [
@@ -95,17 +102,7 @@ STAMPS = frozenset(
 )
 """What Pydantic AI stamps on its messages per run (or after the model answered): never hashed."""
 
-SIDE_EFFECTING = "side_effecting"
-"""The tool metadata key (``@agent.tool(metadata={"side_effecting": True})``) marking a tool
-whose calls change the world: a call of an agent holding one is never served from a recorded
-run (replay reuses answers, not effects)."""
-
-_MCP_TOOL = "little_mcp"
-"""The tool metadata key little sets on an MCP server's tool (``mcp:<id>/<tool>``): the name
-its calls are recorded under."""
-
 _FRAMEWORK = "pydantic_ai"
-_TOOL_DEFS: TypeAdapter[list[ToolDefinition]] = TypeAdapter(list[ToolDefinition])
 
 
 def durable(
@@ -196,55 +193,15 @@ def _is_side_effecting(tool_def: ToolDefinition) -> bool:
     return bool((tool_def.metadata or {}).get(SIDE_EFFECTING))
 
 
-def _is_mcp(toolset: AbstractToolset[Any]) -> bool:
-    """An ``MCPToolset`` (none can exist before ``pydantic_ai.mcp`` was imported: checked
-    without importing it, which would import the MCP client)."""
-    mcp = sys.modules.get("pydantic_ai.mcp")
-    return mcp is not None and isinstance(toolset, mcp.MCPToolset)
-
-
-def _mcp_leaves(toolset: AbstractToolset[Any]) -> list[Any]:
-    found: list[Any] = []
-    toolset.apply(lambda leaf: found.append(leaf) if _is_mcp(leaf) else None)
-    return found
-
-
-def _mcp_servers(toolsets: Sequence[AbstractToolset[Any]], where: str) -> list[str]:
-    """The ids of the MCP servers among ``toolsets`` (wrapped ones too), refusing what cannot be
-    recorded: a server without an explicit ``id=`` (its calls are recorded as
-    ``mcp:<id>/<tool>``), two of one id, and server instructions (``include_instructions``)."""
-    ids: list[str] = []
-    for toolset in toolsets:
-        for leaf in _mcp_leaves(toolset):
-            server = leaf._explicit_id  # the id it was given, not one derived from a URL
-            if not server:
-                _refuse(
-                    f"{where}: an MCPToolset without id=",
-                    "its calls are recorded as mcp:<id>/<tool>; give it id=",
-                )
-            if server in ids:
-                _refuse(
-                    f"{where}: two MCPToolsets of id {server!r}",
-                    "their calls are recorded as mcp:<id>/<tool>; give them ids apart",
-                )
-            if leaf.include_instructions:
-                _refuse(
-                    f"{where}: MCPToolset {server!r} include_instructions=True",
-                    "a server's instructions reach the model unrecorded",
-                )
-            ids.append(server)
-    return ids
-
-
 def manifest_of(agent: AbstractAgent[Any, Any]) -> dict[str, Any]:
     """What configures ``agent``, as its session's manifest (in every call's key)."""
     tools: list[dict[str, Any]] = []
     toolsets: list[str] = []
     approvals: list[str] = []
     effects: list[str] = []
-    servers = _mcp_servers(agent.toolsets, f"agent {agent.name!r}")
+    servers = mcp_servers(agent.toolsets, f"agent {agent.name!r}")
     for toolset in agent.toolsets:
-        if _is_mcp(toolset):  # its tools are listed per call, through the log
+        if is_mcp(toolset):  # its tools are listed per call, through the log
             effects.append(f"mcp:{toolset.id}")
             continue
         found = getattr(toolset, "tools", None)
@@ -513,44 +470,6 @@ def _replayed(response: ModelResponse, params: ModelRequestParameters) -> Any:
     return CompletedStreamedResponse(response, model_request_parameters=params, replay_events=True)
 
 
-@dataclass
-class _RecordedMCP(WrapperToolset[Any]):
-    """An ``MCPToolset`` of one recorded run: its tools come from its listing, recorded once per
-    agent call (``mcp:<id>/tools/list``, read back from the log on a resume), each marked to be
-    recorded as ``mcp:<id>/<tool>`` and side-effecting. A call served whole never connects."""
-
-    run: _Run | None = None
-    server: str = ""
-
-    async def __aenter__(self) -> Any:
-        assert self.run is not None
-        if self.run.recorded is None:
-            await self.wrapped.__aenter__()
-        return self
-
-    async def __aexit__(self, *args: Any) -> bool | None:
-        assert self.run is not None
-        if self.run.recorded is None:
-            return await self.wrapped.__aexit__(*args)
-        return None
-
-    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
-        assert self.run is not None
-        defs = await self.run.mcp_listing(self.server, self.wrapped, ctx)
-        mcp: Any = self.wrapped
-        tools: dict[str, ToolsetTool[Any]] = {}
-        for tool_def in defs:
-            metadata = {
-                **(tool_def.metadata or {}),
-                _MCP_TOOL: f"mcp:{self.server}/{tool_def.name}",
-                SIDE_EFFECTING: True,
-            }
-            tools[tool_def.name] = mcp.tool_for_tool_def(
-                replace(tool_def, metadata=metadata), ctx=ctx
-            )
-        return tools
-
-
 class _Outcome:
     __slots__ = ("exc", "ran", "result")
 
@@ -596,23 +515,11 @@ class _Run(AbstractCapability[Any]):
         """Each MCP server's listing (tool definitions, JSON) this call used."""
 
     def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any] | None:
-        """Each MCP server of the run as a ``_RecordedMCP``; one the manifest does not name (a
-        capability's) is refused."""
+        """Each MCP server of the run listed through the log (``_pydantic_ai_mcp``)."""
         known = set(self.session.manifest.get("mcp_servers", ()))
-
-        def swap(leaf: AbstractToolset[Any]) -> AbstractToolset[Any]:
-            if not _is_mcp(leaf):
-                return leaf
-            (server,) = _mcp_servers([leaf], f"session {self.session.recorder.session_id}")
-            if server not in known:
-                _refuse(
-                    f"MCPToolset {server!r} not among the agent's toolsets",
-                    "an MCP server given per run or by a capability is not in the session's "
-                    "manifest; give it to the Agent",
-                )
-            return _RecordedMCP(leaf, run=self, server=server)
-
-        return toolset.visit_and_replace(swap) if known else None
+        where = f"session {self.session.recorder.session_id}"
+        served = self.recorded is not None
+        return swap_servers(toolset, known, where, self.mcp_listing, served)
 
     async def mcp_listing(
         self, server: str, toolset: AbstractToolset[Any], ctx: RunContext[Any]
@@ -627,31 +534,13 @@ class _Run(AbstractCapability[Any]):
                     f"{server!r}"
                 )
         if found is None:
-            name = f"mcp:{server}/tools/list"
-            box = _Outcome()
-
-            async def list_tools(_arguments: dict[str, Any], _ctx: ToolContext) -> Any:
-                try:
-                    tools = await toolset.get_tools(ctx)
-                except Exception as exc:
-                    box.exc = exc
-                    raise
-                return _TOOL_DEFS.dump_python([t.tool_def for t in tools.values()], mode="json")
-
             with self.guard():
-                outcome = await self.session.recorder.tool_call_outcome(
-                    self.session.turns, ToolCallRequest(name, name, {}), Tool(name, list_tools)
+                found = await record_listing(
+                    self.session.recorder, self.session.turns, server, toolset, ctx
                 )
             self.reraise()
-            if box.exc is not None:
-                raise box.exc
-            if outcome.error is not None:
-                raise ConfigurationError(
-                    f"MCP server {server!r}: listing its tools failed: {outcome.error}"
-                )
-            found = json.loads(outcome.content or "[]")
             self.mcp_listings[server] = found
-        return _TOOL_DEFS.validate_python(found)
+        return TOOL_DEFS.validate_python(found)
 
     @contextmanager
     def guard(self) -> Iterator[None]:
@@ -731,7 +620,7 @@ class _Run(AbstractCapability[Any]):
             call.tool_name,
             invoke,
             side_effecting=_is_side_effecting(tool_def),
-            recorded_name=(tool_def.metadata or {}).get(_MCP_TOOL),  # an MCP server's tool
+            recorded_name=(tool_def.metadata or {}).get(MCP_TOOL),  # an MCP server's tool
         )
         request = ToolCallRequest(call_id, call.tool_name, to_jsonable_python(args))
         with self.guard():
@@ -815,7 +704,7 @@ class DurableAgent(WrapperAgent[Any, Any]):
             if kwargs.get(argument) is not None:
                 _refuse(f"{argument}=", why)
         _check_settings(kwargs.get("model_settings"), "the run's model_settings")
-        if any(_mcp_leaves(t) for t in kwargs.get("toolsets") or ()):
+        if any(mcp_leaves(t) for t in kwargs.get("toolsets") or ()):
             _refuse(
                 "an MCPToolset in the run's toolsets=",
                 "an MCP server is in the session's manifest; give it to the Agent",

@@ -11,9 +11,10 @@ rather than becoming the tool's error string for the model."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any, cast
 
 from agents import Agent
@@ -23,12 +24,25 @@ from agents.tool import FunctionTool, ToolOriginType, get_function_tool_origin
 from little.errors import ConfigurationError, UnsupportedFeatureError
 from little.runtime import StepContext
 
-__all__ = ["agent_of_tool", "as_tool_call"]
+__all__ = ["NestedRunner", "agent_of_tool", "as_tool_call"]
 
-_PENDING: ContextVar[tuple[StepContext, str] | None] = ContextVar(
+
+@dataclass(frozen=True, slots=True)
+class NestedRunner:
+    """``LittleRunner``'s entry points, as the detour calls them (given by the runner module,
+    which imports this one)."""
+
+    run: Callable[..., Any]
+    run_streamed: Callable[..., Any]
+    check: Callable[[StepContext, Agent[Any], Any, dict[str, Any]], None]
+    """Raise what ``run`` would refuse (a ``ConfigurationError``), recording nothing."""
+
+
+_PENDING: ContextVar[tuple[StepContext, str, NestedRunner] | None] = ContextVar(
     "little_openai_agents_as_tool", default=None
 )
-"""While an ``as_tool()`` tool runs under little: its step and the name of the agent it runs."""
+"""While an ``as_tool()`` tool runs under little: its step, the name of the agent it runs and
+the runner to run it with."""
 
 
 def agent_of_tool(tool: FunctionTool) -> str | None:
@@ -46,42 +60,40 @@ class _Dispatch:
         self.fallback = fallback
 
     @staticmethod
-    def _claim(agent: Any, input: Any, kwargs: dict[str, Any]) -> StepContext | None:
+    def _claim(
+        agent: Any, input: Any, kwargs: dict[str, Any]
+    ) -> tuple[StepContext, NestedRunner] | None:
         pending = _PENDING.get()
         if pending is None or not isinstance(agent, Agent) or agent.name != pending[1]:
             return None
-        step = pending[0]
-        from little.integrations.openai_agents._runner import check_call
-
+        step, _, runner = pending
         try:  # before anything of it is recorded
-            check_call(step, agent, input, kwargs)
+            runner.check(step, agent, input, kwargs)
         except ConfigurationError as exc:
             raise UnsupportedFeatureError(
                 f"agent.as_tool() of agent {agent.name!r}: {exc}"
             ) from None
-        return step
+        return step, runner
 
     async def run(self, starting_agent: Any, input: Any, **kwargs: Any) -> Any:
-        step = self._claim(starting_agent, input, kwargs)
-        if step is None:
+        claimed = self._claim(starting_agent, input, kwargs)
+        if claimed is None:
             return await self.fallback.run(starting_agent, input, **kwargs)
-        from little.integrations.openai_agents._runner import LittleRunner
-
+        step, runner = claimed
         token = _PENDING.set(None)  # the inner call's own runner calls are not detoured
         try:
-            return await LittleRunner.run(step, starting_agent, input, **kwargs)
+            return await runner.run(step, starting_agent, input, **kwargs)
         finally:
             _PENDING.reset(token)
 
     def run_streamed(self, starting_agent: Any, input: Any, **kwargs: Any) -> Any:
-        step = self._claim(starting_agent, input, kwargs)
-        if step is None:
+        claimed = self._claim(starting_agent, input, kwargs)
+        if claimed is None:
             return self.fallback.run_streamed(starting_agent, input, **kwargs)
-        from little.integrations.openai_agents._runner import LittleRunner
-
+        step, runner = claimed
         token = _PENDING.set(None)
         try:
-            return LittleRunner.run_streamed(step, starting_agent, input, **kwargs)
+            return runner.run_streamed(step, starting_agent, input, **kwargs)
         finally:
             _PENDING.reset(token)
 
@@ -93,13 +105,13 @@ class _Dispatch:
 
 
 @contextmanager
-def as_tool_call(step: StepContext, agent_name: str) -> Iterator[None]:
+def as_tool_call(step: StepContext, agent_name: str, runner: NestedRunner) -> Iterator[None]:
     """Inside it, the runner call an ``as_tool()`` tool makes for ``agent_name`` is a
-    ``LittleRunner`` call of ``step``."""
+    ``LittleRunner`` call of ``step`` (through ``runner``)."""
     current: Any = get_default_agent_runner()
     if not isinstance(current, _Dispatch):  # wrapped again if the user set a runner since
         set_default_agent_runner(cast(AgentRunner, _Dispatch(current)))
-    token = _PENDING.set((step, agent_name))
+    token = _PENDING.set((step, agent_name, runner))
     try:
         yield
     finally:

@@ -42,6 +42,7 @@ from little.errors import ConfigurationError
 from little.events import Usage
 from little.harness import Tool as LittleTool
 from little.harness import ToolCallRequest
+from little.integrations.openai_agents._as_tool import NestedRunner
 from little.integrations.openai_agents._common import RequestChain, is_control
 from little.runtime import (
     AgentCallTicket,
@@ -287,6 +288,8 @@ class Exchange:
         self.recorder = recorder
         self.step: StepContext | None = None
         """The step of the runner call (an ``agent.as_tool()`` tool runs its agent in it)."""
+        self.nested: NestedRunner | None = None
+        """``LittleRunner``, for the agent an ``agent.as_tool()`` tool runs."""
         self.ticket: AgentCallTicket | None = None
         self.chain = RequestChain({"framework": "openai-agents", "model": model_id}, PER_RUN)
         self.whole: dict[str, Any] | None = None

@@ -27,6 +27,7 @@ from agents.tool import FunctionTool
 
 from little._canonical import sha256_hex
 from little.errors import ConfigurationError, StreamStoppedError, UnsupportedFeatureError
+from little.integrations.openai_agents._as_tool import NestedRunner
 from little.integrations.openai_agents._common import is_control, stripped
 from little.integrations.openai_agents._mcp import check_servers, recorded_mcp_tools
 from little.integrations.openai_agents._model import (
@@ -214,6 +215,7 @@ class _Call:
         )
         self.exchange = x = Exchange(recorder, _model_id(model))
         x.step = step
+        x.nested = _NESTED
         graph.exchange = x
         self.agent = graph.clone(agent)
         self.run_config = dataclasses.replace(config, model=None)
@@ -401,6 +403,10 @@ class LittleRunner:
 
         setattr(result, "stream_events", stream_events)  # noqa: B010
         return result
+
+
+_NESTED = NestedRunner(LittleRunner.run, LittleRunner.run_streamed, check_call)
+"""How an ``agent.as_tool()`` tool's agent is run (``_as_tool``)."""
 
 
 def _cause(exc: BaseException) -> BaseException:

@@ -119,9 +119,9 @@ def recorded_tool(
     refused: list[UnsupportedFeatureError] = []
 
     async def invoke(ctx: ToolContext[Any], input: str) -> Any:
-        if inner_agent is None or exchange.step is None:
+        if inner_agent is None or exchange.step is None or exchange.nested is None:
             return await inner.on_invoke_tool(ctx, input)
-        with as_tool_call(exchange.step, inner_agent):
+        with as_tool_call(exchange.step, inner_agent, exchange.nested):
             try:
                 return await inner.on_invoke_tool(ctx, input)
             except UnsupportedFeatureError as exc:  # the agent's run refused: raised below
