@@ -30,6 +30,7 @@ from agents import (
     function_tool,
     set_tracing_disabled,
 )
+from pydantic import BaseModel
 
 from little.integrations.openai_agents import LittleRunner, little_tool
 from little.runtime import BudgetExceededError, StepContext, WorkflowContext, workflow
@@ -285,6 +286,10 @@ def model(api: str = "chat", name: str = "gpt-4o-mini") -> Model:
     return OpenAIChatCompletionsModel(name, openai_client=client)
 
 
+class OrderQuestion(BaseModel):
+    order: str
+
+
 @function_tool
 def lookup_order(order: str) -> str:
     """Look up an order's status."""
@@ -501,6 +506,44 @@ async def delegation_flow(ctx: WorkflowContext, input: dict[str, Any]) -> str:
 
         lead = Agent(name="lead", instructions="You lead.", model=model(), tools=[ask_expert])
         result = await LittleRunner.run(step, lead, input["ticket"], max_turns=4)
+        return str(result.final_output)
+
+    out: str = await ctx.step("handle", handle)
+    return out
+
+
+@workflow("oa.as_tool")
+async def as_tool_flow(ctx: WorkflowContext, input: dict[str, Any]) -> str:
+    """An agent as another's tool through the SDK's own ``agent.as_tool()``: the expert's run
+    inside the lead's ``lookup_order`` tool call is an agent call of its own."""
+
+    async def handle(step: StepContext) -> str:
+        expert = Agent(
+            name="expert", instructions="You know orders.", model=model(), tools=[lookup_order]
+        )
+        seen: list[str] = []
+
+        def on_stream(event: Any) -> None:  # the SDK streams the agent's run to it
+            seen.append(event["event"].type)
+
+        options: dict[str, Any] = {}
+        if input.get("stream"):
+            options["on_stream"] = on_stream
+        if input.get("refuse") == "session":
+            from agents.memory import SQLiteSession
+
+            options["session"] = SQLiteSession("s1")
+        ask_expert = expert.as_tool(
+            "lookup_order",
+            "Ask the order expert.",
+            parameters=OrderQuestion,
+            input_builder=lambda options: f"Where is order {options['params']['order']}?",
+            **options,
+        )
+        lead = Agent(name="lead", instructions="You lead.", model=model(), tools=[ask_expert])
+        result = await LittleRunner.run(step, lead, input["ticket"], max_turns=4)
+        if input.get("stream"):
+            log_call("streamed", events=seen)
         return str(result.final_output)
 
     out: str = await ctx.step("handle", handle)

@@ -209,3 +209,23 @@ def test_a_kill_inside_an_agent_used_as_a_tool_reruns_only_its_call_in_flight(
         "tool:lookup_order:A1": 2,
         "tool:ask_expert:A1": 2,
     }, seen
+
+
+def test_a_kill_inside_an_agent_as_tool_reruns_only_its_call_in_flight(tmp_path: Path) -> None:
+    """The lead's tool is the SDK's ``expert.as_tool()``; killed right after the expert's own
+    tool returned (before its result was recorded): the resume serves the lead's and the
+    expert's first requests, runs the lead's tool again (it was in flight), and inside it only
+    the expert's tool call again."""
+    ticket = {"ticket": "Where is my order A1?"}
+    (tmp_path / "calls").mkdir()
+    code, _ = child(tmp_path, "oa.as_tool", ticket, LITTLE_CRASH_AFTER_CALL=2)
+    assert code == -signal.SIGKILL
+    code, result = child(tmp_path, "oa.as_tool", ticket)
+    assert code == 0
+    assert result == {
+        "status": "completed",
+        "output": "order A1 shipped (re: Where is order A1?) (re: Where is my order A1?)",
+    }
+    seen = invocations(tmp_path)
+    # requests by messages sent: the lead's and the expert's first (2), their second (4)
+    assert seen == {"model:2": 2, "model:4": 2, "tool:lookup_order:A1": 2}, seen

@@ -22,7 +22,7 @@ from little.events import (
     ToolCallStarted,
     ToolCallSucceeded,
 )
-from little.runtime import run
+from little.runtime import run, simulate
 from tests.little.integrations.openai_agents import agents_support as s
 
 TICKET = {"ticket": "Where is my order A1?", "followup": "Thanks, and when does it arrive?"}
@@ -252,3 +252,84 @@ def test_an_agent_used_as_a_tool_through_little_runner_is_an_agent_call_of_its_o
     assert again.output == first.output
     assert len(s.calls(calls_dir, "model")) == before
     assert [c.replayed for c in events(world, again.run_id, AgentCallSettled)] == [True]
+
+
+def test_an_agent_as_tool_runs_its_agent_as_an_agent_call_of_its_own(
+    world: little.World, calls_dir: Path
+) -> None:
+    """The SDK's ``expert.as_tool()`` in the lead's tools: the expert's run is admitted and
+    settled inside the lead's tool call, a session and node of its own, each of its requests
+    recorded; a replay serves the lead's call whole, never running the expert."""
+    ticket = {"ticket": "Where is my order A1?"}
+    first = asyncio.run(run(world, s.as_tool_flow, ticket))
+    assert first.status == "completed", first.error
+    assert first.output == ("order A1 shipped (re: Where is order A1?) (re: Where is my order A1?)")
+    logged = list(world.read_run(first.run_id))
+    kinds = [
+        (type(r.event).__name__, r.event.session_id)
+        for r in logged
+        if isinstance(r.event, AgentCallAdmitted | AgentCallSettled | ToolCallStarted)
+    ]
+    assert kinds == [
+        ("AgentCallAdmitted", "handle#lead"),
+        ("ToolCallStarted", "handle#lead"),
+        ("AgentCallAdmitted", "handle#expert"),
+        ("ToolCallStarted", "handle#expert"),
+        ("AgentCallSettled", "handle#expert"),
+        ("AgentCallSettled", "handle#lead"),
+    ]
+    requests = [r.event.session_id for r in logged if isinstance(r.event, ModelCalled)]
+    assert requests == ["handle#lead", "handle#expert", "handle#expert", "handle#lead"]
+    labels = [e.node_label for e in events(world, first.run_id, AgentCallAdmitted)]
+    assert labels == ["lead", "expert"]
+    before = len(s.calls(calls_dir, "model"))
+    assert before == 4
+    again = asyncio.run(run(world, s.as_tool_flow, ticket, replay_from=first.run_id))
+    assert again.output == first.output
+    assert len(s.calls(calls_dir, "model")) == before  # zero invocations
+    assert [c.replayed for c in events(world, again.run_id, AgentCallSettled)] == [True]
+
+
+def test_a_simulation_of_an_agent_as_tool_run_is_identical_invoking_nothing(
+    world: little.World, calls_dir: Path
+) -> None:
+    first = asyncio.run(run(world, s.as_tool_flow, {"ticket": "Where is my order A1?"}))
+    assert first.status == "completed", first.error
+    before = len(s.calls(calls_dir, "model"))
+    simulated = asyncio.run(simulate(world, s.as_tool_flow, first.run_id))
+    assert simulated.divergence is None, simulated.lines()
+    assert simulated.result is not None
+    assert simulated.result.output == first.output
+    assert len(s.calls(calls_dir, "model")) == before
+
+
+def test_an_agent_as_tool_streaming_to_on_stream_is_recorded_the_same(
+    world: little.World, calls_dir: Path
+) -> None:
+    """``as_tool(on_stream=...)`` runs the agent through ``Runner.run_streamed``: a
+    ``LittleRunner.run_streamed`` call, its events handed to the callback as they come."""
+    ticket = {"ticket": "Where is my order A1?", "stream": True}
+    first = asyncio.run(run(world, s.as_tool_flow, ticket))
+    assert first.status == "completed", first.error
+    said = " ".join(first.output.split())  # streamed word by word, each with its space
+    assert said == "order A1 shipped (re: Where is order A1?) (re: Where is my order A1?)"
+    labels = [e.node_label for e in events(world, first.run_id, AgentCallAdmitted)]
+    assert labels == ["lead", "expert"]
+    (streamed,) = s.calls(calls_dir, "streamed")
+    assert "run_item_stream_event" in streamed["events"]
+    assert len(s.calls(calls_dir, "model")) == 4
+
+
+def test_an_agent_as_tool_with_a_session_is_refused_ending_the_run_call(
+    world: little.World, calls_dir: Path
+) -> None:
+    """What ``LittleRunner`` refuses is refused for ``as_tool()`` too, in one line, and it ends
+    the outer call (not a tool error string the model reads); the expert never runs."""
+    ticket = {"ticket": "Where is my order A1?", "refuse": "session"}
+    failed = asyncio.run(run(world, s.as_tool_flow, ticket))
+    assert failed.status == "failed"
+    assert failed.error is not None
+    assert "agent.as_tool() of agent 'expert'" in failed.error
+    assert "session= (SDK-managed history)" in failed.error
+    assert [e.node_label for e in events(world, failed.run_id, AgentCallAdmitted)] == ["lead"]
+    assert len(s.calls(calls_dir, "model")) == 1  # the lead's first request only

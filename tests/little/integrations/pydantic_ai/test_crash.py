@@ -229,3 +229,32 @@ def test_a_kill_inside_a_nested_agent_reruns_only_its_request(tmp_path: Path) ->
     events = [e.event for e in scenario.events("r1")]
     settled = [(e.session_id, e.ordinal) for e in events if isinstance(e, AgentCallSettled)]
     assert settled == [("research#expert", 1), ("research#lead", 0)]
+
+
+@pytest.mark.parametrize(
+    "n", [0, pytest.param(1, marks=pytest.mark.slow), 2, pytest.param(3, marks=pytest.mark.slow)]
+)
+def test_a_kill_after_an_mcp_call_returned_reruns_only_that_call(tmp_path: Path, n: int) -> None:
+    """An agent holding an ``MCPToolset`` (a real stdio server), killed after the n-th call
+    returned (0: the server's listing, 1: the first request, 2: the server's ``add``, 3: the
+    last request), before it was recorded: the resume asks the server and the model only for
+    that call again; everything recorded before it is served from the log."""
+    scenario = Scenario(tmp_path)
+    notes = tmp_path / "notes.jsonl"
+    killed = _child(scenario, "r1", "mcp", "{}", LITTLE_CRASH_AFTER_CALL=n, MCP_NOTES_LOG=notes)
+    assert killed.killed, killed.describe()
+    resumed = _child(scenario, "r1", "resume", MCP_NOTES_LOG=notes)
+    assert resumed.result == {"status": "completed", "output": "the sum is 5"}, resumed.describe()
+    served = Counter(json.loads(line)["kind"] for line in notes.read_text().splitlines())
+    calls = Counter(f"n={e['n']}" for e in scenario.calls("model")) + Counter(
+        {"add": served["call"]}
+    )
+    again = [None, "n=1", "add", "n=3"][n]
+    assert calls == Counter({"n=1": 1, "add": 1, "n=3": 1}) + Counter({again: 1} if again else {})
+    # the listing the model is told is asked again only when it was the call in flight (n=0);
+    # a resumed process that calls a server tool fresh (n<=2) lets the FastMCP client list the
+    # tools once more for itself (it reads their output schemas to parse a structured result)
+    assert served["list"] == 1 + (n <= 2)
+    events = [e.event for e in scenario.events("r1")]
+    succeeded = [e.tool for e in events if isinstance(e, ToolCallSucceeded)]
+    assert succeeded == ["mcp:notes/tools/list", "mcp:notes/add"]  # each recorded once

@@ -1,6 +1,7 @@
 """Nested agents under ``durable``: an agent run inside another's tool is recorded in the same
 step as an agent call of its own session, under its own node name, inside the outer tool call;
-a replay serves the outer call whole (the inner agent never runs)."""
+a replay serves the outer call whole (the inner agent never runs), and so does a simulation,
+whose trace leaves out the calls made inside a tool call (the outer call stands for them)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,13 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import little
+from little.errors import ConfigurationError
 from little.events import AgentCallAdmitted, AgentCallSettled, ToolCallStarted, ToolCallSucceeded
-from little.runtime import run
+from little.golden import write_golden
+from little.runtime import run, simulate
 from tests.little.integrations.pydantic_ai import workflows as wf
 
 
@@ -61,3 +66,41 @@ def test_a_replay_serves_the_outer_call_whole_and_never_runs_the_inner_agent(
     assert wf.COUNTS == {}
     settled = [(e.session_id, e.replayed) for e in events if isinstance(e, AgentCallSettled)]
     assert settled == [("research#lead", True)]
+
+
+def test_a_simulation_of_a_run_with_a_nested_agent_is_identical_invoking_nothing(
+    tmp_path: Path,
+) -> None:
+    """Against the run and against its golden file: the outer call is served whole (the inner
+    agent never runs), and the inner call's entry is not expected of it."""
+    with little.local_world(tmp_path / "w") as world:
+        source = asyncio.run(run(world, wf.nested, "Kafka"))
+        assert source.status == "completed", source.error
+        golden = write_golden(world, source.run_id, tmp_path / "nested.golden")
+        wf.COUNTS.clear()
+        simulated = asyncio.run(simulate(world, wf.nested, source.run_id))
+    from_file = asyncio.run(simulate(None, wf.nested, tmp_path / "nested.golden"))
+    assert golden.run_id == source.run_id
+    for sim in (simulated, from_file):
+        assert sim.divergence is None, sim.lines()
+        assert sim.result is not None
+        assert sim.result.output == source.output
+    assert wf.COUNTS == {}  # no model, no tool, no inner agent
+
+
+def test_a_simulation_refuses_an_agent_call_after_a_nested_one_in_its_scope(
+    tmp_path: Path,
+) -> None:
+    """A call after the lead's (whose tool ran the expert) would be matched with the expert's
+    record: refused in one line naming the calls, before anything runs."""
+    with little.local_world(tmp_path / "w") as world:
+        source = asyncio.run(run(world, wf.nested_then, "Kafka"))
+        assert source.status == "completed", source.error
+        wf.COUNTS.clear()
+        with pytest.raises(ConfigurationError) as refused:
+            asyncio.run(simulate(world, wf.nested_then, source.run_id))
+    message = str(refused.value)
+    assert "agent call 1 ran inside agent call 0's tool call and agent call 2 follows" in message
+    assert "not supported yet" in message
+    assert "\n" not in message
+    assert wf.COUNTS == {}

@@ -262,3 +262,22 @@ async def nested(ctx: WorkflowContext, topic: str) -> Any:
         return str(result.output)
 
     return await ctx.step("research", research, topic)
+
+
+@workflow(NESTED + ".then", version="1")
+async def nested_then(ctx: WorkflowContext, topic: str) -> Any:
+    """``nested``, then one more agent call in the same step after the lead's."""
+
+    async def research(step: StepContext, topic: str) -> str:
+        lead: Agent[None, str] = Agent(FunctionModel(lead_answer), name="lead")
+        expert: Agent[None, str] = Agent(FunctionModel(expert_answer), name="expert")
+
+        @lead.tool_plain
+        async def ask_expert(question: str) -> str:
+            return str((await durable(step, expert).run(question)).output)
+
+        result = await durable(step, lead).run(f"About {topic}")
+        closing = await durable(step, expert, name="closing").run("Close.")
+        return f"{result.output} / {closing.output}"
+
+    return await ctx.step("research", research, topic)

@@ -12,6 +12,8 @@ capability
   or ``failed`` after; a stream passes through live and is recorded when it ends;
 * records each tool call (``wrap_tool_execute``: function tools by default, MCP and dynamic ones
   too): ``harness.tool_call.started`` with its idempotency key, then ``succeeded``/``failed``;
+  an ``MCPToolset``'s listing is recorded once per agent call as ``mcp:<id>/tools/list`` and
+  its calls as ``mcp:<id>/<tool>``, side-effecting (``get_wrapper_toolset``);
   Pydantic AI's control exceptions (``ModelRetry``, ``ToolFailed``, ``CallDeferred``,
   ``ApprovalRequired``) are recorded as failures with their class and raised again when served;
 * turns a tool that needs approval (``requires_approval=True``, or one raising
@@ -62,6 +64,7 @@ from pydantic_ai.tools import (
     ToolDefinition,
     ToolDenied,
 )
+from pydantic_ai.toolsets import AbstractToolset
 from pydantic_core import to_jsonable_python
 
 from little._canonical import canonical_hash, canonical_json
@@ -69,6 +72,16 @@ from little.errors import StreamStoppedError
 from little.events import Usage
 from little.harness import Tool, ToolCallRequest, ToolContext, ToolError
 from little.integrations._common import MessageChain, json_value, refuse, strip_stamps
+from little.integrations._pydantic_ai_mcp import (
+    MCP_TOOL,
+    SIDE_EFFECTING,
+    TOOL_DEFS,
+    is_mcp,
+    mcp_leaves,
+    mcp_servers,
+    record_listing,
+    swap_servers,
+)
 from little.runtime import CONTROL_ERRORS, AgentCallTicket, Recorder, StepContext, TurnRequest
 
 __all__ = [
@@ -88,11 +101,6 @@ STAMPS = frozenset(
     {"timestamp", "run_id", "conversation_id", "model_id", "workspace_ref", "history_digest"}
 )
 """What Pydantic AI stamps on its messages per run (or after the model answered): never hashed."""
-
-SIDE_EFFECTING = "side_effecting"
-"""The tool metadata key (``@agent.tool(metadata={"side_effecting": True})``) marking a tool
-whose calls change the world: a call of an agent holding one is never served from a recorded
-run (replay reuses answers, not effects)."""
 
 _FRAMEWORK = "pydantic_ai"
 
@@ -191,7 +199,11 @@ def manifest_of(agent: AbstractAgent[Any, Any]) -> dict[str, Any]:
     toolsets: list[str] = []
     approvals: list[str] = []
     effects: list[str] = []
+    servers = mcp_servers(agent.toolsets, f"agent {agent.name!r}")
     for toolset in agent.toolsets:
+        if is_mcp(toolset):  # its tools are listed per call, through the log
+            effects.append(f"mcp:{toolset.id}")
+            continue
         found = getattr(toolset, "tools", None)
         if not isinstance(found, dict):
             # MCP servers, dynamic toolsets: their tools are known per run only; their calls
@@ -221,6 +233,8 @@ def manifest_of(agent: AbstractAgent[Any, Any]) -> dict[str, Any]:
     }
     if toolsets:
         manifest["toolsets"] = sorted(toolsets)
+    if servers:  # absent (not empty) without one: other agents' manifests are unchanged
+        manifest["mcp_servers"] = sorted(servers)
     if approvals:  # absent (not empty) when nothing waits for a person
         manifest["approval"] = {"tools": sorted(approvals), "policy": False}
     if effects:
@@ -301,6 +315,8 @@ class _Recorded:
     def __init__(self, result: Any, where: str) -> None:
         messages = ModelMessagesTypeAdapter.validate_python(result.get("messages") or [])
         self.where = where
+        self.mcp_listings: dict[str, Any] = result.get("mcp_listings") or {}
+        """Each MCP server's listing (tool definitions) as the call recorded it."""
         self.responses: deque[ModelResponse] = deque()
         self.returns: dict[str, ToolReturnPart] = {}
         for message in messages:
@@ -495,6 +511,36 @@ class _Run(AbstractCapability[Any]):
         self.control: BaseException | None = None
         """The first of little's control errors raised inside the framework: raised again at
         every boundary the framework hands back through, whatever its hooks did with it."""
+        self.mcp_listings: dict[str, Any] = {}
+        """Each MCP server's listing (tool definitions, JSON) this call used."""
+
+    def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any] | None:
+        """Each MCP server of the run listed through the log (``_pydantic_ai_mcp``)."""
+        known = set(self.session.manifest.get("mcp_servers", ()))
+        where = f"session {self.session.recorder.session_id}"
+        served = self.recorded is not None
+        return swap_servers(toolset, known, where, self.mcp_listing, served)
+
+    async def mcp_listing(
+        self, server: str, toolset: AbstractToolset[Any], ctx: RunContext[Any]
+    ) -> list[ToolDefinition]:
+        """``server``'s tool definitions for this call: listed once through the log."""
+        found = self.mcp_listings.get(server)
+        if found is None and self.recorded is not None:  # served whole: as the call recorded
+            found = self.recorded.mcp_listings.get(server)
+            if found is None:
+                raise ToolError(
+                    f"{self.recorded.where}: the recorded call has no listing of MCP server "
+                    f"{server!r}"
+                )
+        if found is None:
+            with self.guard():
+                found = await record_listing(
+                    self.session.recorder, self.session.turns, server, toolset, ctx
+                )
+            self.reraise()
+            self.mcp_listings[server] = found
+        return TOOL_DEFS.validate_python(found)
 
     @contextmanager
     def guard(self) -> Iterator[None]:
@@ -570,7 +616,12 @@ class _Run(AbstractCapability[Any]):
                 raise
             return to_jsonable_python(box.result)
 
-        tool = Tool(call.tool_name, invoke, side_effecting=_is_side_effecting(tool_def))
+        tool = Tool(
+            call.tool_name,
+            invoke,
+            side_effecting=_is_side_effecting(tool_def),
+            recorded_name=(tool_def.metadata or {}).get(MCP_TOOL),  # an MCP server's tool
+        )
         request = ToolCallRequest(call_id, call.tool_name, to_jsonable_python(args))
         with self.guard():
             outcome = await self.session.recorder.tool_call_outcome(
@@ -610,16 +661,19 @@ class _Run(AbstractCapability[Any]):
         return results
 
 
-def _result(agent_run: AgentRun[Any, Any] | None) -> dict[str, Any]:
-    """An agent call's recorded result: the messages it added (native) and its output."""
-    if agent_run is None:
-        return {"messages": [], "output": None}
-    messages = agent_run.new_messages()
-    result = agent_run.result
-    return {
-        "messages": ModelMessagesTypeAdapter.dump_python(messages, mode="json"),
-        "output": None if result is None else to_jsonable_python(result.output, fallback=repr),
-    }
+def _result(agent_run: AgentRun[Any, Any] | None, run: _Run) -> dict[str, Any]:
+    """An agent call's recorded result: the messages it added (native) and its output (and
+    the MCP servers' listings it used, when it used any: a call served whole needs them)."""
+    found: dict[str, Any] = {"messages": [], "output": None}
+    if agent_run is not None:
+        result = agent_run.result
+        found = {
+            "messages": ModelMessagesTypeAdapter.dump_python(agent_run.new_messages(), mode="json"),
+            "output": None if result is None else to_jsonable_python(result.output, fallback=repr),
+        }
+    if run.mcp_listings:
+        found["mcp_listings"] = run.mcp_listings
+    return found
 
 
 _REFUSED_ARGUMENTS = {
@@ -650,6 +704,11 @@ class DurableAgent(WrapperAgent[Any, Any]):
             if kwargs.get(argument) is not None:
                 _refuse(f"{argument}=", why)
         _check_settings(kwargs.get("model_settings"), "the run's model_settings")
+        if any(mcp_leaves(t) for t in kwargs.get("toolsets") or ()):
+            _refuse(
+                "an MCPToolset in the run's toolsets=",
+                "an MCP server is in the session's manifest; give it to the Agent",
+            )
         history = kwargs.get("message_history") or []
         request = {
             "prompt": to_jsonable_python(user_prompt, fallback=repr),
@@ -690,13 +749,13 @@ class DurableAgent(WrapperAgent[Any, Any]):
             # what ended the run, whatever the framework's error handling made of it
             ended = capability.control or exc
             if not ticket.served:
-                await session.recorder.settle_raised(ticket, ended, _result(agent_run))
+                await session.recorder.settle_raised(ticket, ended, _result(agent_run, capability))
             if ended is not exc:
                 raise ended from exc
             raise
         if ticket.served:
             await session.recorder.settle_served(ticket)
             return
-        await session.recorder.settle(ticket, "succeeded", _result(agent_run))
+        await session.recorder.settle(ticket, "succeeded", _result(agent_run, capability))
         # durable before the run's result reaches the caller: work after it never risks it
         await session.recorder.flush()

@@ -42,6 +42,7 @@ from little.artifacts import ArtifactBackend, ArtifactStore
 from little.errors import ConfigurationError
 from little.events import (
     AgentCallAdmitted,
+    AgentCallSettled,
     ArtifactRef,
     DecisionRecorded,
     LoggedEvent,
@@ -50,6 +51,9 @@ from little.events import (
     RunFailed,
     StepStarted,
     SubRunReserved,
+    ToolCallFailed,
+    ToolCallStarted,
+    ToolCallSucceeded,
 )
 from little.golden import GoldenRun, golden_tree, read_golden
 from little.replay import (
@@ -172,6 +176,68 @@ def _scope_of(path: str | None, scopes: list[str]) -> str:
     return next((s for s in sorted(scopes, key=len, reverse=True) if path.startswith(s)), "")
 
 
+def nested_calls(events: Iterable[LoggedEvent]) -> dict[int, int]:
+    """The agent calls made inside another's tool call (a framework agent run in a tool:
+    ``durable(step, inner)`` in a Pydantic AI tool, ``agent.as_tool()`` or ``LittleRunner.run``
+    in an Agents SDK tool), each with the ordinal of the call it ran inside: admitted while an
+    agent call of another session of the same step was unsettled and had a tool call under
+    way. A replay or a simulation that serves the outer call whole never makes them."""
+    open_calls: dict[str, int] = {}  # session -> its agent call admitted, not settled
+    open_tools: dict[str, set[str]] = {}  # session -> its tool calls started, not ended
+    inside: dict[int, int] = {}
+    for item in accepted_events(events):
+        e = item.event
+        session = e.session_id or ""
+        if isinstance(e, AgentCallAdmitted):
+            if e.ordinal in inside or session in open_calls:
+                continue
+            step = session.split("#", 1)[0]
+            outer = next(
+                (
+                    ordinal
+                    for other, ordinal in open_calls.items()
+                    if other != session and other.split("#", 1)[0] == step and open_tools.get(other)
+                ),
+                None,
+            )
+            if outer is not None:
+                inside[e.ordinal] = inside.get(outer, outer)
+            open_calls[session] = e.ordinal
+        elif isinstance(e, AgentCallSettled):
+            if open_calls.get(session) == e.ordinal:
+                del open_calls[session]
+        elif isinstance(e, ToolCallStarted):
+            open_tools.setdefault(session, set()).add(e.call_id)
+        elif isinstance(e, ToolCallSucceeded | ToolCallFailed):
+            open_tools.get(session, set()).discard(e.call_id)
+    return inside
+
+
+def _refuse_calls_after_nested(run_id: str, events: Sequence[LoggedEvent]) -> None:
+    """A simulation serves an outer call whole, so the calls made inside its tool calls are
+    not made again, and an agent call admitted after one of them in the same scope would be
+    matched with the record at another place: refused, one line naming the calls."""
+    inner = nested_calls(events)
+    if not inner:
+        return
+    nested: dict[str, int] = {}  # scope -> its first nested call
+    for item in accepted_events(events):
+        e = item.event
+        if not isinstance(e, AgentCallAdmitted):
+            continue
+        scope = e.scope or ""
+        if e.ordinal in inner:
+            nested.setdefault(scope, e.ordinal)
+        elif scope in nested and e.ordinal > nested[scope]:
+            n = nested[scope]
+            raise ConfigurationError(
+                f"simulate: run {run_id}: agent call {n} ran inside agent call {inner[n]}'s "
+                f"tool call and agent call {e.ordinal} follows it in the same scope; a "
+                f"simulation serves call {inner[n]} whole (call {n} is never made again), so "
+                f"call {e.ordinal} cannot be matched with its record: not supported yet"
+            )
+
+
 def trace(
     events: Iterable[LoggedEvent],
     run_ids: Iterable[str] = (),
@@ -179,7 +245,8 @@ def trace(
 ) -> list[Entry]:
     """What a run did, as comparable entries: each step visit, parallel group (its branch
     set), decision, agent call (node and request key) and sub-run once (a retry or a resume
-    repeats none), then how it ended. Only accepted events count. The order is canonical, not
+    repeats none), then how it ended. Only accepted events count. An agent call made inside
+    another's tool call (``nested_calls``) is left out: the outer call's entry stands for it. The order is canonical, not
     the log's: each scope's entries in their order, and a group's branches expanded where the
     group stands, in name order (sibling branches interleave by timing, and a served call
     takes none); a sub-run's own trace (its events read with ``sub_runs``) follows its entry.
@@ -190,6 +257,8 @@ def trace(
     counts: dict[str, int] = {}
     ending: list[Entry] = []
     names = tuple(run_ids)
+    events = list(events)
+    inner = nested_calls(events)
 
     def add(key: tuple[str, ...], entry: Entry) -> None:
         if key not in seen:
@@ -220,7 +289,11 @@ def trace(
                 ("decision", str(e.step_path), str(e.visit)),
                 Entry(f"decision {e.step_path} -> {e.target}", _scope_of(e.step_path, scopes)),
             )
-        elif isinstance(e, AgentCallAdmitted) and ("call", str(e.ordinal)) not in seen:
+        elif (
+            isinstance(e, AgentCallAdmitted)
+            and ("call", str(e.ordinal)) not in seen
+            and e.ordinal not in inner
+        ):
             scope = e.scope or ""
             index = counts.get(scope, 0)
             counts[scope] = index + 1
@@ -405,6 +478,8 @@ async def simulate(
         raise ConfigurationError(
             f"run {golden_run_id} has no RunStarted in {where}: nothing to simulate"
         )
+    for recorded_id, recorded in source.runs.items():  # the golden run and its sub-runs
+        _refuse_calls_after_nested(recorded_id, recorded)
     file = None if source.path is None else str(source.path)
     run_id = f"sim_{uuid.uuid4().hex}"
     names = (golden_run_id, run_id)

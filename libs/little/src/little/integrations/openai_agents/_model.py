@@ -42,8 +42,15 @@ from little.errors import ConfigurationError
 from little.events import Usage
 from little.harness import Tool as LittleTool
 from little.harness import ToolCallRequest
+from little.integrations.openai_agents._as_tool import NestedRunner
 from little.integrations.openai_agents._common import RequestChain, is_control
-from little.runtime import AgentCallTicket, Recorder, SessionDivergedError, TurnRequest
+from little.runtime import (
+    AgentCallTicket,
+    Recorder,
+    SessionDivergedError,
+    StepContext,
+    TurnRequest,
+)
 
 PER_RUN = ("prompt_cache_key",)
 """What the SDK stamps per run and the hash never sees (``agents-sdk:run:<uuid4>``)."""
@@ -279,6 +286,10 @@ class Exchange:
 
     def __init__(self, recorder: Recorder, model_id: str) -> None:
         self.recorder = recorder
+        self.step: StepContext | None = None
+        """The step of the runner call (an ``agent.as_tool()`` tool runs its agent in it)."""
+        self.nested: NestedRunner | None = None
+        """``LittleRunner``, for the agent an ``agent.as_tool()`` tool runs."""
         self.ticket: AgentCallTicket | None = None
         self.chain = RequestChain({"framework": "openai-agents", "model": model_id}, PER_RUN)
         self.whole: dict[str, Any] | None = None

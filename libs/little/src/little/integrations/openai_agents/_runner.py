@@ -26,7 +26,8 @@ from agents.stream_events import StreamEvent
 from agents.tool import FunctionTool
 
 from little._canonical import sha256_hex
-from little.errors import ConfigurationError, StreamStoppedError
+from little.errors import ConfigurationError, StreamStoppedError, UnsupportedFeatureError
+from little.integrations.openai_agents._as_tool import NestedRunner
 from little.integrations.openai_agents._common import is_control, stripped
 from little.integrations.openai_agents._mcp import check_servers, recorded_mcp_tools
 from little.integrations.openai_agents._model import (
@@ -96,6 +97,21 @@ def _refuse(
             f"{where}: a RunState input (resuming an SDK interruption) is not supported; "
             "little resumes the run itself (approvals are little's durable waits)"
         )
+
+
+def check_call(step: StepContext, agent: Agent[Any], input: Any, kwargs: dict[str, Any]) -> None:
+    """Raise what ``LittleRunner.run(step, agent, input, **kwargs)`` would refuse (a
+    ``ConfigurationError``), recording nothing."""
+    where = _where(step)
+    _refuse(
+        where,
+        input,
+        kwargs.get("previous_response_id"),
+        bool(kwargs.get("auto_previous_response_id")),
+        kwargs.get("conversation_id"),
+        kwargs.get("session"),
+    )
+    _Graph(kwargs.get("run_config") or RunConfig(), where).walk(agent)
 
 
 class _Graph:
@@ -198,6 +214,8 @@ class _Call:
             numbered=True,
         )
         self.exchange = x = Exchange(recorder, _model_id(model))
+        x.step = step
+        x.nested = _NESTED
         graph.exchange = x
         self.agent = graph.clone(agent)
         self.run_config = dataclasses.replace(config, model=None)
@@ -387,11 +405,15 @@ class LittleRunner:
         return result
 
 
+_NESTED = NestedRunner(LittleRunner.run, LittleRunner.run_streamed, check_call)
+"""How an ``agent.as_tool()`` tool's agent is run (``_as_tool``)."""
+
+
 def _cause(exc: BaseException) -> BaseException:
-    """little's own control exception, if the SDK wrapped one in its own error."""
+    """little's own control exception or refusal, if the SDK wrapped one in its own error."""
     seen: BaseException | None = exc
     while seen is not None:
-        if is_control(seen):
+        if is_control(seen) or isinstance(seen, UnsupportedFeatureError):
             return seen
         seen = seen.__cause__ or seen.__context__
     return exc

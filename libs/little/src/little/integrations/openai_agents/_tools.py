@@ -22,7 +22,8 @@ from agents.tool import (
 )
 from agents.tool_context import ToolContext
 
-from little.errors import ConfigurationError
+from little.errors import ConfigurationError, UnsupportedFeatureError
+from little.integrations.openai_agents._as_tool import agent_of_tool, as_tool_call
 from little.integrations.openai_agents._common import is_control
 from little.integrations.openai_agents._model import Exchange
 
@@ -86,10 +87,11 @@ def refuse_tool(tool: Tool, agent: str, where: str) -> None:
 
 
 def _guarded(formatter: Any) -> Any:
-    """The SDK's failure formatter, except for little's control exceptions: re-raised."""
+    """The SDK's failure formatter, except for little's control exceptions and refusals (a
+    feature little cannot record, met inside the tool): re-raised."""
 
     def guard(ctx: Any, error: Exception) -> Any:
-        if is_control(error):
+        if is_control(error) or isinstance(error, UnsupportedFeatureError):
             raise error
         return formatter(ctx, error)
 
@@ -110,8 +112,21 @@ def recorded_tool(
     if formatter is not None:
         set_function_tool_failure_error_function(inner, _guarded(formatter))
     needs = tool.needs_approval
+    inner_agent = agent_of_tool(tool)  # an agent.as_tool(): its agent's run recorded too
     outer = copy.copy(tool)
     outer.needs_approval = False  # little's durable wait asks instead of the SDK's interruption
+
+    refused: list[UnsupportedFeatureError] = []
+
+    async def invoke(ctx: ToolContext[Any], input: str) -> Any:
+        if inner_agent is None or exchange.step is None or exchange.nested is None:
+            return await inner.on_invoke_tool(ctx, input)
+        with as_tool_call(exchange.step, inner_agent, exchange.nested):
+            try:
+                return await inner.on_invoke_tool(ctx, input)
+            except UnsupportedFeatureError as exc:  # the agent's run refused: raised below
+                refused.append(exc)
+                raise
 
     async def on_invoke_tool(ctx: ToolContext[Any], input: str) -> Any:
         gate = flags.requires_approval
@@ -121,14 +136,17 @@ def recorded_tool(
             arguments = _arguments(input)
             verdict = needs(ctx, arguments, ctx.tool_call_id)
             gate = bool(await verdict if inspect.isawaitable(verdict) else verdict)
-        return await exchange.tool_call(
+        output = await exchange.tool_call(
             ctx,
             input,
             recorded_name or tool.name,
-            lambda: inner.on_invoke_tool(ctx, input),
+            lambda: invoke(ctx, input),
             flags.side_effecting,
             gate,
         )
+        if refused:  # ends the runner call, not a tool error the model reads
+            raise refused.pop()
+        return output
 
     outer.on_invoke_tool = on_invoke_tool
     return outer
