@@ -9,10 +9,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import little
-from little.errors import ConfigurationError
 from little.events import AgentCallAdmitted, AgentCallSettled, ToolCallStarted, ToolCallSucceeded
 from little.golden import write_golden
 from little.runtime import run, simulate
@@ -88,19 +85,37 @@ def test_a_simulation_of_a_run_with_a_nested_agent_is_identical_invoking_nothing
     assert wf.COUNTS == {}  # no model, no tool, no inner agent
 
 
-def test_a_simulation_refuses_an_agent_call_after_a_nested_one_in_its_scope(
+def test_an_agent_call_after_a_nested_one_is_served_by_a_replay_and_a_simulation(
     tmp_path: Path,
 ) -> None:
-    """A call after the lead's (whose tool ran the expert) would be matched with the expert's
-    record: refused in one line naming the calls, before anything runs."""
+    """The expert's call, made inside the lead's tool call, takes its place in that tool call's
+    scope, not the step's: a replay serving the lead's call whole (the expert never runs)
+    finds the closing call where the source had it, and serves it too."""
     with little.local_world(tmp_path / "w") as world:
         source = asyncio.run(run(world, wf.nested_then, "Kafka"))
         assert source.status == "completed", source.error
+        scopes = [
+            (e.session_id, e.scope)
+            for e in _events(world, source.run_id)
+            if isinstance(e, AgentCallAdmitted)
+        ]
         wf.COUNTS.clear()
-        with pytest.raises(ConfigurationError) as refused:
-            asyncio.run(simulate(world, wf.nested_then, source.run_id))
-    message = str(refused.value)
-    assert "agent call 1 ran inside agent call 0's tool call and agent call 2 follows" in message
-    assert "not supported yet" in message
-    assert "\n" not in message
-    assert wf.COUNTS == {}
+        replay = asyncio.run(run(world, wf.nested_then, "Kafka", replay_from=source.run_id))
+        assert replay.status == "completed", replay.error
+        settled = [
+            (e.session_id, e.replayed, e.miss_reason)
+            for e in _events(world, replay.run_id)
+            if isinstance(e, AgentCallSettled)
+        ]
+        simulated = asyncio.run(simulate(world, wf.nested_then, source.run_id))
+    lead_tool = next(e for e in scopes if e[0] == "research#expert")[1]
+    assert scopes == [
+        ("research#lead", ""),
+        ("research#expert", lead_tool),
+        ("research#closing", ""),
+    ]
+    assert lead_tool.startswith("@0/")  # inside agent call 0's tool call
+    assert replay.output == source.output
+    assert settled == [("research#lead", True, None), ("research#closing", True, None)]
+    assert simulated.divergence is None, simulated.lines()
+    assert wf.COUNTS == {}  # no model, no tool, no agent ran again

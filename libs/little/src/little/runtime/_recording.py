@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +54,15 @@ ApprovalPolicy = bool | Callable[[str, dict[str, Any]], bool]
 ``requires_approval=True`` are always asked for."""
 
 REJECTED = "rejected by a person"
+
+_INSIDE_TOOL: ContextVar[tuple[Execution, str, str] | None] = ContextVar(
+    "little_inside_tool", default=None
+)
+"""While a recorded tool call runs: its run's execution, its step's path and the scope an
+agent call admitted inside it takes (a framework agent run in a tool, a session opened by a
+tool): ``<the outer call's scope>@<its ordinal>/<the tool call id>/``. A replay that serves
+the outer call whole never admits the inner one, so the inner call must not take a rank in
+the outer call's scope, or every later call of that scope would stand one place off."""
 """What the model is told (as the tool's error) of a tool call a person rejected."""
 
 SETTLING = (BranchStopped, BudgetExceededError)
@@ -243,8 +253,12 @@ class Recorder(TurnRecording):
         label = self.session_id.split("#", 1)[1]  # the name, with @visit on later visits
         node = (self._step.step_path, label, occurrence)
         key = canonical_hash({"manifest": self.manifest_hash, "node": list(node), **request})
+        scope = self._step.scope
+        inside = _INSIDE_TOOL.get()
+        if inside is not None and inside[0] is self._x and inside[1] == self._step.step_path:
+            scope = inside[2]
         with self._x.integrity:
-            ordinal, place = calls.admit(node, self._step.scope)
+            ordinal, place = calls.admit(node, scope)
             answer = self.serving.exchange(ordinal, place, node, key, configuration)
         ticket = AgentCallTicket(ordinal, answer)
         self.exchange_tokens = [0, 0, 0, 0]
@@ -479,7 +493,14 @@ class Recorder(TurnRecording):
                 raise ToolError(f"the model called unknown tool {call.name!r}")
             attempt = 2 if answer.again else 1
             ctx = ToolContext(self._x.run_id, self._step.step_path, call_id, key, attempt)
-            result = await tool.invoke(arguments, ctx)
+            scope = self._x.agent_calls.place_of(self.ordinal)[0] if self.ordinal >= 0 else ""
+            entered = _INSIDE_TOOL.set(
+                (self._x, self._step.step_path, f"{scope}@{self.ordinal}/{call_id}/")
+            )
+            try:
+                result = await tool.invoke(arguments, ctx)
+            finally:
+                _INSIDE_TOOL.reset(entered)
         except RunInterrupt:  # a sub-run it started suspended or stopped: not its failure
             FAULTS.call_returned()
             raise

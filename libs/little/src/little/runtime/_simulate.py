@@ -215,8 +215,10 @@ def nested_calls(events: Iterable[LoggedEvent]) -> dict[int, int]:
 
 def _refuse_calls_after_nested(run_id: str, events: Sequence[LoggedEvent]) -> None:
     """A simulation serves an outer call whole, so the calls made inside its tool calls are
-    not made again, and an agent call admitted after one of them in the same scope would be
-    matched with the record at another place: refused, one line naming the calls."""
+    not made again. Since calls made inside a tool call take that tool call's scope
+    (``Recorder.admit``), a later call of the outer scope keeps its place; a run recorded
+    before that ranked them in the outer scope, where a later agent call would be matched with
+    the record at another place: refused, one line naming the calls."""
     inner = nested_calls(events)
     if not inner:
         return
@@ -234,7 +236,8 @@ def _refuse_calls_after_nested(run_id: str, events: Sequence[LoggedEvent]) -> No
                 f"simulate: run {run_id}: agent call {n} ran inside agent call {inner[n]}'s "
                 f"tool call and agent call {e.ordinal} follows it in the same scope; a "
                 f"simulation serves call {inner[n]} whole (call {n} is never made again), so "
-                f"call {e.ordinal} cannot be matched with its record: not supported yet"
+                f"call {e.ordinal} cannot be matched with its record (the run was recorded "
+                "before calls made in a tool call took that tool call's scope: record it again)"
             )
 
 
