@@ -143,6 +143,11 @@ class RunWriter:
     async def emit(self, cls: type[E], **fields: Any) -> tuple[E, Position]:
         """Build one event, append it (after the deferred ones) and await its ack; returns it
         and its position."""
+        return await self.emit_fields(cls, fields)
+
+    async def emit_fields(self, cls: type[E], fields: dict[str, Any]) -> tuple[E, Position]:
+        """``emit`` with the fields as a dict the writer takes over (and adds the envelope
+        to): a caller that builds one passes it on without re-packing it."""
         if self.refused is not None and cls not in _ENDS:
             raise raised_again(self.refused) from self.refused
         if self.control is not None and self.control.halted:
@@ -166,6 +171,10 @@ class RunWriter:
         neither, exactly as if it had died before making it (docs/architecture.md, "What is
         deferred, and why that is safe").
         """
+        return self.defer_fields(cls, fields)
+
+    def defer_fields(self, cls: type[E], fields: dict[str, Any]) -> E:
+        """``defer`` with the fields as a dict the writer takes over (``emit_fields``)."""
         if self.refused is not None and cls not in _RESULTS:
             raise raised_again(self.refused) from self.refused
         control = self.control
