@@ -245,6 +245,6 @@ def _resolve_on_loop(items: list[tuple[PendingAppend, Outcome]]) -> None:
                 else:
                     waiter.set_result(outcome)
         callbacks, pending._callbacks = pending._callbacks, None
-        if callbacks is not None:
-            for fn in callbacks:
-                fn(pending)
+        if callbacks is not None and pending._loop is not None:
+            for fn in callbacks:  # each its own handle: one that raises stops no other
+                pending._loop.call_soon(fn, pending)
