@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import itertools
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -167,6 +168,23 @@ def test_a_top_level_module_hashes_its_sibling_modules(tmp_path: Path) -> None:
     assert found.coverage == COVERAGE_SELF_CONTAINED
     # an unsafe read in a helper module is found, and named by its module
     assert found.reads == ("top_helper_x:2: time.time",)
+
+
+def test_a_module_added_to_the_project_after_a_scan_is_hashed_by_the_next_scan(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "late_flow_x.py").write_text("import late_helper_x\nimport json\n")
+    before = source_identity("late_flow_x", tmp_path / "late_flow_x.py")
+    assert before.modules == ("late_flow_x",)  # not in the project: not followed
+    stamp = os.stat(tmp_path).st_mtime_ns
+    (tmp_path / "late_helper_x.py").write_text("PROMPT = 'x'\n")
+    # the entry changed the directory (set apart from the first write's time explicitly: a
+    # file system's clock may not tick between two writes this quick, for Python's own
+    # finder's listing cache as for the scan's)
+    os.utime(tmp_path, ns=(stamp + 1_000_000_000, stamp + 1_000_000_000))
+    after = source_identity("late_flow_x", tmp_path / "late_flow_x.py")
+    assert after.modules == ("late_flow_x", "late_helper_x")
+    assert after.sha256 != before.sha256
 
 
 def test_a_project_directory_named_like_a_stdlib_module_does_not_shadow_it(

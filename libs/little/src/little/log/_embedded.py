@@ -291,6 +291,8 @@ class _Committer:
         self._queue: deque[_Batch] = deque()
         self._wake = threading.Condition(threading.Lock())
         self._closing = False
+        self._idle = False
+        """The thread waits for work (under ``_wake``): only then does a submit notify it."""
         self._thread: threading.Thread | None = None
         self.commits = 0
 
@@ -306,13 +308,16 @@ class _Committer:
                 )
                 self._thread.start()
             self._queue.append(batch)
-            self._wake.notify()
+            if self._idle:
+                self._wake.notify()
 
     def _run(self) -> None:
         while True:
             with self._wake:
                 while not self._queue and not self._closing:
+                    self._idle = True
                     self._wake.wait()
+                    self._idle = False
                 if not self._queue:
                     return
                 taken: list[_Batch] = []

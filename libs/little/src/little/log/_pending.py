@@ -27,10 +27,15 @@ class PendingAppend:
     raises what the log raised (``AppendOutcomeUnknownError``: the writer must stop)."""
 
     __slots__ = (
+        "_awaited",
+        "_callbacks",
         "_error",
         "_future",
         "_lock",
+        "_loop",
         "_positions",
+        "_resolved",
+        "_waiters",
         "doomed",
         "holds_pump",
         "serve",
@@ -39,9 +44,18 @@ class PendingAppend:
 
     def __init__(self, loop: asyncio.AbstractEventLoop | None) -> None:
         self.submitted_at = time.monotonic()
+        self._loop = loop
         self._future: asyncio.Future[list[Position]] | None = (
             loop.create_future() if loop is not None else None
         )
+        """The first awaiter's future. An awaiter's cancellation cancels only its own future
+        (no ``asyncio.shield`` per append): a later awaiter gets one of its own
+        (``_waiters``), and the outcome itself is kept here, never in a future."""
+        self._awaited = False
+        self._waiters: list[asyncio.Future[list[Position]]] | None = None
+        self._callbacks: list[Callable[[PendingAppend], object]] | None = None
+        self._resolved = False
+        """Set on the loop once the outcome reached it (``_resolve_on_loop``)."""
         self._lock: threading.Lock | None = None
         if loop is None:
             self._lock = threading.Lock()
@@ -59,7 +73,7 @@ class PendingAppend:
     @property
     def blocking(self) -> bool:
         """A blocking ``append``'s (waited for by a thread, not awaited on a loop)."""
-        return self._future is None
+        return self._loop is None
 
     @property
     def settled(self) -> bool:
@@ -82,35 +96,50 @@ class PendingAppend:
         """An awaited append that needs no I/O (no records): already resolved."""
         pending = cls.on_running_loop()
         pending._positions = positions
-        assert pending._future is not None
-        pending._future.set_result(positions)
+        pending._resolved = True
         return pending
 
     def __await__(self) -> Generator[Any, None, list[Position]]:
-        future = self._future
-        if future is None:
+        loop = self._loop
+        if loop is None:
             raise ConfigurationError("a blocking append is waited for with wait(), not awaited")
-        if not future.done() and self.settled:  # in already: no trip through the loop's wake-up
-            _resolve_on_loop([(self, self._error or self._positions)])  # type: ignore[list-item]
-        if future.done():
-            return (yield from future.__await__())
-        # shielded: a cancelled awaiter must not cancel the append's outcome for the others
-        # (the writer's ``settled`` waits for it)
-        return (yield from asyncio.shield(future).__await__())
+        if self.settled:  # in already: no trip through the loop
+            return self._outcome()
+        future = self._future
+        if self._awaited or future is None:  # (None: never, on a loop)
+            # awaited again (another task, or after its awaiter was cancelled): a future of
+            # its own, so one awaiter's cancellation never reaches another
+            future = loop.create_future()
+            if self._waiters is None:
+                self._waiters = []
+            self._waiters.append(future)
+        self._awaited = True
+        return (yield from future.__await__())
+
+    def _outcome(self) -> list[Position]:
+        if self._error is not None:
+            raise self._error
+        assert self._positions is not None
+        return self._positions
 
     def error(self) -> BaseException | None:
         """The failure, once settled (None if it succeeded or is not in yet); reading it marks
-        the outcome as seen, so a failure nobody awaited is not reported as lost."""
-        future = self._future
-        if future is not None and future.done() and not future.cancelled():
-            future.exception()
+        the outcome as seen, so a failure nobody awaited is not reported as lost (a future is
+        resolved only for an awaiter: one nobody awaits is never resolved)."""
         return self._error
 
     def add_done_callback(self, fn: Callable[[PendingAppend], object]) -> None:
-        """Call ``fn(self)`` on the submitting loop once settled (appends awaited on a loop)."""
-        if self._future is None:
+        """Call ``fn(self)`` on the submitting loop once settled (appends awaited on a loop),
+        whether or not an awaiter of it was cancelled."""
+        loop = self._loop
+        if loop is None:
             raise ConfigurationError("a blocking append has no loop to call back on")
-        self._future.add_done_callback(lambda _f: fn(self))
+        if self._resolved:
+            loop.call_soon(fn, self)
+            return
+        if self._callbacks is None:
+            self._callbacks = []
+        self._callbacks.append(fn)
 
     def wait(self, timeout: float | None = None) -> list[Position]:
         """Block until settled (blocking appends only); ``AppendOutcomeUnknownError`` if it
@@ -168,9 +197,9 @@ class InFlight:
             pending._settle_here(outcome)
             if self._on_settle is not None:
                 self._on_settle(pending)
-            future = pending._future
-            if future is not None and not future.done():  # done: taken by its awaiter
-                by_loop.setdefault(future.get_loop(), []).append((pending, outcome))
+            loop = pending._loop
+            if loop is not None:  # resolved there (an awaiter may have taken it already)
+                by_loop.setdefault(loop, []).append((pending, outcome))
         here = asyncio._get_running_loop()  # settled on a loop's own thread (an idle wait)
         for loop, items in by_loop.items():
             if loop is here:
@@ -197,10 +226,25 @@ class InFlight:
 
 def _resolve_on_loop(items: list[tuple[PendingAppend, Outcome]]) -> None:
     for pending, outcome in items:
+        pending._resolved = True
         future = pending._future
-        if future is None or future.done():  # its awaiter was cancelled: the append stands
-            continue
-        if isinstance(outcome, BaseException):
-            future.set_exception(outcome)
-        else:
-            future.set_result(outcome)
+        # resolved only if awaited (a future resolved with an error nobody retrieves is
+        # reported as lost), and not if its awaiter was cancelled: the append stands
+        if future is not None and pending._awaited and not future.done():
+            if isinstance(outcome, BaseException):
+                future.set_exception(outcome)
+            else:
+                future.set_result(outcome)
+        waiters, pending._waiters = pending._waiters, None
+        if waiters is not None:
+            for waiter in waiters:
+                if waiter.done():
+                    continue
+                if isinstance(outcome, BaseException):
+                    waiter.set_exception(outcome)
+                else:
+                    waiter.set_result(outcome)
+        callbacks, pending._callbacks = pending._callbacks, None
+        if callbacks is not None and pending._loop is not None:
+            for fn in callbacks:  # each its own handle: one that raises stops no other
+                pending._loop.call_soon(fn, pending)

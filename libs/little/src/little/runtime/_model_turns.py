@@ -165,16 +165,16 @@ class TurnRecording:
 
     async def _emit(self, cls: Any, **fields: Any) -> Any:
         """Append and await the ack: write-ahead records, before the call they announce."""
-        event, _ = await self._x.writer.emit(
-            cls, step_path=self._step.step_path, session_id=self.session_id, **fields
-        )
+        fields["step_path"] = self._step.step_path
+        fields["session_id"] = self.session_id
+        event, _ = await self._x.writer.emit_fields(cls, fields)  # this call's own dict
         return event
 
     def _defer(self, cls: Any, **fields: Any) -> Any:
         """A call's terminal record: it reaches the log with the next acked event."""
-        return self._x.writer.defer(
-            cls, step_path=self._step.step_path, session_id=self.session_id, **fields
-        )
+        fields["step_path"] = self._step.step_path
+        fields["session_id"] = self.session_id
+        return self._x.writer.defer_fields(cls, fields)  # this call's own dict
 
     async def model_turn(
         self,

@@ -71,7 +71,11 @@ refused by the broker as a ``LogError``, which a resume would meet again and aga
 def _check_size(run_id: str, cls: type[Event], fields: dict[str, Any]) -> None:
     # a character is at most 4 bytes of UTF-8: most events are far below the bound by their
     # length alone, without encoding anything
-    if 4 * sum(len(v) for v in fields.values() if isinstance(v, str)) <= MAX_EVENT_TEXT:
+    chars = 0
+    for v in fields.values():  # (a loop: a generator per event was a measurable cost)
+        if isinstance(v, str):
+            chars += len(v)
+    if 4 * chars <= MAX_EVENT_TEXT:
         return
     sizes = {k: len(v.encode("utf-8")) for k, v in fields.items() if isinstance(v, str)}
     total = sum(sizes.values())
@@ -143,6 +147,11 @@ class RunWriter:
     async def emit(self, cls: type[E], **fields: Any) -> tuple[E, Position]:
         """Build one event, append it (after the deferred ones) and await its ack; returns it
         and its position."""
+        return await self.emit_fields(cls, fields)
+
+    async def emit_fields(self, cls: type[E], fields: dict[str, Any]) -> tuple[E, Position]:
+        """``emit`` with the fields as a dict the writer takes over (and adds the envelope
+        to): a caller that builds one passes it on without re-packing it."""
         if self.refused is not None and cls not in _ENDS:
             raise raised_again(self.refused) from self.refused
         if self.control is not None and self.control.halted:
@@ -166,6 +175,10 @@ class RunWriter:
         neither, exactly as if it had died before making it (docs/architecture.md, "What is
         deferred, and why that is safe").
         """
+        return self.defer_fields(cls, fields)
+
+    def defer_fields(self, cls: type[E], fields: dict[str, Any]) -> E:
+        """``defer`` with the fields as a dict the writer takes over (``emit_fields``)."""
         if self.refused is not None and cls not in _RESULTS:
             raise raised_again(self.refused) from self.refused
         control = self.control

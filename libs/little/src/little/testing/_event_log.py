@@ -329,6 +329,34 @@ class EventLogConformance:
         assert _payloads(log, "run-k") == ["kept", "after"]
         assert [r.position for r in log.read_run("run-k")][:1] == positions
 
+    def test_one_awaiters_cancellation_reaches_no_other_awaiter_nor_the_callbacks(
+        self, log: EventLog
+    ) -> None:
+        async def main() -> tuple[list[Position], list[bool]]:
+            pending = log.submit("run-c", [_rec("shared")])
+            first = asyncio.ensure_future(_await(pending))
+            second = asyncio.ensure_future(_await(pending))
+            await asyncio.sleep(0)  # both await the append now
+            first.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await first
+            # as a writer does for an awaiter cancelled mid-append: account for it once settled
+            seen: list[bool] = []
+            called = asyncio.Event()
+
+            def account(p: Any) -> None:
+                seen.append(p.settled)
+                called.set()
+
+            pending.add_done_callback(account)
+            positions: list[Position] = await second  # not cancelled by the first's cancel
+            await asyncio.wait_for(called.wait(), 30)  # on the loop, once the outcome is in
+            return positions, seen
+
+        positions, seen = asyncio.run(main())
+        assert [r.position for r in log.read_run("run-c")] == positions
+        assert seen == [True]  # once, and only when the append was settled
+
     def test_submit_needs_an_event_loop_and_append_works_on_one(self, log: EventLog) -> None:
         with pytest.raises(ConfigurationError, match="running event loop"):
             log.submit("run-s", [_rec("x")])

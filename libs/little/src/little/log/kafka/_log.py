@@ -163,7 +163,10 @@ class KafkaEventLog(EventLog):
             # The pump serves it, woken now if it sleeps idle (a sleeping pump that found this
             # append only at its next idle check stalled a lone run). An awaiter never waits
             # awake on the loop's thread: that burnt a core's worth of polling per append.
-            self._work.set()
+            # Set once: the pump clears it only after it woke, and looks at what is in flight
+            # (this append, added above) after clearing it.
+            if not self._work.is_set():
+                self._work.set()
         try:
             with self._lock:
                 self._place(run_id, append, after)
