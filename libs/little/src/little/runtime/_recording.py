@@ -493,14 +493,7 @@ class Recorder(TurnRecording):
                 raise ToolError(f"the model called unknown tool {call.name!r}")
             attempt = 2 if answer.again else 1
             ctx = ToolContext(self._x.run_id, self._step.step_path, call_id, key, attempt)
-            scope = self._x.agent_calls.place_of(self.ordinal)[0] if self.ordinal >= 0 else ""
-            entered = _INSIDE_TOOL.set(
-                (self._x, self._step.step_path, f"{scope}@{self.ordinal}/{call_id}/")
-            )
-            try:
-                result = await tool.invoke(arguments, ctx)
-            finally:
-                _INSIDE_TOOL.reset(entered)
+            result = await self._invoke(tool, arguments, ctx, self.ordinal)
         except RunInterrupt:  # a sub-run it started suspended or stopped: not its failure
             FAULTS.call_returned()
             raise
@@ -581,7 +574,7 @@ class Recorder(TurnRecording):
             # a simulation's difference is an integrity error: latched, whoever catches it
             with self._x.integrity:
                 if self.serving.runs_served_tool(ticket.ordinal, call_id, request.name, kept):
-                    got = await self._run_again(call_id, request, tool)
+                    got = await self._run_again(call_id, request, tool, ticket.ordinal)
                     self.serving.served_tool_result(
                         ticket.ordinal, call_id, request.name, recorded, got
                     )
@@ -602,15 +595,31 @@ class Recorder(TurnRecording):
             return "needs a person's approval"  # approved once; no one is asked again here
         return None
 
-    async def _run_again(self, call_id: str, request: ToolCallRequest, tool: Tool | None) -> str:
-        """Invoke a served tool call again, as ``_invoke_tool`` does but writing nothing: its
-        result's JSON, or its error's, as the model would see it."""
+    async def _invoke(
+        self, tool: Tool, arguments: dict[str, Any], ctx: ToolContext, ordinal: int
+    ) -> Any:
+        """``tool.invoke``, the agent calls it admits (in this run and step) taking this tool
+        call's scope (``_INSIDE_TOOL``): ``ordinal`` is the agent call the tool call is of."""
+        scope = self._x.agent_calls.place_of(ordinal)[0] if ordinal >= 0 else ""
+        entered = _INSIDE_TOOL.set(
+            (self._x, self._step.step_path, f"{scope}@{ordinal}/{ctx.call_id}/")
+        )
+        try:
+            return await tool.invoke(arguments, ctx)
+        finally:
+            _INSIDE_TOOL.reset(entered)
+
+    async def _run_again(
+        self, call_id: str, request: ToolCallRequest, tool: Tool | None, ordinal: int
+    ) -> str:
+        """Invoke a served tool call of agent call ``ordinal`` again, as ``_invoke_tool`` does
+        but writing nothing: its result's JSON, or its error's, as the model would see it."""
         key = f"{self._x.run_id}/{self._step.step_path}/{call_id}"
         try:
             if tool is None:
                 raise ToolError(f"the model called unknown tool {request.name!r}")
             ctx = ToolContext(self._x.run_id, self._step.step_path, call_id, key, 1)
-            result = await tool.invoke(request.arguments, ctx)
+            result = await self._invoke(tool, request.arguments, ctx, ordinal)
         except RunInterrupt:
             raise
         except Exception as exc:

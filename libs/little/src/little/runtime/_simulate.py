@@ -42,7 +42,6 @@ from little.artifacts import ArtifactBackend, ArtifactStore
 from little.errors import ConfigurationError
 from little.events import (
     AgentCallAdmitted,
-    AgentCallSettled,
     ArtifactRef,
     DecisionRecorded,
     LoggedEvent,
@@ -51,9 +50,6 @@ from little.events import (
     RunFailed,
     StepStarted,
     SubRunReserved,
-    ToolCallFailed,
-    ToolCallStarted,
-    ToolCallSucceeded,
 )
 from little.golden import GoldenRun, golden_tree, read_golden
 from little.replay import (
@@ -177,68 +173,19 @@ def _scope_of(path: str | None, scopes: list[str]) -> str:
 
 
 def nested_calls(events: Iterable[LoggedEvent]) -> dict[int, int]:
-    """The agent calls made inside another's tool call (a framework agent run in a tool:
-    ``durable(step, inner)`` in a Pydantic AI tool, ``agent.as_tool()`` or ``LittleRunner.run``
-    in an Agents SDK tool), each with the ordinal of the call it ran inside: admitted while an
-    agent call of another session of the same step was unsettled and had a tool call under
-    way. A replay or a simulation that serves the outer call whole never makes them."""
-    open_calls: dict[str, int] = {}  # session -> its agent call admitted, not settled
-    open_tools: dict[str, set[str]] = {}  # session -> its tool calls started, not ended
+    """The agent calls made inside another's tool call (a session opened in a tool; a
+    framework agent run in a tool: ``durable(step, inner)`` in a Pydantic AI tool,
+    ``agent.as_tool()`` or ``LittleRunner.run`` in an Agents SDK tool), each with the ordinal
+    of the outermost call it ran inside, read from its recorded scope (``<the outer call's
+    scope>@<its ordinal>/<tool call id>/``, ``Recorder.admit``). A replay or a simulation
+    that serves the outer call whole never makes them."""
     inside: dict[int, int] = {}
     for item in accepted_events(events):
         e = item.event
-        session = e.session_id or ""
-        if isinstance(e, AgentCallAdmitted):
-            if e.ordinal in inside or session in open_calls:
-                continue
-            step = session.split("#", 1)[0]
-            outer = next(
-                (
-                    ordinal
-                    for other, ordinal in open_calls.items()
-                    if other != session and other.split("#", 1)[0] == step and open_tools.get(other)
-                ),
-                None,
-            )
-            if outer is not None:
-                inside[e.ordinal] = inside.get(outer, outer)
-            open_calls[session] = e.ordinal
-        elif isinstance(e, AgentCallSettled):
-            if open_calls.get(session) == e.ordinal:
-                del open_calls[session]
-        elif isinstance(e, ToolCallStarted):
-            open_tools.setdefault(session, set()).add(e.call_id)
-        elif isinstance(e, ToolCallSucceeded | ToolCallFailed):
-            open_tools.get(session, set()).discard(e.call_id)
+        if isinstance(e, AgentCallAdmitted) and e.scope and "@" in e.scope:
+            outer = int(e.scope.split("@", 1)[1].split("/", 1)[0])
+            inside[e.ordinal] = outer
     return inside
-
-
-def _refuse_calls_after_nested(run_id: str, events: Sequence[LoggedEvent]) -> None:
-    """A simulation serves an outer call whole, so the calls made inside its tool calls are
-    not made again. Since calls made inside a tool call take that tool call's scope
-    (``Recorder.admit``), a later call of the outer scope keeps its place; a run recorded
-    before that ranked them in the outer scope, where a later agent call would be matched with
-    the record at another place: refused, one line naming the calls."""
-    inner = nested_calls(events)
-    if not inner:
-        return
-    nested: dict[str, int] = {}  # scope -> its first nested call
-    for item in accepted_events(events):
-        e = item.event
-        if not isinstance(e, AgentCallAdmitted):
-            continue
-        scope = e.scope or ""
-        if e.ordinal in inner:
-            nested.setdefault(scope, e.ordinal)
-        elif scope in nested and e.ordinal > nested[scope]:
-            n = nested[scope]
-            raise ConfigurationError(
-                f"simulate: run {run_id}: agent call {n} ran inside agent call {inner[n]}'s "
-                f"tool call and agent call {e.ordinal} follows it in the same scope; a "
-                f"simulation serves call {inner[n]} whole (call {n} is never made again), so "
-                f"call {e.ordinal} cannot be matched with its record (the run was recorded "
-                "before calls made in a tool call took that tool call's scope: record it again)"
-            )
 
 
 def trace(
@@ -481,8 +428,6 @@ async def simulate(
         raise ConfigurationError(
             f"run {golden_run_id} has no RunStarted in {where}: nothing to simulate"
         )
-    for recorded_id, recorded in source.runs.items():  # the golden run and its sub-runs
-        _refuse_calls_after_nested(recorded_id, recorded)
     file = None if source.path is None else str(source.path)
     run_id = f"sim_{uuid.uuid4().hex}"
     names = (golden_run_id, run_id)
