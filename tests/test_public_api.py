@@ -145,7 +145,7 @@ LAZY_ON_A_RESUME = (
     "little_services",
     "yaml",
     "confluent_kafka",
-    "opentelemetry.propagate",
+    "opentelemetry",
 )
 """What a fresh process resuming a run on the embedded world does not use, so does not import
 (issue 29, recovery: ``bench/lone_run.py --recovery`` measures what it costs)."""
