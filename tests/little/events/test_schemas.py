@@ -17,7 +17,15 @@ import pytest
 from avro.compatibility import ReaderWriterCompatibilityChecker, SchemaCompatibilityType
 from fastavro.schema import fingerprint, to_parsing_canonical_form
 
-from little.events import EVENT_TYPES, ArtifactRef, Usage, default_catalog, load_schema_version
+from little.errors import ConfigurationError
+from little.events import (
+    EVENT_TYPES,
+    ArtifactRef,
+    Usage,
+    default_catalog,
+    load_catalog,
+    load_schema_version,
+)
 from little.events._fingerprints import KNOWN_FINGERPRINTS
 from tests.paths import REPO
 
@@ -260,3 +268,21 @@ def test_a_schema_not_known_ahead_has_its_fingerprint_computed() -> None:
     version = load_schema_version("Probe", 1, text)
     assert hashlib.sha256(text.encode()).hexdigest() not in KNOWN_FINGERPRINTS
     assert version.fingerprint == _single_object_fingerprint(json.loads(text))
+
+
+def test_a_catalog_read_from_a_folder_refuses_a_schema_that_is_not_avro(tmp_path: Path) -> None:
+    """The bundled schemas are parsed on first use; a folder's are parsed as it is read, so a
+    bad one is refused there, naming its file."""
+    (tmp_path / "Probe").mkdir()
+    (tmp_path / "Probe" / "v1.avsc").write_text(
+        json.dumps(
+            {
+                "type": "record",
+                "name": "Probe",
+                "little.type": "Probe",
+                "fields": [{"name": "a", "type": "no_such_type"}],
+            }
+        )
+    )
+    with pytest.raises(ConfigurationError, match=r"Probe/v1\.avsc .* is not valid Avro"):
+        load_catalog(tmp_path)

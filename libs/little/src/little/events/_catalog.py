@@ -131,7 +131,10 @@ def _without_uuid_logical_type(node: Any) -> Any:
 
 
 def load_catalog(root: Traversable | None = None) -> SchemaCatalog:
-    """Read every ``<type>/v<N>.avsc`` under ``root`` (default: the bundled schemas)."""
+    """Read every ``<type>/v<N>.avsc`` under ``root`` (default: the bundled schemas).
+
+    Schemas under a ``root`` given are parsed now, so one that is not valid Avro is refused
+    here, naming its file; the bundled ones (checked by the tests) on first use."""
     base = root if root is not None else resources.files("little") / "schemas"
     versions: list[SchemaVersion] = []
     for type_dir in base.iterdir():
@@ -140,9 +143,18 @@ def load_catalog(root: Traversable | None = None) -> SchemaCatalog:
         for entry in type_dir.iterdir():
             m = _VERSION_FILE.match(entry.name)
             if m:
-                versions.append(
-                    load_schema_version(type_dir.name, int(m.group(1)), entry.read_text("utf-8"))
+                version = load_schema_version(
+                    type_dir.name, int(m.group(1)), entry.read_text("utf-8")
                 )
+                if root is not None:
+                    try:
+                        version.parsed, version.read_parsed  # noqa: B018
+                    except Exception as exc:
+                        raise ConfigurationError(
+                            f"schema {type_dir.name}/{entry.name} under {base} is not valid "
+                            f"Avro: {exc}"
+                        ) from exc
+                versions.append(version)
     if not versions:
         raise ConfigurationError(f"no event schemas found under {base}")
     return SchemaCatalog(versions)
