@@ -128,6 +128,81 @@ print('yaml' in sys.modules, 'opentelemetry.propagate' in sys.modules)
     assert out.stdout.strip() == "False False"
 
 
+LAZY_ON_A_RESUME = (
+    "little.replay_modes",
+    "little.runtime._simulate",
+    "little.golden",
+    "little.runtime._host",
+    "little.runtime._outer_loop",
+    "little.runtime._client",
+    "little.runtime._loading",
+    "little.runtime._workflow_tool",
+    "little.runtime._ending",
+    "little.cli",
+    "little.report",
+    "little.integrations",
+    "little.settings",
+    "little_services",
+    "yaml",
+    "confluent_kafka",
+    "opentelemetry",
+)
+"""What a fresh process resuming a run on the embedded world does not use, so does not import
+(issue 29, recovery: ``bench/lone_run.py --recovery`` measures what it costs)."""
+
+
+def test_a_fresh_process_running_a_workflow_imports_only_what_it_uses(tmp_path: Path) -> None:
+    """A worker's process (``import little``, the runtime, the embedded world opened, a run of
+    steps) imports none of the modules above, and builds the validators of none of the event
+    models it did not decode or validate: each model's is built on first use."""
+    import subprocess
+    import sys
+
+    code = f"""
+import asyncio, sys
+import little
+from little.events import EVENT_TYPES
+from little.runtime import run, workflow
+
+async def one(step, _):
+    return "ok"
+
+@workflow("lazy-imports", version="1")
+async def flow(ctx, input):
+    return await ctx.step("one", one, None)
+
+with little.local_world({str(tmp_path)!r}) as world:
+    result = asyncio.run(run(world, flow, None))
+assert result.status == "completed", result
+print(sorted(m for m in {LAZY_ON_A_RESUME!r} if m in sys.modules))
+print(sorted(t for t, cls in EVENT_TYPES.items() if cls.__pydantic_complete__))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    imported, built = out.stdout.strip().splitlines()
+    assert imported == "[]"
+    assert set(ast.literal_eval(built)) <= {"RunStarted", "RunClaimed", "RunCompleted"}
+
+
+def test_the_names_exported_on_first_use_are_the_modules_own() -> None:
+    """``from little import PartialReplay`` and ``from little.runtime import simulate`` give
+    the objects their modules define, imported then; an unknown name is an AttributeError."""
+    import little.replay_modes
+    import little.runtime
+    import little.runtime._host
+    import little.runtime._simulate
+
+    assert little.PartialReplay is little.replay_modes.PartialReplay
+    assert little.runtime.simulate is little.runtime._simulate.simulate
+    assert little.runtime.follow is little.runtime._host.follow
+    assert {"PartialReplay", "replay_in_mode"} <= set(dir(little))
+    assert {"simulate", "follow", "run"} <= set(dir(little.runtime))
+    with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
+        little.runtime.nothing_here  # noqa: B018
+    with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
+        little.nothing_here  # noqa: B018
+
+
 def test_the_test_suites_do_not_import_the_kafka_client() -> None:
     """A third-party backend runs the conformance suites without confluent-kafka's backend."""
     import subprocess

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import itertools
 import json
 import re
@@ -16,7 +17,16 @@ import pytest
 from avro.compatibility import ReaderWriterCompatibilityChecker, SchemaCompatibilityType
 from fastavro.schema import fingerprint, to_parsing_canonical_form
 
-from little.events import EVENT_TYPES, ArtifactRef, Usage, default_catalog
+from little.errors import ConfigurationError
+from little.events import (
+    EVENT_TYPES,
+    ArtifactRef,
+    Usage,
+    default_catalog,
+    load_catalog,
+    load_schema_version,
+)
+from little.events._fingerprints import KNOWN_FINGERPRINTS
 from tests.paths import REPO
 
 SCHEMAS = REPO / "schemas"
@@ -237,3 +247,42 @@ def test_catalog_fingerprints_are_the_single_object_fingerprints() -> None:
         assert v.single_object_header == b"\xc3\x01" + v.fingerprint
     fps = [v.fingerprint for v in default_catalog().all_versions()]
     assert len(set(fps)) == len(fps)
+
+
+def test_every_bundled_schema_has_its_fingerprint_known_ahead_and_only_those() -> None:
+    """The fingerprints the catalog takes from ``little.events._fingerprints`` instead of
+    computing them are fastavro's, for every schema file (events, commands, the snapshot)."""
+    expected = {}
+    for path in sorted(SCHEMAS.rglob("*.avsc")):
+        text = path.read_text("utf-8")
+        fp = _single_object_fingerprint(json.loads(text)).hex()
+        expected[hashlib.sha256(text.encode()).hexdigest()] = (fp, path.relative_to(SCHEMAS))
+    entries = "\n".join(f'    "{k}": "{fp}",  # {p}' for k, (fp, p) in expected.items())
+    assert {k: fp for k, (fp, _) in expected.items()} == KNOWN_FINGERPRINTS, (
+        f"little/events/_fingerprints.py is out of date; its entries are:\n{entries}"
+    )
+
+
+def test_a_schema_not_known_ahead_has_its_fingerprint_computed() -> None:
+    text = json.dumps({"type": "record", "name": "Probe", "little.type": "Probe", "fields": []})
+    version = load_schema_version("Probe", 1, text)
+    assert hashlib.sha256(text.encode()).hexdigest() not in KNOWN_FINGERPRINTS
+    assert version.fingerprint == _single_object_fingerprint(json.loads(text))
+
+
+def test_a_catalog_read_from_a_folder_refuses_a_schema_that_is_not_avro(tmp_path: Path) -> None:
+    """The bundled schemas are parsed on first use; a folder's are parsed as it is read, so a
+    bad one is refused there, naming its file."""
+    (tmp_path / "Probe").mkdir()
+    (tmp_path / "Probe" / "v1.avsc").write_text(
+        json.dumps(
+            {
+                "type": "record",
+                "name": "Probe",
+                "little.type": "Probe",
+                "fields": [{"name": "a", "type": "no_such_type"}],
+            }
+        )
+    )
+    with pytest.raises(ConfigurationError, match=r"Probe/v1\.avsc .* is not valid Avro"):
+        load_catalog(tmp_path)

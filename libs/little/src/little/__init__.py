@@ -5,6 +5,8 @@ a crashed run resumes by replaying its events. Start with ``local_world()`` (emb
 broker) or ``kafka_world(bootstrap_servers=...)``.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from little import events
 from little._gc import tune_gc
 from little._version import __version__
@@ -28,13 +30,41 @@ from little.errors import (
 from little.events import ArtifactRef, Event, EventCodec, LoggedEvent, Usage
 from little.log import EventLog, Position, TopicNames
 from little.replay import MaterializedRunState, ReplayResult, replay_run
-from little.replay_modes import (
-    REPLAY_MODES,
-    PartialReplay,
-    ProjectionReplay,
-    ReplayMode,
-    replay_in_mode,
-)
+
+if TYPE_CHECKING:
+    from little.replay_modes import (
+        REPLAY_MODES,
+        PartialReplay,
+        ProjectionReplay,
+        ReplayMode,
+        replay_in_mode,
+    )
+
+_LAZY = {
+    "REPLAY_MODES": "little.replay_modes",
+    "PartialReplay": "little.replay_modes",
+    "ProjectionReplay": "little.replay_modes",
+    "ReplayMode": "little.replay_modes",
+    "replay_in_mode": "little.replay_modes",
+}
+"""Exported names imported on first use (a module ``__getattr__``): what a fresh process
+resuming a run does not use is not imported by ``import little``."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once: the next lookup finds it as any other name
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
 
 __all__ = [
     "REPLAY_MODES",

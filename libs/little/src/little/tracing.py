@@ -5,23 +5,58 @@ The library only emits: spans go to whatever tracer provider the application set
 API's no-op). ``configure_from_env`` is for the processes little ships (the CLI, the services):
 it sets up the SDK from the standard ``OTEL_*`` variables. Without the ``otel`` extra (no
 ``opentelemetry`` API importable) every function here is a no-op and nothing is imported.
+
+The API itself is imported on first need (a fresh process resuming a run does not pay for it):
+once the application has imported ``opentelemetry.trace`` (a tracer provider, or a span to
+continue, can only have been set through it), once ``OTEL_PYTHON_TRACER_PROVIDER`` names a
+provider, or once a record's headers carry a ``traceparent`` to continue. Until then there is
+no span and no provider, and every function answers as the API's no-op would (no span: None).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from little.errors import RunInterrupt
 
-try:  # the API alone: the SDK is imported only by configure_from_env
-    from opentelemetry import context as _context
-    from opentelemetry import trace as _trace
-except ImportError:  # the extra is not installed: tracing is off, nothing more is imported
-    _trace = None  # type: ignore[assignment]
-    _context = None  # type: ignore[assignment]
+_trace: Any = None
+"""``opentelemetry.trace`` once imported (``_api``); the SDK is imported only by
+``configure_from_env``."""
+_context: Any = None
+"""``opentelemetry.context`` once imported."""
+_missing = False
+"""The API is not installed: tracing is off, nothing more is imported."""
+
+
+def _api() -> bool:
+    """Import the OpenTelemetry API now if it is not yet; False when it is not installed."""
+    global _trace, _context, _missing
+    if _trace is not None:
+        return True
+    if _missing:
+        return False
+    try:
+        from opentelemetry import context, trace
+    except ImportError:
+        _missing = True
+        return False
+    _trace, _context = trace, context
+    return True
+
+
+def _in_use() -> bool:
+    """True when a span or a tracer provider can be in effect (the API is imported then): the
+    API is imported here or by the application, or the environment names a provider."""
+    if _trace is not None:
+        return True
+    if "opentelemetry.trace" in sys.modules or "OTEL_PYTHON_TRACER_PROVIDER" in os.environ:
+        return _api()
+    return False
+
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -57,12 +92,12 @@ TRACE_HEADERS = (TRACEPARENT, "tracestate")
 
 def available() -> bool:
     """True when the OpenTelemetry API is importable (the ``otel`` extra, or a dependency)."""
-    return _trace is not None
+    return _api()
 
 
 def enabled() -> bool:
     """True when spans are recorded: the API is there and an SDK tracer provider is set."""
-    if _trace is None:
+    if not _in_use():
         return False
     provider = _trace.get_tracer_provider()
     return not isinstance(provider, _trace.ProxyTracerProvider | _trace.NoOpTracerProvider)
@@ -99,7 +134,7 @@ def span(
     cancel, a branch stopped because a sibling failed (whose own span has the failure) fail
     nothing. With no SDK set
     up, no span is made at all (the API's would record nothing and cost ~10 us each)."""
-    if _trace is None or not enabled():
+    if not enabled():
         yield None
         return
     link_list = []
@@ -131,7 +166,7 @@ def start_span(
 ) -> Span | None:
     """A span that is not made current, for a scope that is not one block (an agent session
     entered and left by ``async with``); the caller ends it (None without the API)."""
-    if _trace is None or not enabled():
+    if not enabled():
         return None
     return _tracer().start_span(  # type: ignore[no-any-return]
         name,
@@ -141,21 +176,21 @@ def start_span(
 
 
 def current_span() -> Span | None:
-    """The current span (None without the API)."""
-    return None if _trace is None else _trace.get_current_span()
+    """The current span (None without the API, or before anything of it is in use)."""
+    return _trace.get_current_span() if _in_use() else None
 
 
 def current_context() -> Context | None:
-    """The current context (None without the API)."""
-    return None if _context is None else _context.get_current()
+    """The current context (None without the API, or before anything of it is in use)."""
+    return _context.get_current() if _in_use() else None
 
 
 def in_span(parent: Span | None) -> Context | None:
     """A context whose current span is ``parent`` (to parent a span to an object's own span,
     whatever the current one is)."""
-    if _trace is None or parent is None:
+    if parent is None or not _in_use():
         return None
-    return _trace.set_span_in_context(parent)
+    return _trace.set_span_in_context(parent)  # type: ignore[no-any-return]
 
 
 def set_attributes(target: Span | None, **attributes: Any) -> None:
@@ -174,7 +209,7 @@ def set_error(target: Span | None, error_type: str) -> None:
     type only, as ``error.type`` and the status description: an error's message may quote
     what the world's redactor keeps out of the log (a provider's error quoting a key), and a
     span leaves the deployment for a tracing backend. The message is in the run's log."""
-    if target is None or _trace is None or not target.is_recording():
+    if target is None or not _in_use() or not target.is_recording():
         return
     target.set_attribute("error.type", error_type)
     target.set_status(_trace.Status(_trace.StatusCode.ERROR, error_type))
@@ -182,7 +217,7 @@ def set_error(target: Span | None, error_type: str) -> None:
 
 def trace_headers() -> tuple[tuple[str, bytes], ...]:
     """The current span's W3C context as record headers (empty when there is none)."""
-    if _trace is None or not _trace.get_current_span().get_span_context().is_valid:
+    if not _in_use() or not _trace.get_current_span().get_span_context().is_valid:
         return ()
     from opentelemetry import propagate  # on first use: its import loads the propagators
 
@@ -195,13 +230,13 @@ def context_from_headers(
     headers: Sequence[tuple[str, str | bytes | None]] | None,
 ) -> Context | None:
     """The W3C context a record's headers carry, or None (no API, no valid ``traceparent``)."""
-    if _trace is None or not headers:
+    if not headers:
         return None
     carrier: dict[str, str] = {}
     for key, value in headers:
         if key in TRACE_HEADERS and value is not None:
             carrier[key] = value.decode() if isinstance(value, bytes) else value
-    if TRACEPARENT not in carrier:
+    if TRACEPARENT not in carrier or not _api():  # a context to continue: the API is needed
         return None
     from opentelemetry import propagate  # on first use: its import loads the propagators
 
@@ -244,7 +279,7 @@ def configure_from_env(service_name: str) -> bool:
     ``OTEL_RESOURCE_ATTRIBUTES`` and ``OTEL_SERVICE_NAME`` (default ``service_name``), and the
     batch processor its delays from ``OTEL_BSP_*``. Spans are flushed when the process exits.
     """
-    if _trace is None or enabled():
+    if not _api() or enabled():
         return False
     if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return False

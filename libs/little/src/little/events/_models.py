@@ -3,9 +3,13 @@
 Each model mirrors the newest schema version of its type field for field. Events are values:
 frozen, compared by content, never mutated. JSON payloads (inputs, outputs, tool arguments)
 travel as canonical JSON strings so any Avro reader can show them.
-"""
 
-from __future__ import annotations
+Cheap to import (a fresh process resuming a run pays for it, ``bench/lone_run.py --recovery``):
+no ``from __future__ import annotations`` here, so pydantic reads each field's annotation as the
+object it is instead of compiling and evaluating its text (a ``typing.ForwardRef`` per field),
+and ``defer_build``: a model's validator and serializer are built on its first use, not at
+import (a resume decodes a few of the event types).
+"""
 
 import os
 import threading
@@ -19,7 +23,8 @@ from little.errors import EventValidationError
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # defer_build: validator and serializer built on first use (see the module's docstring)
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class ArtifactRef(_Frozen):
@@ -50,7 +55,7 @@ class Usage(_Frozen):
         return data
 
     @model_validator(mode="after")
-    def _cached_within_input(self) -> Usage:
+    def _cached_within_input(self) -> "Usage":
         # input_tokens counts every input token, cached ones included (docs/architecture.md)
         if self.cached_input_tokens > self.input_tokens:
             raise ValueError(
@@ -112,7 +117,7 @@ class Event(_Frozen):
     session_id: str | None = None
 
     @model_validator(mode="after")
-    def _utc(self) -> Event:
+    def _utc(self) -> "Event":
         if self.occurred_at.tzinfo is None:
             raise EventValidationError(f"{self.event_type} occurred_at must be timezone-aware")
         return self

@@ -39,7 +39,7 @@ class ReplayEnvelope(BaseModel):
     (its miss reason and node ``[phase, label, occurrence]`` beside it, the node None for a
     call without a label)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)  # built on first use
 
     replayed: bool = False
     recorded: bool = False

@@ -36,7 +36,7 @@ class ReplayWorld(Protocol):
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)  # built on first use
 
 
 class ReplayPlanStep(_Frozen):

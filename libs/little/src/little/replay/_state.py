@@ -4,8 +4,6 @@ Pure data: no I/O. Collections are tuples (ordered by first appearance in the lo
 lookup helpers, so a state can be compared, hashed into snapshots and shared freely.
 """
 
-from __future__ import annotations
-
 from collections.abc import Iterable
 from datetime import datetime
 from decimal import Decimal
@@ -64,7 +62,9 @@ RECENT_EVENT_IDS = 64
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # built on first use, and no ``from __future__ import annotations`` in this module: cheap to
+    # import, as the events are (``little.events._models``)
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 # -- building states without validating them again ------------------------------------------
@@ -179,7 +179,7 @@ class UsageTotals(_Frozen):
             return None
         return self.priced_cost_usd
 
-    def add(self, usage: Usage, cost: Decimal | None, calls: int = 1) -> UsageTotals:
+    def add(self, usage: Usage, cost: Decimal | None, calls: int = 1) -> "UsageTotals":
         # the sums of validated totals are valid; validating again on every model response
         # was a measurable part of the fold
         return construct(
@@ -193,7 +193,7 @@ class UsageTotals(_Frozen):
             unpriced_calls=self.unpriced_calls + (cost is None),
         )
 
-    def plus(self, other: UsageTotals) -> UsageTotals:
+    def plus(self, other: "UsageTotals") -> "UsageTotals":
         return construct(
             UsageTotals,
             calls=self.calls + other.calls,

@@ -1,12 +1,18 @@
 """Workflow execution: steps, parallel groups, decisions, agent sessions, sub-runs, resume
-and fencing."""
+and fencing.
+
+What a worker resuming a run does not use is imported on first use of its name (a module
+``__getattr__``): the hosting loop (``follow``), signals, the outer loop, simulation and golden
+files, workflow loading, ``workflow_tool`` and parking (``tests/test_public_api.py`` checks a
+resume stays without them).
+"""
+
+from typing import TYPE_CHECKING, Any
 
 from little.runtime._claim import claim
-from little.runtime._client import approval_decision, decide_approval, prepare_signal, send_signal
 from little.runtime._compaction import CompactionPolicy
 from little.runtime._context import Retry, StepContext, WorkflowContext
 from little.runtime._control import ExecutionStopped, RunControl
-from little.runtime._ending import FailRun, ParkRun, end_unrunnable
 from little.runtime._errors import (
     CONTROL_ERRORS,
     ENDS_THE_RUN,
@@ -29,14 +35,7 @@ from little.runtime._errors import (
     WorkflowVersionError,
 )
 from little.runtime._execution import RunResult, fold_run_off_loop
-from little.runtime._host import Waker, follow
-from little.runtime._loading import load_workflows
 from little.runtime._model_turns import TurnRequest
-from little.runtime._outer_loop import (
-    OuterLoopManifest,
-    load_manifest,
-    outer_loop,
-)
 from little.runtime._recorded import FullReplay
 from little.runtime._recording import SETTLING, AgentCallTicket, Recorder, ToolOutcome
 from little.runtime._registry import (
@@ -49,8 +48,52 @@ from little.runtime._registry import (
 )
 from little.runtime._runner import execute, resume, run
 from little.runtime._session import AgentSession, AgentStream
-from little.runtime._simulate import Divergence, Simulation, simulate
-from little.runtime._workflow_tool import workflow_tool
+
+if TYPE_CHECKING:
+    from little.runtime._client import (
+        approval_decision,
+        decide_approval,
+        prepare_signal,
+        send_signal,
+    )
+    from little.runtime._ending import FailRun, ParkRun, end_unrunnable
+    from little.runtime._host import Waker, follow
+    from little.runtime._loading import load_workflows
+    from little.runtime._outer_loop import OuterLoopManifest, load_manifest, outer_loop
+    from little.runtime._simulate import Divergence, Simulation, simulate
+    from little.runtime._workflow_tool import workflow_tool
+
+_LAZY = {
+    "approval_decision": "little.runtime._client",
+    "decide_approval": "little.runtime._client",
+    "prepare_signal": "little.runtime._client",
+    "send_signal": "little.runtime._client",
+    "FailRun": "little.runtime._ending",
+    "ParkRun": "little.runtime._ending",
+    "end_unrunnable": "little.runtime._ending",
+    "Waker": "little.runtime._host",
+    "follow": "little.runtime._host",
+    "load_workflows": "little.runtime._loading",
+    "OuterLoopManifest": "little.runtime._outer_loop",
+    "load_manifest": "little.runtime._outer_loop",
+    "outer_loop": "little.runtime._outer_loop",
+    "Divergence": "little.runtime._simulate",
+    "Simulation": "little.runtime._simulate",
+    "simulate": "little.runtime._simulate",
+    "workflow_tool": "little.runtime._workflow_tool",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once: the next lookup finds it as any other name
+    return value
+
 
 __all__ = [
     "CONTROL_ERRORS",
@@ -116,3 +159,7 @@ __all__ = [
     "workflow",
     "workflow_tool",
 ]
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
