@@ -16,6 +16,7 @@ from little.chat import model_exchanges
 from little.events import RunStarted, SessionCompacted
 from little.runtime import resume, run, send_signal
 from tests.little.runtime import compaction_workflows as cw
+from tests.worlds import world_of_param
 
 PROMPTS = [f"p{i}" for i in range(6)]
 
@@ -25,17 +26,7 @@ def world(request: pytest.FixtureRequest, tmp_path: Path, unique: str) -> Iterat
     cw.REQUESTS.clear()
     cw.INVOCATIONS.clear()
     cw.POLICY["policy"] = cw.summarising()
-    if request.param == "embedded":
-        with little.local_world(tmp_path / "w") as w:
-            yield w
-        return
-    bootstrap = request.getfixturevalue("kafka_bootstrap_servers")
-    with little.kafka_world(
-        bootstrap,
-        topic_prefix=f"compaction-{unique}.",
-        provision=True,
-        artifacts_dir=str(tmp_path / "artifacts"),
-    ) as w:
+    with world_of_param(request, tmp_path, f"compaction-{unique}.", data_dir="w") as w:
         yield w
 
 

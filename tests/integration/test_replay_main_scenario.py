@@ -17,6 +17,7 @@ from little.harness import count_invocations
 from little.replay import replay_run
 from little.runtime import run
 from tests.little.runtime import replay_workflows as rw
+from tests.worlds import world_of_param
 
 _versions = itertools.count()
 
@@ -26,17 +27,7 @@ _versions = itertools.count()
 )
 def world(request: pytest.FixtureRequest, tmp_path: Path, unique: str) -> Iterator[little.World]:
     rw.MODELS.clear()
-    if request.param == "embedded":
-        with little.local_world(tmp_path / "world") as w:
-            yield w
-        return
-    bootstrap = request.getfixturevalue("kafka_bootstrap_servers")
-    with little.kafka_world(
-        bootstrap,
-        topic_prefix=f"t.{unique}.",
-        provision=True,
-        artifacts_dir=str(tmp_path / "artifacts"),
-    ) as w:
+    with world_of_param(request, tmp_path, f"t.{unique}.") as w:
         yield w
 
 

@@ -14,6 +14,7 @@ import pytest
 import little
 from little.runtime import run, simulate
 from tests.little.runtime import replay_workflows as rw
+from tests.worlds import world_of_param
 
 _versions = itertools.count()
 
@@ -23,17 +24,7 @@ def world(request: pytest.FixtureRequest, tmp_path: Path, unique: str) -> Iterat
     rw.MODELS.clear()
     rw.LOOKUPS.clear()
     rw.WRITES.clear()
-    if request.param == "embedded":
-        with little.local_world(tmp_path / "world") as w:
-            yield w
-        return
-    bootstrap = request.getfixturevalue("kafka_bootstrap_servers")
-    with little.kafka_world(
-        bootstrap,
-        topic_prefix=f"t.{unique}.",
-        provision=True,
-        artifacts_dir=str(tmp_path / "artifacts"),
-    ) as w:
+    with world_of_param(request, tmp_path, f"t.{unique}.") as w:
         yield w
 
 

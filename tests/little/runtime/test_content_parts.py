@@ -41,6 +41,7 @@ from little.harness import (
 )
 from little.harness.content import INLINE_BYTES
 from little.runtime import StepContext, WorkflowContext, execute, run, workflow
+from tests.worlds import world_of_param
 
 USAGE = Usage(input_tokens=10, output_tokens=5)
 SMALL = b"\x89PNG tiny"
@@ -77,17 +78,7 @@ def world(request: pytest.FixtureRequest, tmp_path: Path, unique: str) -> Iterat
     SUFFIX = next(_worlds)
     REQUESTS.clear()
     TOOL_RUNS.clear()
-    if request.param == "embedded":
-        with little.local_world(tmp_path / "world") as w:
-            yield w
-        return
-    bootstrap = request.getfixturevalue("kafka_bootstrap_servers")
-    with little.kafka_world(
-        bootstrap,
-        topic_prefix=f"parts-{unique}.",
-        provision=True,
-        artifacts_dir=str(tmp_path / "artifacts"),
-    ) as w:
+    with world_of_param(request, tmp_path, f"parts-{unique}.") as w:
         yield w
 
 

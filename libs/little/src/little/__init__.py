@@ -5,10 +5,11 @@ a crashed run resumes by replaying its events. Start with ``local_world()`` (emb
 broker) or ``kafka_world(bootstrap_servers=...)``.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from little import events
 from little._gc import tune_gc
+from little._lazy import lazy_exports as _lazy_exports
 from little._version import __version__
 from little._world import RecordDecodeError, World, kafka_world, local_world
 from little.artifacts import ArtifactBackend, ArtifactStore, S3ArtifactStore
@@ -49,21 +50,6 @@ _LAZY = {
 }
 """Exported names imported on first use (a module ``__getattr__``): what a fresh process
 resuming a run does not use is not imported by ``import little``."""
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # once: the next lookup finds it as any other name
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
 
 
 __all__ = [
@@ -107,3 +93,5 @@ __all__ = [
     "replay_run",
     "tune_gc",
 ]
+
+__getattr__, __dir__ = _lazy_exports(__name__, globals(), _LAZY, __all__)

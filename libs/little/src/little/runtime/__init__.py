@@ -7,8 +7,9 @@ files, workflow loading, ``workflow_tool`` and parking (``tests/test_public_api.
 resume stays without them).
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from little._lazy import lazy_exports as _lazy_exports
 from little.runtime._claim import claim
 from little.runtime._compaction import CompactionPolicy
 from little.runtime._context import Retry, StepContext, WorkflowContext
@@ -84,17 +85,6 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # once: the next lookup finds it as any other name
-    return value
-
-
 __all__ = [
     "CONTROL_ERRORS",
     "ENDS_THE_RUN",
@@ -161,5 +151,4 @@ __all__ = [
 ]
 
 
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = _lazy_exports(__name__, globals(), _LAZY, __all__)
