@@ -66,3 +66,24 @@ def test_a_golden_file_keeps_the_blobs_its_parts_name(world: little.World, tmp_p
     kept = read_golden(tmp_path / "run.golden.avro").artifacts
     # the two stored parts (the prompt's PDF, the tool's photo), named only inside messages
     assert {kept[digest(SCAN)].data, kept[digest(PHOTO)].data} == {SCAN, PHOTO}
+
+
+def test_a_golden_file_takes_only_parts_for_parts(world: little.World, tmp_path: Path) -> None:
+    """A step's own output shaped like a stored part (an ``artifact`` digest and a media type,
+    but no part ``type``) is the step's data, not a blob to copy."""
+    from little.golden import write_golden
+    from little.runtime import StepContext, WorkflowContext, workflow
+
+    lookalike = {"artifact": {"sha256": "0" * 64, "size": 3}, "media_type": "text/plain"}
+
+    async def attach(step: StepContext) -> dict[str, object]:
+        return {"attachment": lookalike}
+
+    @workflow("tests.parts.lookalike", version="1")
+    async def flow_with_lookalike(ctx: WorkflowContext, _: object) -> object:
+        return await ctx.step("attach", attach)
+
+    result = asyncio.run(run(world, flow_with_lookalike, None))
+    assert result.status == "completed", result.error
+    golden = write_golden(world, result.run_id, tmp_path / "lookalike.golden.avro")
+    assert golden.artifacts == {}

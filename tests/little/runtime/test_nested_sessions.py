@@ -76,7 +76,10 @@ def test_a_later_call_is_served_after_a_session_opened_in_a_tool(tmp_path: Path)
         simulated = asyncio.run(simulate(world, nested, source.run_id))
     assert scopes == [
         ("talk#lead", ""),
-        ("talk#expert", "@0/1:c1/"),  # inside agent call 0's tool call c1 (turn 1)
+        (
+            "talk#expert",
+            "#0/1:c1/",
+        ),  # inside the first call of the scope, its tool call c1 (turn 1)
         ("talk#closing", ""),
     ]
     assert replay.output == source.output == ["lead done", "closed"]
@@ -139,3 +142,74 @@ def test_sessions_running_side_by_side_are_not_taken_for_nested_ones(tmp_path: P
     assert simulated.result is not None
     assert simulated.result.output == source.output
     assert invocations() == {"a": 0, "b": 0}
+
+
+FIRST = {"branch": "a"}
+DONE: dict[str, asyncio.Event] = {}
+
+
+def branch_talk(branch: str) -> Any:
+    """A lead session whose tool opens an expert session, in branch ``branch``; the branch
+    that is not ``FIRST`` waits until the first one's lead has answered."""
+
+    async def talk(step: StepContext) -> str:
+        @tool(description="Ask the expert.")
+        async def ask_expert(args: dict[str, Any], ctx: ToolContext) -> str:
+            async with step.session(
+                "expert", model=scripted(f"{branch}.expert", answer("hi"))
+            ) as e:
+                return str(await e.run("help"))
+
+        if FIRST["branch"] != branch:
+            await DONE[FIRST["branch"]].wait()
+        ask = ToolCallRequest("c1", "ask_expert", {"q": "x"})
+        lead_model = scripted(
+            f"{branch}.lead",
+            ModelResponse(tool_calls=(ask,), usage=USAGE, finish_reason="tool_calls"),
+            answer(f"{branch} done"),
+        )
+        async with step.session("lead", model=lead_model, tools=[ask_expert]) as lead:
+            out = str(await lead.run("go"))
+        DONE[branch].set()
+        return out
+
+    return talk
+
+
+@workflow("tests.nested_in_branches", version="1")
+async def fan(ctx: WorkflowContext, _: Any) -> Any:
+    DONE.update(a=asyncio.Event(), b=asyncio.Event())
+    return await ctx.parallel(
+        "fan",
+        {
+            "a": lambda c: c.step("t", branch_talk("a")),
+            "b": lambda c: c.step("t", branch_talk("b")),
+        },
+    )
+
+
+def test_a_nested_call_s_place_does_not_depend_on_how_branches_interleave(
+    tmp_path: Path,
+) -> None:
+    """Recorded with branch a first, simulated with branch b first: each nested call's scope
+    names the outer call by its rank in its branch, not by its run-wide ordinal."""
+    with little.local_world(tmp_path / "w") as world:
+        FIRST["branch"] = "a"
+        source = asyncio.run(run(world, fan, None))
+        assert source.status == "completed", source.error
+        scopes = sorted(
+            (e.session_id, e.scope)
+            for x in world.read_run(source.run_id)
+            if isinstance(e := x.event, AgentCallAdmitted)
+        )
+        FIRST["branch"] = "b"
+        MODELS.clear()
+        simulated = asyncio.run(simulate(world, fan, source.run_id))
+    assert scopes == [
+        ("fan/a/t#expert", "fan/a/#0/1:c1/"),
+        ("fan/a/t#lead", "fan/a/"),
+        ("fan/b/t#expert", "fan/b/#0/1:c1/"),
+        ("fan/b/t#lead", "fan/b/"),
+    ]
+    assert simulated.divergence is None, simulated.lines()
+    assert sum(invocations().values()) == 0

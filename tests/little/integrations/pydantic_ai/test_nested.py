@@ -114,7 +114,7 @@ def test_an_agent_call_after_a_nested_one_is_served_by_a_replay_and_a_simulation
         ("research#expert", lead_tool),
         ("research#closing", ""),
     ]
-    assert lead_tool.startswith("@0/")  # inside agent call 0's tool call
+    assert lead_tool.startswith("#0/")  # inside the first call of the step scope, its tool call
     assert replay.output == source.output
     assert settled == [("research#lead", True, None), ("research#closing", True, None)]
     assert simulated.divergence is None, simulated.lines()

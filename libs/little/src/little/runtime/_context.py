@@ -435,6 +435,12 @@ class WorkflowContext(_ValuesMixin, _WaitsMixin):
         """
         full = self._path(path)
         names = list(branches)
+        for name in names:
+            if not name or "#" in name or "/" in name:
+                raise ConfigurationError(
+                    f"parallel {full!r}: branch name {name!r} must be non-empty and contain "
+                    "no '#' or '/'"
+                )
         self._check_group()
         with self._x.integrity:  # a changed branch set finishes the execution
             scheduled = self.replayed.parallel_group(full) is not None

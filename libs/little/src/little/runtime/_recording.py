@@ -60,7 +60,9 @@ _INSIDE_TOOL: ContextVar[tuple[Execution, str, str] | None] = ContextVar(
 )
 """While a recorded tool call runs: its run's execution, its step's path and the scope an
 agent call admitted inside it takes (a framework agent run in a tool, a session opened by a
-tool): ``<the outer call's scope>@<its ordinal>/<the tool call id>/``. A replay that serves
+tool): ``<the outer call's scope>#<its rank there>/<the tool call id>/`` (its place, not its
+ordinal, which the interleaving of parallel branches decides; ``#`` is in no step path or
+branch name). A replay that serves
 the outer call whole never admits the inner one, so the inner call must not take a rank in
 the outer call's scope, or every later call of that scope would stand one place off."""
 """What the model is told (as the tool's error) of a tool call a person rejected."""
@@ -600,9 +602,9 @@ class Recorder(TurnRecording):
     ) -> Any:
         """``tool.invoke``, the agent calls it admits (in this run and step) taking this tool
         call's scope (``_INSIDE_TOOL``): ``ordinal`` is the agent call the tool call is of."""
-        scope = self._x.agent_calls.place_of(ordinal)[0] if ordinal >= 0 else ""
+        scope, rank = self._x.agent_calls.place_of(ordinal) if ordinal >= 0 else ("", 0)
         entered = _INSIDE_TOOL.set(
-            (self._x, self._step.step_path, f"{scope}@{ordinal}/{ctx.call_id}/")
+            (self._x, self._step.step_path, f"{scope}#{rank}/{ctx.call_id}/")
         )
         try:
             return await tool.invoke(arguments, ctx)

@@ -177,14 +177,25 @@ def nested_calls(events: Iterable[LoggedEvent]) -> dict[int, int]:
     framework agent run in a tool: ``durable(step, inner)`` in a Pydantic AI tool,
     ``agent.as_tool()`` or ``LittleRunner.run`` in an Agents SDK tool), each with the ordinal
     of the outermost call it ran inside, read from its recorded scope (``<the outer call's
-    scope>@<its ordinal>/<tool call id>/``, ``Recorder.admit``). A replay or a simulation
+    scope>#<its rank there>/<tool call id>/``, ``Recorder.admit``). A replay or a simulation
     that serves the outer call whole never makes them."""
+    admitted = sorted(
+        (e.ordinal, e.scope or "")
+        for item in accepted_events(events)
+        if isinstance(e := item.event, AgentCallAdmitted)
+    )
+    at: dict[tuple[str, int], int] = {}  # (scope, rank) -> ordinal, as admission placed them
+    counts: dict[str, int] = {}
+    for ordinal, scope in admitted:
+        rank = counts.get(scope, 0)
+        counts[scope] = rank + 1
+        at[(scope, rank)] = ordinal
     inside: dict[int, int] = {}
-    for item in accepted_events(events):
-        e = item.event
-        if isinstance(e, AgentCallAdmitted) and e.scope and "@" in e.scope:
-            outer = int(e.scope.split("@", 1)[1].split("/", 1)[0])
-            inside[e.ordinal] = outer
+    for ordinal, scope in admitted:
+        outer_scope, marked, rest = scope.partition("#")
+        digits = rest.split("/", 1)[0]
+        if marked and digits.isdigit() and (outer_scope, int(digits)) in at:
+            inside[ordinal] = at[(outer_scope, int(digits))]
     return inside
 
 
