@@ -213,3 +213,23 @@ def test_a_nested_call_s_place_does_not_depend_on_how_branches_interleave(
     ]
     assert simulated.divergence is None, simulated.lines()
     assert sum(invocations().values()) == 0
+
+
+@workflow("tests.bad_branch_name", version="1")
+async def bad_branch(ctx: WorkflowContext, name: str) -> Any:
+    async def one(step: StepContext) -> int:
+        return 1
+
+    return await ctx.parallel("fan", {name: lambda c: c.step("s", one)})
+
+
+def test_a_branch_name_holding_a_scope_separator_is_refused_in_one_line(tmp_path: Path) -> None:
+    with little.local_world(tmp_path / "w") as world:
+        for name in ("a#1", "a/b", ""):
+            result = asyncio.run(run(world, bad_branch, name))
+            assert result.status == "failed"
+            assert result.error is not None
+            assert f"branch name {name!r} must be non-empty and contain no '#' or '/'" in (
+                result.error
+            )
+            assert "\n" not in result.error
