@@ -97,35 +97,45 @@ def test_importing_little_does_not_import_the_test_suites_or_pytest() -> None:
     assert out.stdout.strip() == "False False"
 
 
+def _a_fresh_run(tmp_path: Path, *prints: str) -> list[str]:
+    """What ``prints`` print (one line each) in a fresh process that imports little and the
+    runtime, opens the embedded world at ``tmp_path`` and runs a workflow of one step: what a
+    worker resuming a run does."""
+    import subprocess
+    import sys
+
+    code = "\n".join(
+        [
+            "import asyncio, sys",
+            "import little",
+            "from little.events import EVENT_TYPES",
+            "from little.runtime import run, workflow",
+            "async def one(step, _):",
+            "    return 'ok'",
+            "@workflow('lazy-imports', version='1')",
+            "async def flow(ctx, input):",
+            "    return await ctx.step('one', one, None)",
+            f"with little.local_world({str(tmp_path)!r}) as world:",
+            "    result = asyncio.run(run(world, flow, None))",
+            "assert result.status == 'completed', result",
+            *(f"print({p})" for p in prints),
+        ]
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout.strip().splitlines()
+
+
 def test_a_run_on_the_embedded_world_imports_neither_yaml_nor_the_trace_propagators(
     tmp_path: Path,
 ) -> None:
     """What a resume (a fresh process: import, open the world, run) does not use is not
     imported: the topics file's YAML parser (the Kafka provisioning's) and OpenTelemetry's
     propagators (whose import loads entry points; needed only to carry a span's context)."""
-    import subprocess
-    import sys
-
-    code = f"""
-import asyncio, sys
-import little
-from little.runtime import run, workflow
-
-async def one(step, _):
-    return "ok"
-
-@workflow("lazy-imports", version="1")
-async def flow(ctx, input):
-    return await ctx.step("one", one, None)
-
-with little.local_world({str(tmp_path)!r}) as world:
-    result = asyncio.run(run(world, flow, None))
-assert result.status == "completed", result
-print('yaml' in sys.modules, 'opentelemetry.propagate' in sys.modules)
-"""
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.strip() == "False False"
+    printed = _a_fresh_run(
+        tmp_path, "'yaml' in sys.modules, 'opentelemetry.propagate' in sys.modules"
+    )
+    assert printed == ["False False"]
 
 
 LAZY_ON_A_RESUME = (
@@ -155,31 +165,11 @@ def test_a_fresh_process_running_a_workflow_imports_only_what_it_uses(tmp_path: 
     """A worker's process (``import little``, the runtime, the embedded world opened, a run of
     steps) imports none of the modules above, and builds the validators of none of the event
     models it did not decode or validate: each model's is built on first use."""
-    import subprocess
-    import sys
-
-    code = f"""
-import asyncio, sys
-import little
-from little.events import EVENT_TYPES
-from little.runtime import run, workflow
-
-async def one(step, _):
-    return "ok"
-
-@workflow("lazy-imports", version="1")
-async def flow(ctx, input):
-    return await ctx.step("one", one, None)
-
-with little.local_world({str(tmp_path)!r}) as world:
-    result = asyncio.run(run(world, flow, None))
-assert result.status == "completed", result
-print(sorted(m for m in {LAZY_ON_A_RESUME!r} if m in sys.modules))
-print(sorted(t for t, cls in EVENT_TYPES.items() if cls.__pydantic_complete__))
-"""
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr[-3000:]
-    imported, built = out.stdout.strip().splitlines()
+    imported, built = _a_fresh_run(
+        tmp_path,
+        f"sorted(m for m in {LAZY_ON_A_RESUME!r} if m in sys.modules)",
+        "sorted(t for t, cls in EVENT_TYPES.items() if cls.__pydantic_complete__)",
+    )
     assert imported == "[]"
     assert set(ast.literal_eval(built)) <= {"RunStarted", "RunClaimed", "RunCompleted"}
 

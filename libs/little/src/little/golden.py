@@ -32,7 +32,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import re
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -54,6 +53,7 @@ from little.events import (
     SubRunReserved,
     default_catalog,
 )
+from little.harness.content import stored_part
 
 __all__ = [
     "FORMAT",
@@ -269,10 +269,6 @@ def _refs(event: Event) -> Iterator[ArtifactRef]:
             yield from (v for v in value if isinstance(v, ArtifactRef))
 
 
-_PART_TYPES = frozenset({"image", "document"})
-_SHA256 = re.compile(r"[0-9a-f]{64}")
-
-
 def _part_refs(run_id: str, text: str | bytes) -> Iterator[ArtifactRef]:
     """The image and document parts a JSON field names by digest (messages, tool results,
     agent calls: ``little.harness.content``): their blobs belong in the golden file too."""
@@ -287,17 +283,10 @@ def _part_refs(run_id: str, text: str | bytes) -> Iterator[ArtifactRef]:
     while stack:
         item = stack.pop()
         if isinstance(item, dict):
-            ref = item.get("artifact")
-            if (
-                isinstance(ref, dict)
-                and item.get("type") in _PART_TYPES
-                and isinstance(item.get("media_type"), str)
-            ):
-                sha256, size = ref.get("sha256"), ref.get("size")
-                if isinstance(sha256, str) and _SHA256.fullmatch(sha256) and isinstance(size, int):
-                    yield ArtifactRef(
-                        run_id=run_id, sha256=sha256, size=size, media_type=item["media_type"]
-                    )
+            found = stored_part(item)
+            if found is not None:
+                sha256, size, media_type = found
+                yield ArtifactRef(run_id=run_id, sha256=sha256, size=size, media_type=media_type)
             stack.extend(item.values())
         elif isinstance(item, list):
             stack.extend(item)

@@ -27,6 +27,7 @@ import binascii
 import hashlib
 import json
 import mimetypes
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +55,7 @@ __all__ = [
     "is_content",
     "is_parts",
     "part_data",
+    "stored_part",
     "tool_content",
     "tool_text",
     "with_data",
@@ -302,18 +304,30 @@ def tool_text(content: Any) -> str | None:
     return None if content is None else str(content)
 
 
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def stored_part(value: Any) -> tuple[str, int, str] | None:
+    """``(sha256, size, media_type)`` if ``value`` is an image or document part whose bytes
+    are in the artifact store, else None (any other value, a user's dict of that shape too)."""
+    if not isinstance(value, dict) or value.get("type") not in ("image", "document"):
+        return None
+    ref, media_type = value.get("artifact"), value.get("media_type")
+    if not isinstance(ref, dict) or not isinstance(media_type, str):
+        return None
+    sha256, size = ref.get("sha256"), ref.get("size")
+    if isinstance(sha256, str) and _SHA256.fullmatch(sha256) and isinstance(size, int):
+        return sha256, size, media_type
+    return None
+
+
 def artifact_digests(message: Mapping[str, Any]) -> list[tuple[str, int, str]]:
     """``(sha256, size, media_type)`` of every part of ``message`` whose bytes are in the
     artifact store."""
     content = message.get("content")
     if not isinstance(content, list):
         return []
-    found = []
-    for part in content:
-        ref = part.get("artifact") if isinstance(part, dict) else None
-        if isinstance(ref, dict):
-            found.append((str(ref["sha256"]), int(ref["size"]), str(part.get("media_type"))))
-    return found
+    return [found for part in content if (found := stored_part(part)) is not None]
 
 
 def with_data(message: Mapping[str, Any], data: Mapping[str, str]) -> dict[str, Any]:
