@@ -11,14 +11,13 @@ and ``defer_build``: a model's validator and serializer are built on its first u
 import (a resume decodes a few of the event types).
 """
 
-import os
-import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, model_validator
 
+from little._ids import new_uuid
 from little.errors import EventValidationError
 
 
@@ -69,52 +68,6 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-class _EventIds:
-    """Random (version 4) UUIDs for event ids, made 256 at a time from ``os.urandom`` bytes.
-
-    ``uuid.uuid4()`` reads 16 bytes from the OS per id, and the read releases the GIL: with a
-    thousand runs in one process the event loop waited to take the GIL back after almost every
-    event it built (~14 us per id measured under load). Here one read makes 256 ids, formatted
-    at once, and an id is a list's ``pop`` (atomic under the GIL: no lock but the refill's).
-    Same source of randomness, same RFC 4122 format; the ids are dropped in a forked child so
-    parent and child never share one.
-    """
-
-    BATCH = 256
-
-    def __init__(self) -> None:
-        self._ids: list[str] = []
-        self._lock = threading.Lock()
-        os.register_at_fork(after_in_child=self._forget)
-
-    def _forget(self) -> None:
-        self._ids = []
-
-    def __call__(self) -> str:
-        try:
-            return self._ids.pop()
-        except IndexError:
-            return self._refill()
-
-    def _refill(self) -> str:
-        with self._lock:
-            if not self._ids:
-                b = bytearray(os.urandom(16 * self.BATCH))
-                for i in range(6, 16 * self.BATCH, 16):
-                    b[i] = (b[i] & 0x0F) | 0x40  # version 4
-                    b[i + 2] = (b[i + 2] & 0x3F) | 0x80  # RFC 4122 variant
-                h = b.hex()
-                self._ids = [
-                    f"{h[i : i + 8]}-{h[i + 8 : i + 12]}-{h[i + 12 : i + 16]}-"
-                    f"{h[i + 16 : i + 20]}-{h[i + 20 : i + 32]}"
-                    for i in range(0, 32 * self.BATCH, 32)
-                ]
-        return self()
-
-
-_new_id = _EventIds()
-
-
 class Event(_Frozen):
     """The envelope every event carries (DESIGN §3), mirrored as Kafka headers."""
 
@@ -124,7 +77,7 @@ class Event(_Frozen):
     seq: int = Field(ge=-1)
     epoch: int = Field(default=1, ge=0)
     event_id: str = Field(
-        default_factory=_new_id,
+        default_factory=new_uuid,
         pattern=r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$",
     )
     occurred_at: datetime = Field(default_factory=_now)
