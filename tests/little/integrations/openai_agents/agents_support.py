@@ -515,12 +515,15 @@ async def delegation_flow(ctx: WorkflowContext, input: dict[str, Any]) -> str:
 @workflow("oa.as_tool")
 async def as_tool_flow(ctx: WorkflowContext, input: dict[str, Any]) -> str:
     """An agent as another's tool through the SDK's own ``agent.as_tool()``: the expert's run
-    inside the lead's ``lookup_order`` tool call is an agent call of its own."""
+    inside the lead's ``lookup_order`` tool call is an agent call of its own. ``gate``: the
+    expert's own ``lookup_order`` waits for a person; ``refuse``: "session" gives the tool a
+    session, which little refuses."""
 
     async def handle(step: StepContext) -> str:
-        expert = Agent(
-            name="expert", instructions="You know orders.", model=model(), tools=[lookup_order]
-        )
+        tool = lookup_order
+        if input.get("gate"):  # the expert's tool waits for a person
+            tool = little_tool(lookup_order, requires_approval=True)
+        expert = Agent(name="expert", instructions="You know orders.", model=model(), tools=[tool])
         seen: list[str] = []
 
         def on_stream(event: Any) -> None:  # the SDK streams the agent's run to it

@@ -19,6 +19,7 @@ from little.events import (
     LoggedEvent,
     ModelCalled,
     ModelResponded,
+    ToolCallFailed,
     ToolCallStarted,
     ToolCallSucceeded,
 )
@@ -333,3 +334,31 @@ def test_an_agent_as_tool_with_a_session_is_refused_ending_the_run_call(
     assert "session= (SDK-managed history)" in failed.error
     assert [e.node_label for e in events(world, failed.run_id, AgentCallAdmitted)] == ["lead"]
     assert len(s.calls(calls_dir, "model")) == 1  # the lead's first request only
+
+
+def test_an_agent_as_tool_refused_is_no_outcome_of_its_tool_call_and_a_replay_refuses_again(
+    world: little.World, calls_dir: Path
+) -> None:
+    """The refusal is not recorded as the lead's tool call's result nor its failure (either
+    would be what a replay or a resume serves the model as the tool's answer): the call stays
+    started only, and a replay of the failed run runs it again and is refused the same way,
+    the lead never asked with an answer of it."""
+    ticket = {"ticket": "Where is my order A1?", "refuse": "session"}
+    failed = asyncio.run(run(world, s.as_tool_flow, ticket))
+    assert failed.status == "failed"
+    (started,) = events(world, failed.run_id, ToolCallStarted)
+    assert started.tool == "lookup_order"
+    assert events(world, failed.run_id, ToolCallSucceeded) == []
+    assert events(world, failed.run_id, ToolCallFailed) == []
+    (settled,) = events(world, failed.run_id, AgentCallSettled)
+    assert settled.outcome == "failed"
+    assert "UnsupportedFeatureError" not in (settled.result_json or "")
+    again = asyncio.run(run(world, s.as_tool_flow, ticket, replay_from=failed.run_id))
+    assert again.status == "failed"
+    assert again.error is not None
+    assert "agent.as_tool() of agent 'expert'" in again.error
+    assert events(world, again.run_id, ToolCallSucceeded) == []
+    assert events(world, again.run_id, ToolCallFailed) == []
+    # the lead's first request only (asked again: a failed call is not served), never one
+    # carrying the tool's answer
+    assert [c["messages"] for c in s.calls(calls_dir, "model")] == [2, 2]

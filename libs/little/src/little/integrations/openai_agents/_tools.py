@@ -98,6 +98,18 @@ def _guarded(formatter: Any) -> Any:
     return guard
 
 
+class _Refused(BaseException):
+    """An ``agent.as_tool()`` agent's run refused (``UnsupportedFeatureError``), carried out of
+    the kernel's tool call unrecorded: a ``BaseException`` that is no interrupt is no outcome of
+    the tool (the kernel records an ``Exception`` as the tool's failure, which a resume or a
+    replay would serve the model as the tool's answer). The call's
+    ``harness.tool_call.started`` stays unanswered, so it runs again there, refused again."""
+
+    def __init__(self, error: UnsupportedFeatureError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 def recorded_tool(
     tool: Tool, exchange: Exchange, agent: str, where: str, recorded_name: str | None = None
 ) -> Tool:
@@ -116,8 +128,6 @@ def recorded_tool(
     outer = copy.copy(tool)
     outer.needs_approval = False  # little's durable wait asks instead of the SDK's interruption
 
-    refused: list[UnsupportedFeatureError] = []
-
     async def invoke(ctx: ToolContext[Any], input: str) -> Any:
         if inner_agent is None or exchange.step is None or exchange.nested is None:
             return await inner.on_invoke_tool(ctx, input)
@@ -125,8 +135,7 @@ def recorded_tool(
             try:
                 return await inner.on_invoke_tool(ctx, input)
             except UnsupportedFeatureError as exc:  # the agent's run refused: raised below
-                refused.append(exc)
-                raise
+                raise _Refused(exc) from None
 
     async def on_invoke_tool(ctx: ToolContext[Any], input: str) -> Any:
         gate = flags.requires_approval
@@ -136,17 +145,17 @@ def recorded_tool(
             arguments = _arguments(input)
             verdict = needs(ctx, arguments, ctx.tool_call_id)
             gate = bool(await verdict if inspect.isawaitable(verdict) else verdict)
-        output = await exchange.tool_call(
-            ctx,
-            input,
-            recorded_name or tool.name,
-            lambda: invoke(ctx, input),
-            flags.side_effecting,
-            gate,
-        )
-        if refused:  # ends the runner call, not a tool error the model reads
-            raise refused.pop()
-        return output
+        try:
+            return await exchange.tool_call(
+                ctx,
+                input,
+                recorded_name or tool.name,
+                lambda: invoke(ctx, input),
+                flags.side_effecting,
+                gate,
+            )
+        except _Refused as refused:  # ends the runner call, not a tool error the model reads
+            raise refused.error from None
 
     outer.on_invoke_tool = on_invoke_tool
     return outer
