@@ -336,6 +336,26 @@ def test_an_agent_as_tool_with_a_session_is_refused_ending_the_run_call(
     assert len(s.calls(calls_dir, "model")) == 1  # the lead's first request only
 
 
+def test_a_runner_call_refused_inside_a_tool_ends_the_run_call_answering_no_tool_call(
+    world: little.World, calls_dir: Path
+) -> None:
+    """A function tool runs the expert through ``LittleRunner.run(..., session=...)``: the
+    refusal passes the SDK's failure formatter (never the tool's error string, which the lead's
+    model would read and go on) and ends the run naming the feature; the lead's tool call is
+    answered by nothing on the log."""
+    ticket = {"ticket": "Where is my order A1?", "refuse": "session"}
+    failed = asyncio.run(run(world, s.delegation_flow, ticket))
+    assert failed.status == "failed"
+    assert failed.error is not None
+    assert "UnsupportedFeatureError" in failed.error
+    assert "session= (SDK-managed history)" in failed.error
+    assert [t.tool for t in events(world, failed.run_id, ToolCallStarted)] == ["lookup_order"]
+    assert events(world, failed.run_id, ToolCallSucceeded) == []
+    assert events(world, failed.run_id, ToolCallFailed) == []
+    assert [e.node_label for e in events(world, failed.run_id, AgentCallAdmitted)] == ["lead"]
+    assert len(s.calls(calls_dir, "model")) == 1  # the lead's first request only
+
+
 def test_an_agent_as_tool_refused_is_no_outcome_of_its_tool_call_and_a_replay_refuses_again(
     world: little.World, calls_dir: Path
 ) -> None:

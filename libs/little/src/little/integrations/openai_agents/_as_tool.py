@@ -36,7 +36,7 @@ class NestedRunner:
     run: Callable[..., Any]
     run_streamed: Callable[..., Any]
     check: Callable[[StepContext, Agent[Any], Any, dict[str, Any]], None]
-    """Raise what ``run`` would refuse (a ``ConfigurationError``), recording nothing."""
+    """Raise what ``run`` would refuse (an ``UnsupportedFeatureError``), recording nothing."""
 
 
 _PENDING: ContextVar[tuple[StepContext, str, NestedRunner] | None] = ContextVar(

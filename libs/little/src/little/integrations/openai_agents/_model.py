@@ -38,7 +38,7 @@ from openai.types.responses.response_usage import InputTokensDetails, OutputToke
 from pydantic import BaseModel, TypeAdapter
 
 from little._canonical import canonical_hash, canonical_json
-from little.errors import ConfigurationError
+from little.errors import ConfigurationError, UnsupportedFeatureError
 from little.events import Usage
 from little.harness import Tool as LittleTool
 from little.harness import ToolCallRequest
@@ -268,12 +268,12 @@ def refuse_server_state(
     """The SDK's model asked to use server-side state (a hook or a handoff set it)."""
     where = f"little.integrations.openai_agents (session {session_id})"
     if previous_response_id is not None:
-        raise ConfigurationError(
+        raise UnsupportedFeatureError(
             f"{where}: previous_response_id (Responses server-side state) cannot be "
             "replayed; pass the history as input (result.to_input_list())"
         )
     if conversation_id is not None:
-        raise ConfigurationError(
+        raise UnsupportedFeatureError(
             f"{where}: conversation_id (OpenAI Conversations, server-side state) cannot be "
             "replayed; pass the history as input"
         )
