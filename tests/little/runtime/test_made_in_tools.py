@@ -171,16 +171,17 @@ def test_a_wait_after_a_tool_s_wait_takes_its_own_signal_on_a_resume(
 # -- sub-runs -----------------------------------------------------------------------------
 
 
-def sub_runs() -> Workflow:
+def sub_runs(wait: bool = True, side_effecting: bool = False) -> Workflow:
     async def work(step: StepContext) -> Any:
         async def body() -> Any:
             return await step.start_workflow(CHILD, "the tool's part")
 
-        async with lead(step, body) as session:
+        async with lead(step, body, side_effecting) as session:
             await session.run("go")
         mine = await step.start_workflow(CHILD, "the step's part")
         SEEN.append(mine)
-        await step.wait_for_signal("resume")
+        if wait:
+            await step.wait_for_signal("resume")
         return mine
 
     return flow(work)
@@ -195,3 +196,58 @@ def test_a_sub_run_after_a_tool_s_sub_run_is_its_own_on_a_resume(world: little.W
     assert done.output == "child did the step's part"
     reserved = [e.call_id for x in world.read_run("r") if isinstance(e := x.event, SubRunReserved)]
     assert reserved == ["work#0/1:c1/sub1", "work/sub1"]
+
+
+def test_a_simulation_not_running_a_tool_again_leaves_its_sub_run_out(
+    world: little.World,
+) -> None:
+    """A side-effecting tool is not run again by a simulation (its recorded result is served):
+    the sub-run it started is not started again, and the step's own sub-run is simulated
+    against the golden run's at the same call."""
+    golden = asyncio.run(run(world, sub_runs(wait=False, side_effecting=True), None))
+    assert golden.status == "completed", golden.error
+    simulated = asyncio.run(
+        simulate(world, sub_runs(wait=False, side_effecting=True), golden.run_id)
+    )
+    assert simulated.divergence is None, simulated.lines()
+    assert simulated.result is not None
+    assert simulated.result.output == golden.output == "child did the step's part"
+
+
+# -- patches ------------------------------------------------------------------------------
+
+
+def everything(patch: list[bool] | None) -> Workflow:
+    """A tool that opens a session, draws a value, starts a sub-run; then the step waits (a
+    patch after the wait, in the code deployed while it waited, when ``patch`` is given)."""
+
+    async def work(step: StepContext) -> Any:
+        async def body() -> Any:
+            expert = ScriptedModel(
+                [ModelResponse(content="hi", usage=USAGE, finish_reason="stop")],
+                provider="openai",
+                name="gpt-4o-mini",
+            )
+            async with step.session("expert", model=expert) as session:
+                said = await session.run("help")
+            return [said, step.random(), await step.start_workflow(CHILD, "the tool's part")]
+
+        async with lead(step, body) as session:
+            await session.run("go")
+        mine = await step.wait_for_signal("go")
+        if patch is not None:
+            patch.append(step.patched("after-the-wait"))
+        return mine
+
+    return flow(work)
+
+
+def test_a_patch_after_the_wait_a_run_waited_at_takes_the_new_path(world: little.World) -> None:
+    """The run waited (on the old code) before the patch point: its resume on the new code is at
+    the run's frontier and takes the new path, though the session's tool (served whole on the
+    resume, so not run) made a session, a value and a sub-run through the step."""
+    assert asyncio.run(execute(world, "r", everything(None), None)).status == "waiting"
+    asyncio.run(send_signal(world, "r", "go", "went"))
+    answers: list[bool] = []
+    done = asyncio.run(execute(world, "r", everything(answers)))
+    assert (done.status, done.output, answers) == ("completed", "went", [True])
