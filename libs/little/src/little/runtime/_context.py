@@ -689,7 +689,7 @@ class StepContext(_ValuesMixin, _WaitsMixin):
         ``numbered``: a taken name goes on as ``name.2``, ``name.3``, ...)."""
         base = f"{self.step_path}#{name}" + (f"@{self.visit}" if self.visit > 1 else "")
         session_id, n = base, 1
-        while numbered and session_id in self._sessions:
+        while numbered and (session_id in self._sessions or self._made_elsewhere(session_id)):
             n += 1
             session_id = f"{base}.{n}"
         if session_id in self._sessions:
@@ -700,6 +700,17 @@ class StepContext(_ValuesMixin, _WaitsMixin):
             )
         self._sessions.add(session_id)
         return session_id
+
+    def _made_elsewhere(self, session_id: str) -> bool:
+        """Did the run's log (or the record it replays) make session ``session_id``'s calls in
+        another scope than a session opened here now would: the step's own and those a
+        recorded tool call of the step opens (``inside_tool``) are numbered apart, so that a
+        numbered session's name does not depend on whether a tool served whole runs again."""
+        recorded = self._x.agent_calls.recorded_scope(session_id)
+        if recorded is None:
+            return False
+        inside = inside_tool(self._x, self.step_path)
+        return recorded != (self.scope if inside is None else inside.scope)
 
     def recorder(
         self,
