@@ -529,6 +529,9 @@ class StepContext(_ValuesMixin, _WaitsMixin):
         self._waits = ScopeWaits(self._x.waits, self._values_scope)
         self._group = parent._group
         self._sub_runs = 0
+        self._given_in_tools = 0
+        """Sub-runs started in a recorded tool call of the step with a call id given
+        (``workflow_tool``'s): recorded as the step's, so patches count them as reached."""
         self._sessions: set[str] = set()
         self._tool_calls: dict[ToolScope, _InTool] = {}
 
@@ -541,7 +544,7 @@ class StepContext(_ValuesMixin, _WaitsMixin):
             self._values._ordinal,
             self._waits.ordinal,
             sessions=self._sessions,
-            sub_runs=self._sub_runs,
+            sub_runs=self._sub_runs + self._given_in_tools,
             artifacts=len(self.artifact_refs),
         )
         key = (self.scope, self.step_path, self.visit)
@@ -575,15 +578,18 @@ class StepContext(_ValuesMixin, _WaitsMixin):
         found = self._in_tool()
         return self._waits if found is None else found.waits
 
-    def _next_sub_run(self) -> str:
-        """The call id the next sub-run takes if it is given none: ``<step>/sub<n>``, or
+    def _sub_run_call(self, given: str | None) -> str:
+        """The call id of the sub-run starting now: ``given``, else ``<step>/sub<n>``, or
         ``<step>#<rank>/<tool call id>/sub<n>`` in a recorded tool call of the step (``n``
-        counts from 1 in each)."""
+        counts from 1 in each; one given counts too, as it always did)."""
         found = self._in_tool()
         if found is None:
             self._sub_runs += 1
-            return f"{self.step_path}/sub{self._sub_runs}"
+            return given or f"{self.step_path}/sub{self._sub_runs}"
         found.sub_runs += 1
+        if given is not None:
+            self._given_in_tools += 1
+            return given
         return f"{found.path}sub{found.sub_runs}"
 
     @overload
@@ -782,8 +788,7 @@ class StepContext(_ValuesMixin, _WaitsMixin):
     ) -> Any:
         """Run a sub-run from inside a step (or a tool); see WorkflowContext.start_workflow."""
         self._check_group()
-        numbered = self._next_sub_run()  # one given counts too (as it always did)
-        call_id = call_id or numbered
+        call_id = self._sub_run_call(call_id)
         with self._x.integrity:  # a sub-run's integrity error finishes its parent's execution
             sub_run_id = await self.reserve_sub_run(name, input, call_id)
             try:
