@@ -502,8 +502,8 @@ class WorkflowContext(_ValuesMixin, _WaitsMixin):
 class _InTool:
     """The values, waits and sub-runs one recorded tool call makes through its step, numbered
     from 0 (sub-runs from 1) in the tool call's scope: ``<values scope>#<rank>/<tool call
-    id>/`` (``ToolScope.mark``), ``<step>#0/1:c1/`` for tool call ``c1`` of the first model turn
-    of the step's first agent call in its workflow scope."""
+    id>/`` (``ToolScope.mark``): ``<step>#0/1:c1/`` for tool call ``c1`` of the first model
+    turn of the first agent call of the step's workflow scope."""
 
     def __init__(self, step: StepContext, inside: ToolScope) -> None:
         self.path = f"{step.step_path}{inside.mark}"
