@@ -70,8 +70,16 @@ typecheck: setup ## mypy --strict on the library, the services and a file typed 
 	$(VENV)/bin/mypy libs/little/src/little services/little_services tests/typecheck/public_api.py
 
 .PHONY: test
-test: setup system-deps lint typecheck ## Lint, types and the whole suite against a real broker
+test: setup system-deps lint typecheck bytecode ## Lint, types and the whole suite against a real broker
 	$(VENV)/bin/pytest $(WORKERS) $(PYTEST_ARGS)
+
+# Our own sources compiled to bytecode before the tests (~1 s; only what changed): the tests
+# start hundreds of Python processes (crash tests, the CLI), and where PYTHONDONTWRITEBYTECODE
+# is set (many CI and container images) each one compiled every module it imported from
+# source, ~0.2 s a process (measured: test-fast 4:26 -> 2:56 on a loaded 2-core machine).
+.PHONY: bytecode
+bytecode: setup
+	@$(PY) -m compileall -q -j 0 libs/little/src services tests bench >/dev/null
 
 # Both test targets spread the tests over two pytest-xdist workers, one per core, each taking
 # the next test when it is free (the crash and Kafka tests mostly wait on child processes and the
@@ -83,7 +91,7 @@ WORKERS ?= -n 2 --dist worksteal
 FAST := -m "not kafka and not browser and not slow"
 
 .PHONY: test-fast
-test-fast: setup ## The quick loop while working: pytest on what needs no broker and no browser
+test-fast: setup bytecode ## The quick loop while working: pytest on what needs no broker and no browser
 	LITTLE_TEST_FUZZ_SCALE=0.2 $(VENV)/bin/pytest $(WORKERS) $(FAST) $(PYTEST_ARGS)
 
 .PHONY: screenshot

@@ -10,16 +10,21 @@ flight (librdkafka batches per partition; the embedded log group-commits).
 The raw engine does the same shape with nothing of ours: N asyncio tasks, each K times
 (wait 10 ms as the model does, produce one 200-byte record, await its own delivery report).
 On Kafka one idempotent acks=all producer (linger.ms=0) polled by one thread that hands each
-report to the loop (``call_soon_threadsafe``), the obvious asyncio use of the client; also
+report to the loop (``call_soon_threadsafe``), the obvious asyncio use of the client. "Raw, our shape" does
+what a recorded call writes with nothing of ours: per call two appends of two ~300-byte records
+with seven headers each, each append's reports awaited (one before the model's 10 ms, one
+after), which is the floor this client sets for a recorded call on this machine; also
 the library's own asyncio producer (``confluent_kafka.aio.AIOProducer``, which refuses
 headers, so it cannot carry our records; shown for the record). On the embedded world one
 sqlite commit (WAL, synchronous=FULL) per record, each on a worker thread
-(``asyncio.to_thread``), as an asyncio user would commit without blocking the loop.
+(``asyncio.to_thread``), as an asyncio user would commit without blocking the loop; "raw,
+our shape" commits two transactions of two such records per call the same way.
 
 Printed per N: recorded calls/s, the ratio to raw, per-call p50/p99 (the exchange, model
 included), event-loop lag p99 (a 1 ms ticker), and CPU time per call (the process's, all
 threads). At high N a run's wall time is bounded by CPU, so the ratio is bounded by raw CPU
-per record / our CPU per call: the "CPU bound" column.
+per record / our CPU per call: the "CPU bound" column. "CPU vs raw shape" is our CPU per call
+over the raw shape's: what little adds to the records a recorded call must write.
 
     .venv/bin/python bench/concurrent_runs.py [--n 1,10,100,1000] [--k 20] [--rounds 3]
         [--worlds kafka,embedded] [--linger 0] [--aio]
@@ -51,6 +56,11 @@ from little.log import RUNS_TOPIC, partition_for
 from little.runtime import StepContext, WorkflowContext, run, workflow
 
 PAYLOAD = bytes(range(200))
+RECORD = bytes(300)
+"""A recorded call's record: ~240-450 bytes of Avro with seven headers of ~200 bytes."""
+HEADERS = [(f"little.h{i}", bytes(22)) for i in range(7)]
+SHAPE = (2, 2)
+"""Records per acked append of a recorded call: before the model runs, and after."""
 LATENCY = 0.010
 CALL_TIMES: list[float] = []
 
@@ -131,7 +141,9 @@ async def ours(world: World, n: int, k: int) -> Measure:
     return Measure(n * k, wall, cpu, list(CALL_TIMES), ticker.lags)
 
 
-async def raw_kafka(bs: str, topic: str, partitions: int, n: int, k: int) -> Measure:
+async def raw_kafka(
+    bs: str, topic: str, partitions: int, n: int, k: int, shape: bool = False
+) -> Measure:
     producer = Producer(
         {"bootstrap.servers": bs, "enable.idempotence": True, "acks": "all", "linger.ms": 0}
     )
@@ -151,18 +163,34 @@ async def raw_kafka(bs: str, topic: str, partitions: int, n: int, k: int) -> Mea
     async def task(i: int) -> None:
         key = f"raw-{uuid.uuid4().hex}"
         part = partition_for(key, partitions)
-        for _ in range(k):
-            begin = time.perf_counter()
-            await asyncio.sleep(LATENCY)
+
+        async def append(records: int) -> None:
             done = loop.create_future()
+            left = [records]
 
             def report(err: Any, msg: Any, done: asyncio.Future[Any] = done) -> None:
-                loop.call_soon_threadsafe(done.set_result, err)
+                if err is not None:
+                    loop.call_soon_threadsafe(done.set_result, err)
+                    return
+                left[0] -= 1
+                if left[0] == 0:
+                    loop.call_soon_threadsafe(done.set_result, None)
 
-            producer.produce(topic, PAYLOAD, key, part, report)
+            for _ in range(records):
+                if shape:
+                    producer.produce(topic, RECORD, key, part, report, headers=HEADERS)
+                else:
+                    producer.produce(topic, PAYLOAD, key, part, report)
             err = await done
             if err is not None:
                 raise RuntimeError(f"raw delivery failed: {err}")
+
+        for _ in range(k):
+            begin = time.perf_counter()
+            if shape:
+                await append(SHAPE[0])
+            await asyncio.sleep(LATENCY)
+            await append(SHAPE[1] if shape else 1)
             times.append(time.perf_counter() - begin)
 
     cpu, start = time.process_time(), time.perf_counter()
@@ -202,10 +230,10 @@ async def raw_aio(bs: str, topic: str, partitions: int, n: int, k: int) -> Measu
     return Measure(n * k, wall, cpu, times, ticker.lags)
 
 
-async def raw_sqlite(path: Path, n: int, k: int) -> Measure:
+async def raw_sqlite(path: Path, n: int, k: int, shape: bool = False) -> Measure:
     local = threading.local()
 
-    def commit_one(key: str) -> None:
+    def commit(key: str, records: int) -> None:
         conn = getattr(local, "conn", None)
         if conn is None:
             conn = sqlite3.connect(path, isolation_level=None, timeout=60)
@@ -214,7 +242,8 @@ async def raw_sqlite(path: Path, n: int, k: int) -> Measure:
             conn.execute("PRAGMA busy_timeout=60000")
             local.conn = conn
         conn.execute("BEGIN IMMEDIATE")
-        conn.execute("INSERT INTO r VALUES (?, ?)", (key, PAYLOAD))
+        for _ in range(records):
+            conn.execute("INSERT INTO r VALUES (?, ?)", (key, RECORD if shape else PAYLOAD))
         conn.execute("COMMIT")
 
     setup = sqlite3.connect(path)
@@ -226,8 +255,10 @@ async def raw_sqlite(path: Path, n: int, k: int) -> Measure:
     async def task(i: int) -> None:
         for _ in range(k):
             begin = time.perf_counter()
+            if shape:
+                await asyncio.to_thread(commit, f"raw-{i}", SHAPE[0])
             await asyncio.sleep(LATENCY)
-            await asyncio.to_thread(commit_one, f"raw-{i}")
+            await asyncio.to_thread(commit, f"raw-{i}", SHAPE[1] if shape else 1)
             times.append(time.perf_counter() - begin)
 
     cpu, start = time.process_time(), time.perf_counter()
@@ -237,7 +268,14 @@ async def raw_sqlite(path: Path, n: int, k: int) -> Measure:
     return Measure(n * k, wall, cpu, times, ticker.lags)
 
 
-def row(name: str, n: int, m: Measure, raw: Measure | None, rounds: list[float]) -> list[str]:
+def row(
+    name: str,
+    n: int,
+    m: Measure,
+    raw: Measure | None,
+    rounds: list[float],
+    shape: Measure | None = None,
+) -> list[str]:
     ratio = "1.00x" if raw is None else f"{m.rate / raw.rate:.2f}x"
     if rounds:
         ratio += f" ({min(rounds):.2f}-{max(rounds):.2f})"
@@ -252,6 +290,7 @@ def row(name: str, n: int, m: Measure, raw: Measure | None, rounds: list[float])
         f"{p(m.lags, 0.99) * 1000:.1f}",
         f"{m.cpu_per_call * 1e6:.0f}",
         bound,
+        "" if shape is None else f"{m.cpu_per_call / shape.cpu_per_call:.2f}x",
     ]
 
 
@@ -284,12 +323,14 @@ async def compare(
         base_label = next(iter(raws))
         base = got[base_label]
         raw = best(base)
+        shape = next((best(m) for label, m in got.items() if "our shape" in label), None)
         for label, measures in got.items():
             if label == base_label:
                 rows.append(row(label, n, raw, None, []))
             else:
                 ratios = [m.rate / r.rate for m, r in zip(measures, base, strict=True)]
-                rows.append(row(label, n, best(measures), raw, ratios))
+                of_shape = shape if label == ours_name else None
+                rows.append(row(label, n, best(measures), raw, ratios, of_shape))
     return rows
 
 
@@ -310,7 +351,10 @@ async def main_async(args: argparse.Namespace) -> None:
             await ours(world, 10, 2)  # warm: connections, metadata
             parts = world.log.partitions
             paths: dict[str, Any] = {
-                "raw confluent-kafka, Kafka": lambda n: raw_kafka(bs, topic, parts, n, args.k)
+                "raw confluent-kafka, Kafka": lambda n: raw_kafka(bs, topic, parts, n, args.k),
+                "raw, our shape, Kafka": lambda n: raw_kafka(
+                    bs, topic, parts, n, args.k, shape=True
+                ),
             }
             if args.aio:
                 paths["AIOProducer (no headers)"] = lambda n: raw_aio(bs, topic, parts, n, args.k)
@@ -323,7 +367,10 @@ async def main_async(args: argparse.Namespace) -> None:
             paths = {
                 "raw sqlite commit per record, embedded": lambda n: raw_sqlite(
                     Path(tmp) / f"raw-{next(dbs)}.db", n, args.k
-                )
+                ),
+                "raw, our shape, embedded": lambda n: raw_sqlite(
+                    Path(tmp) / f"raw-{next(dbs)}.db", n, args.k, shape=True
+                ),
             }
             rows += await compare("embedded", world, ns, args, paths, "little, embedded")
             world.close()
@@ -341,6 +388,7 @@ async def main_async(args: argparse.Namespace) -> None:
                 "loop lag p99 ms",
                 "CPU us/call",
                 "CPU bound",
+                "CPU vs raw shape",
             ],
             rows,
         )

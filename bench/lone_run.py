@@ -19,8 +19,15 @@
    (``PYTHONDONTWRITEBYTECODE`` is dropped for them), so the modules load from ``.pyc`` as an
    installed package's do, not compiled from source on every start.
 
+4. The append's share (``--append-tail R``, Kafka): in one process, interleaved 10 ms apart,
+   the Kafka log's own ``submit`` of two ~300-byte records with seven headers each, awaited on
+   the loop (what a step's acked write is, without the runtime); the raw client doing the same
+   the obvious asyncio way (a thread polling the producer, ``call_soon_threadsafe`` to the
+   loop); and the raw client blocking (``produce`` + ``flush``). R rounds of ``--steps`` each:
+   whether the log layer adds to the tail, or the broker and client set it.
+
     .venv/bin/python bench/lone_run.py [--steps 20] [--rounds 5] [--idle 10]
-        [--worlds embedded,kafka] [--recovery 0]
+        [--worlds embedded,kafka] [--recovery 0] [--append-tail 0]
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -211,6 +219,79 @@ def recovery(tmp: Path, rounds: int) -> list[dict[str, float]]:
     return out
 
 
+TAIL_RECORD = bytes(300)
+TAIL_HEADERS = tuple((f"little.h{i}", bytes(22)) for i in range(7))
+
+
+async def append_tail(bs: str, prefix: str, rounds: int, n: int) -> dict[str, list[float]]:
+    """Acked append latency of two records: the log's ``submit``, the raw client polled by a
+    thread, and the raw client blocking; interleaved one by one, 10 ms apart."""
+    from little.log import RUN_INDEX_TOPIC, OutgoingRecord
+    from little.log.kafka import KafkaEventLog
+
+    topic = prefix + RUNS_TOPIC
+    log = KafkaEventLog(bs, topic=topic, index_topic=prefix + RUN_INDEX_TOPIC)
+    producer = raw_producer(bs, "latency")
+    loop = asyncio.get_running_loop()
+    stop = threading.Event()
+
+    def pump() -> None:
+        while not stop.is_set():
+            producer.poll(0.05)
+
+    records = [OutgoingRecord(TAIL_RECORD, TAIL_HEADERS)] * 2
+    headers = list(TAIL_HEADERS)
+    ours_key, raw_key = f"tail-{uuid.uuid4().hex}", f"raw-{uuid.uuid4().hex}"
+    raw_part = partition_for(raw_key, log.partitions)
+    out: dict[str, list[float]] = {"log": [], "polled": [], "blocking": []}
+
+    async def polled() -> float:
+        done = loop.create_future()
+        left = [2]
+
+        def report(err: Any, msg: Any) -> None:
+            left[0] -= 1
+            if err is not None or left[0] == 0:
+                loop.call_soon_threadsafe(done.set_result, err)
+
+        start = time.perf_counter()
+        for _ in range(2):
+            producer.produce(topic, TAIL_RECORD, raw_key, raw_part, report, headers=headers)
+        if await done is not None:
+            raise RuntimeError("raw delivery failed")
+        return time.perf_counter() - start
+
+    def blocking() -> float:
+        start = time.perf_counter()
+        for _ in range(2):
+            producer.produce(topic, TAIL_RECORD, raw_key, raw_part, headers=headers)
+        producer.flush()
+        return time.perf_counter() - start
+
+    try:
+        await log.submit(ours_key, records)  # warm: its index entry, connections
+        producer.produce(topic, b"warm", raw_key, raw_part)
+        producer.flush()
+        thread = threading.Thread(target=pump, daemon=True)
+        thread.start()
+        for _ in range(rounds * n):
+            await asyncio.sleep(STEP_WAIT)
+            start = time.perf_counter()
+            await log.submit(ours_key, records)
+            out["log"].append(time.perf_counter() - start)
+            await asyncio.sleep(STEP_WAIT)
+            out["polled"].append(await polled())
+        stop.set()
+        thread.join()
+        for _ in range(rounds * n):
+            await asyncio.sleep(STEP_WAIT)
+            out["blocking"].append(blocking())
+    finally:
+        stop.set()
+        log.close()
+    return out
+
+
 def ms(seconds: float) -> str:
     return f"{seconds * 1000:.2f}"
 
@@ -289,6 +370,26 @@ async def main_async(args: argparse.Namespace) -> None:
             )
         )
         print()
+    if args.append_tail:
+        assert bs is not None, "--append-tail needs the kafka world"
+        tails = await append_tail(bs, prefix, args.append_tail, args.steps)
+        names = {
+            "log": "the Kafka log's submit, awaited",
+            "polled": "raw client, a polling thread, call_soon_threadsafe",
+            "blocking": "raw client, produce + flush (blocking; after the others)",
+        }
+        tail_rows = []
+        for key, samples in tails.items():
+            p50, p99 = percentiles(samples)
+            tail_rows.append([names[key], str(len(samples)), ms(p50), ms(p99), ms(max(samples))])
+        print(
+            table(
+                f"An acked append of two records alone, Kafka, {stamp()}, {machine()}",
+                ["path", "appends", "p50 ms", "p99 ms", "max ms"],
+                tail_rows,
+            )
+        )
+        print()
     if not rows:
         return
     print(
@@ -327,6 +428,9 @@ def main() -> None:
     ap.add_argument("--idle", type=float, default=10.0)
     ap.add_argument("--worlds", default="embedded,kafka")
     ap.add_argument("--recovery", type=int, default=0, help="rounds of SIGKILL and resume")
+    ap.add_argument(
+        "--append-tail", type=int, default=0, help="rounds of the append-alone comparison"
+    )
     asyncio.run(main_async(ap.parse_args()))
 
 

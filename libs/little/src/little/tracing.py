@@ -6,11 +6,11 @@ API's no-op). ``configure_from_env`` is for the processes little ships (the CLI,
 it sets up the SDK from the standard ``OTEL_*`` variables. Without the ``otel`` extra (no
 ``opentelemetry`` API importable) every function here is a no-op and nothing is imported.
 
-The API itself is imported on first need (a fresh process resuming a run does not pay for it):
-once the application has imported ``opentelemetry.trace`` (a tracer provider, or a span to
-continue, can only have been set through it), once ``OTEL_PYTHON_TRACER_PROVIDER`` names a
-provider, or once a record's headers carry a ``traceparent`` to continue. Until then there is
-no span and no provider, and every function answers as the API's no-op would (no span: None).
+The API itself is imported on first need (a fresh process resuming a run does not pay for it): once
+the application has imported ``opentelemetry.trace`` (a tracer provider, or a span to continue, can
+only have been set through it), once ``OTEL_PYTHON_TRACER_PROVIDER`` names a provider (read at the
+first need), or once a record's headers carry a ``traceparent`` to continue. Until then there is no
+span and no provider, and every function answers as the API's no-op would (no span: None).
 """
 
 from __future__ import annotations
@@ -48,14 +48,23 @@ def _api() -> bool:
     return True
 
 
+_provider_named: bool | None = None
+"""Whether ``OTEL_PYTHON_TRACER_PROVIDER`` is set: read at the first need, once (as the SDK
+reads its ``OTEL_*`` variables once); an ``os.environ`` lookup per record was ~1% of a
+recorded call's CPU."""
+
+
 def _in_use() -> bool:
     """True when a span or a tracer provider can be in effect (the API is imported then): the
     API is imported here or by the application, or the environment names a provider."""
+    global _provider_named
     if _trace is not None:
         return True
-    if "opentelemetry.trace" in sys.modules or "OTEL_PYTHON_TRACER_PROVIDER" in os.environ:
+    if "opentelemetry.trace" in sys.modules:
         return _api()
-    return False
+    if _provider_named is None:
+        _provider_named = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
+    return _provider_named and _api()
 
 
 if TYPE_CHECKING:

@@ -490,18 +490,25 @@ async def stream_stopped(ctx: WorkflowContext, input: dict[str, Any]) -> str:
 @workflow("oa.delegation")
 async def delegation_flow(ctx: WorkflowContext, input: dict[str, Any]) -> str:
     """An agent as another's tool: the lead's ``lookup_order`` tool runs the expert agent
-    through ``LittleRunner`` (an agent call of its own, inside the lead's tool call)."""
+    through ``LittleRunner`` (an agent call of its own, inside the lead's tool call).
+    ``refuse``: "session" gives that runner call a session, which little refuses."""
 
     async def handle(step: StepContext) -> str:
         expert = Agent(
             name="expert", instructions="You know orders.", model=model(), tools=[lookup_order]
         )
+        options: dict[str, Any] = {}
+        if input.get("refuse") == "session":
+            from agents.memory import SQLiteSession
+
+            options["session"] = SQLiteSession("s1")
 
         @function_tool(name_override="lookup_order")
         async def ask_expert(order: str) -> str:
             """Ask the order expert."""
             log_call("tool", tool="ask_expert", order=order)
-            answer = await LittleRunner.run(step, expert, f"Where is order {order}?", max_turns=4)
+            question = f"Where is order {order}?"
+            answer = await LittleRunner.run(step, expert, question, max_turns=4, **options)
             return str(answer.final_output)
 
         lead = Agent(name="lead", instructions="You lead.", model=model(), tools=[ask_expert])
@@ -515,12 +522,15 @@ async def delegation_flow(ctx: WorkflowContext, input: dict[str, Any]) -> str:
 @workflow("oa.as_tool")
 async def as_tool_flow(ctx: WorkflowContext, input: dict[str, Any]) -> str:
     """An agent as another's tool through the SDK's own ``agent.as_tool()``: the expert's run
-    inside the lead's ``lookup_order`` tool call is an agent call of its own."""
+    inside the lead's ``lookup_order`` tool call is an agent call of its own. ``gate``: the
+    expert's own ``lookup_order`` waits for a person; ``refuse``: "session" gives the tool a
+    session, which little refuses."""
 
     async def handle(step: StepContext) -> str:
-        expert = Agent(
-            name="expert", instructions="You know orders.", model=model(), tools=[lookup_order]
-        )
+        tool = lookup_order
+        if input.get("gate"):  # the expert's tool waits for a person
+            tool = little_tool(lookup_order, requires_approval=True)
+        expert = Agent(name="expert", instructions="You know orders.", model=model(), tools=[tool])
         seen: list[str] = []
 
         def on_stream(event: Any) -> None:  # the SDK streams the agent's run to it

@@ -17,7 +17,13 @@ from typing import Any
 
 import pytest
 
-from little.events import ModelCalled, ModelResponded, ToolCallStarted
+from little.events import (
+    ModelCalled,
+    ModelResponded,
+    ToolCallFailed,
+    ToolCallStarted,
+    ToolCallSucceeded,
+)
 from little.replay import fold_run
 from tests.crash.runner import WORLD_ENV, open_world
 from tests.forkserver import server_for
@@ -229,3 +235,38 @@ def test_a_kill_inside_an_agent_as_tool_reruns_only_its_call_in_flight(tmp_path:
     seen = invocations(tmp_path)
     # requests by messages sent: the lead's and the expert's first (2), their second (4)
     assert seen == {"model:2": 2, "model:4": 2, "tool:lookup_order:A1": 2}, seen
+
+
+def test_a_kill_after_an_agent_as_tool_refused_resumes_to_the_same_refusal(
+    tmp_path: Path,
+) -> None:
+    """The lead's ``expert.as_tool(session=...)`` is refused; killed after each event from the
+    lead's tool call on, the resume refuses again: the refusal is never on the log as the tool
+    call's answer (a result or a failure), which the resume would serve the lead's model."""
+    ticket = {"ticket": "Where is my order A1?", "refuse": "session"}
+    (tmp_path / "calm" / "calls").mkdir(parents=True)
+    code, calm = child(tmp_path / "calm", "oa.as_tool", ticket)
+    assert code == 0
+    assert calm == {"status": "failed", "output": None}
+    with open_world(str(tmp_path / "calm" / "data")) as world:
+        logged = [x.event for x in world.read_run("oa-run")]
+    first = next(i for i, e in enumerate(logged) if isinstance(e, ToolCallStarted))
+    points = range(first, len(logged) - 1)  # the last one ends the run: nothing to resume
+    assert len(points) >= 3
+    for k in points:
+        root = tmp_path / f"k{k}"
+        (root / "calls").mkdir(parents=True)
+        code, _ = child(root, "oa.as_tool", ticket, LITTLE_CRASH_AFTER_EVENT=k)
+        assert code == -signal.SIGKILL, k
+        code, result = child(root, "oa.as_tool", ticket)
+        assert code == 0
+        assert result == calm, k
+        with open_world(str(root / "data")) as world:
+            answers = [
+                type(x.event).__name__
+                for x in world.read_run("oa-run")
+                if isinstance(x.event, ToolCallSucceeded | ToolCallFailed)
+            ]
+        assert answers == [], k
+        # the lead was never asked with an answer of its tool; the expert never ran
+        assert [c["messages"] for c in s.calls(root / "calls", "model")] == [2], k

@@ -37,7 +37,7 @@ def test_a_feature_a_replay_cannot_reproduce_is_refused_naming_it(
     result = asyncio.run(run(world, s.refused, {"feature": feature}))
     assert result.status == "failed"
     assert result.error is not None
-    assert "ConfigurationError" in result.error
+    assert "UnsupportedFeatureError" in result.error
     assert named in result.error
     assert "little.integrations.openai_agents (run " in result.error
     assert "step handle)" in result.error

@@ -19,6 +19,7 @@ from little.events import (
     LoggedEvent,
     ModelCalled,
     ModelResponded,
+    ToolCallFailed,
     ToolCallStarted,
     ToolCallSucceeded,
 )
@@ -44,6 +45,12 @@ def world(tmp_path: Path) -> Iterator[little.World]:
 
 def events(world: little.World, run_id: str, cls: type[Any]) -> list[Any]:
     return [e for x in world.read_run(run_id) if isinstance(e := x.event, cls)]
+
+
+def answers(world: little.World, run_id: str) -> list[Any]:
+    """The tool calls' outcomes on the log: results and failures."""
+    outcomes = (ToolCallSucceeded, ToolCallFailed)
+    return [e for x in world.read_run(run_id) if isinstance(e := x.event, outcomes)]
 
 
 def test_a_runner_call_is_one_agent_call_with_its_requests_and_tools_recorded(
@@ -320,19 +327,54 @@ def test_an_agent_as_tool_streaming_to_on_stream_is_recorded_the_same(
     assert len(s.calls(calls_dir, "model")) == 4
 
 
-def test_an_agent_as_tool_with_a_session_is_refused_ending_the_run_call(
+@pytest.mark.parametrize(
+    ("flow", "named"),
+    [
+        (s.as_tool_flow, "UnsupportedFeatureError: agent.as_tool() of agent 'expert'"),
+        (s.delegation_flow, "UnsupportedFeatureError: little.integrations.openai_agents"),
+    ],
+    ids=["as_tool", "runner-in-a-tool"],
+)
+def test_an_agent_run_refused_inside_a_tool_ends_the_run_call_answering_no_tool_call(
+    world: little.World, calls_dir: Path, flow: Any, named: str
+) -> None:
+    """What ``LittleRunner`` refuses is refused for the agent an ``as_tool()`` tool runs, or a
+    function tool runs through ``LittleRunner.run``, in one line, and it ends the outer call:
+    it passes the SDK's failure formatter (never the tool's error string, which the lead's
+    model would read and go on from), the lead's tool call is answered by nothing on the log,
+    and the expert never runs."""
+    ticket = {"ticket": "Where is my order A1?", "refuse": "session"}
+    failed = asyncio.run(run(world, flow, ticket))
+    assert failed.status == "failed"
+    assert failed.error is not None
+    assert named in failed.error
+    assert "session= (SDK-managed history)" in failed.error
+    assert [t.tool for t in events(world, failed.run_id, ToolCallStarted)] == ["lookup_order"]
+    assert answers(world, failed.run_id) == []
+    assert [e.node_label for e in events(world, failed.run_id, AgentCallAdmitted)] == ["lead"]
+    assert len(s.calls(calls_dir, "model")) == 1  # the lead's first request only
+
+
+def test_a_replay_of_a_run_refused_inside_an_agent_as_tool_is_refused_again(
     world: little.World, calls_dir: Path
 ) -> None:
-    """What ``LittleRunner`` refuses is refused for ``as_tool()`` too, in one line, and it ends
-    the outer call (not a tool error string the model reads); the expert never runs."""
+    """Nothing of the refusal is recorded as the lead's tool call's answer (nor in the failed
+    lead call's result), so a replay of the failed run runs the tool call again and is refused
+    the same way: the lead is never asked with an answer of it."""
     ticket = {"ticket": "Where is my order A1?", "refuse": "session"}
     failed = asyncio.run(run(world, s.as_tool_flow, ticket))
     assert failed.status == "failed"
-    assert failed.error is not None
-    assert "agent.as_tool() of agent 'expert'" in failed.error
-    assert "session= (SDK-managed history)" in failed.error
-    assert [e.node_label for e in events(world, failed.run_id, AgentCallAdmitted)] == ["lead"]
-    assert len(s.calls(calls_dir, "model")) == 1  # the lead's first request only
+    (settled,) = events(world, failed.run_id, AgentCallSettled)
+    assert settled.outcome == "failed"
+    assert "UnsupportedFeatureError" not in (settled.result_json or "")
+    again = asyncio.run(run(world, s.as_tool_flow, ticket, replay_from=failed.run_id))
+    assert again.status == "failed"
+    assert again.error is not None
+    assert "agent.as_tool() of agent 'expert'" in again.error
+    assert answers(world, again.run_id) == []
+    # the lead's first request only (asked again: a failed call is not served), never one
+    # carrying the tool's answer
+    assert [c["messages"] for c in s.calls(calls_dir, "model")] == [2, 2]
 
 
 def test_an_agent_run_in_a_tool_and_by_its_step_keeps_its_numbering_when_served_whole(

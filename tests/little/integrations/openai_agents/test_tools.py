@@ -14,7 +14,7 @@ import little
 from little.events import AgentCallSettled, ToolCallStarted, ToolCallSucceeded
 from little.runtime import decide_approval, resume, run
 from tests.little.integrations.openai_agents import agents_support as s
-from tests.little.integrations.openai_agents.test_runner import calls_dir, events, world
+from tests.little.integrations.openai_agents.test_runner import answers, calls_dir, events, world
 
 __all__ = ["calls_dir", "world"]  # fixtures
 
@@ -66,3 +66,25 @@ def test_a_rejected_call_reaches_the_model_as_the_tools_error(
     assert done.status == "completed", done.error
     assert "rejected by a person: too late" in str(done.output)
     assert s.calls(calls_dir, "tool") == []
+
+
+def test_a_gated_tool_inside_an_agent_as_tool_suspends_the_run_answering_no_outer_call(
+    world: little.World, calls_dir: Path
+) -> None:
+    """The expert's tool waits for a person inside the lead's ``expert.as_tool()`` call: the
+    run waits (the suspension is no tool error the SDK formats for the lead's model), neither
+    tool call answered on the log; approved, the resume runs the expert's tool once and the
+    lead's call completes."""
+    ticket = {"ticket": "Where is my order A1?", "gate": True}
+    first = asyncio.run(run(world, s.as_tool_flow, ticket))
+    assert first.status == "waiting", first.error
+    started = events(world, first.run_id, ToolCallStarted)
+    assert [(t.session_id, t.tool) for t in started] == [("handle#lead", "lookup_order")]
+    assert answers(world, first.run_id) == []
+    assert s.calls(calls_dir, "tool") == []
+    asyncio.run(decide_approval(world, first.run_id, "handle#expert/1:call_2", approved=True))
+    done = asyncio.run(resume(world, first.run_id))
+    assert done.status == "completed", done.error
+    assert done.output == "order A1 shipped (re: Where is order A1?) (re: Where is my order A1?)"
+    assert [c["order"] for c in s.calls(calls_dir, "tool")] == ["A1"]
+    assert len(events(world, first.run_id, ToolCallSucceeded)) == 2

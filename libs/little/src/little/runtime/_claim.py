@@ -11,8 +11,8 @@ import asyncio
 import itertools
 import os
 import socket
-import uuid
 
+from little._ids import new_uuid_hex
 from little._world import World
 from little.errors import RuntimeIntegrityError
 from little.events import LoggedEvent, RunClaimed
@@ -28,7 +28,7 @@ log = get_logger("little.runtime")
 
 
 def default_owner() -> str:
-    return f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:6]}"
+    return f"{socket.gethostname()}/{os.getpid()}/{new_uuid_hex()[:6]}"
 
 
 async def claim(

@@ -10,11 +10,11 @@ through their recorded calls. The public entry points ``run``, ``resume`` and ``
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Callable
 from typing import Any
 
 from little import tracing
+from little._ids import new_uuid_hex
 from little._world import World
 from little.errors import ConfigurationError
 from little.events import LoggedEvent, RunCompleted, RunFailed, RunStarted, RunStartFacts
@@ -353,7 +353,10 @@ async def _execute_claimed(
                 reason="the run already started: this is a resume",
             )
         workflow = resolve_workflow(state, workflow)  # (started by another writer meanwhile)
-    recorded = await asyncio.to_thread(_recorded_calls, world, state, source)
+    recorded: RecordedCalls | None = None
+    if state.replay_source_run_id is not None and state.replay_refused_reason is None:
+        # a replaying run's source record (read on a worker thread); a fresh run has none
+        recorded = await asyncio.to_thread(_recorded_calls, world, state, source)
     sub_runs_fresh: dict[str, bool | None] | None = None
     if recorded is not None and state.sub_runs:
         sub_runs_fresh = await asyncio.to_thread(_sub_runs_fresh, world, state, recorded)
@@ -625,7 +628,7 @@ async def run(
     """
     return await execute(
         world,
-        run_id or f"run_{uuid.uuid4().hex}",
+        run_id or f"run_{new_uuid_hex()}",
         workflow,
         input,
         max_agent_calls=max_agent_calls,

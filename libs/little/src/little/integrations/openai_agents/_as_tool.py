@@ -7,7 +7,8 @@ and tool calls recorded. The default runner is wrapped once (``set_default_agent
 SDK's hook for it), and it hands every other call to the runner it wrapped unchanged. What
 ``LittleRunner`` refuses (``as_tool(session=...)``, ``previous_response_id``, a shell tool of
 the agent, ...) is refused as an ``UnsupportedFeatureError``, which ends the outer runner call
-rather than becoming the tool's error string for the model."""
+rather than becoming the tool's error string for the model, and is recorded as no outcome of
+the tool call (``_tools``): a resume or a replay runs it again, and is refused again."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ class NestedRunner:
     run: Callable[..., Any]
     run_streamed: Callable[..., Any]
     check: Callable[[StepContext, Agent[Any], Any, dict[str, Any]], None]
-    """Raise what ``run`` would refuse (a ``ConfigurationError``), recording nothing."""
+    """Raise what ``run`` would refuse (an ``UnsupportedFeatureError``), recording nothing."""
 
 
 _PENDING: ContextVar[tuple[StepContext, str, NestedRunner] | None] = ContextVar(

@@ -19,7 +19,7 @@ from agents.run_context import RunContextWrapper
 from agents.tool import Tool, default_tool_error_function
 from mcp.types import Tool as MCPTool
 
-from little.errors import ConfigurationError
+from little.errors import ConfigurationError, UnsupportedFeatureError
 from little.harness import Tool as LittleTool
 from little.harness import ToolCallRequest
 from little.integrations.openai_agents._model import Exchange
@@ -32,12 +32,12 @@ def check_servers(agent: Agent[Any], where: str) -> list[str]:
     """The names of ``agent``'s MCP servers, refusing what cannot be recorded."""
     names = [str(server.name) for server in agent.mcp_servers]
     if len(set(names)) != len(names):
-        raise ConfigurationError(
+        raise UnsupportedFeatureError(
             f"{where}: agent {agent.name!r} has two MCP servers of one name; their tool calls "
             "are recorded as mcp:<server>/<tool>: name them apart"
         )
     if agent.mcp_config.get("include_server_in_tool_names"):
-        raise ConfigurationError(
+        raise UnsupportedFeatureError(
             f"{where}: agent {agent.name!r}: mcp_config include_server_in_tool_names is not "
             "supported under little (its calls are recorded as mcp:<server>/<tool> anyway)"
         )

@@ -12,9 +12,10 @@ events are synthesised from it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from agents.agent_output import AgentOutputSchemaBase
 from agents.handoffs import Handoff
@@ -38,7 +39,7 @@ from openai.types.responses.response_usage import InputTokensDetails, OutputToke
 from pydantic import BaseModel, TypeAdapter
 
 from little._canonical import canonical_hash, canonical_json
-from little.errors import ConfigurationError
+from little.errors import ConfigurationError, UnsupportedFeatureError
 from little.events import Usage
 from little.harness import Tool as LittleTool
 from little.harness import ToolCallRequest
@@ -51,6 +52,8 @@ from little.runtime import (
     StepContext,
     TurnRequest,
 )
+
+_T = TypeVar("_T")
 
 PER_RUN = ("prompt_cache_key",)
 """What the SDK stamps per run and the hash never sees (``agents-sdk:run:<uuid4>``)."""
@@ -268,12 +271,12 @@ def refuse_server_state(
     """The SDK's model asked to use server-side state (a hook or a handoff set it)."""
     where = f"little.integrations.openai_agents (session {session_id})"
     if previous_response_id is not None:
-        raise ConfigurationError(
+        raise UnsupportedFeatureError(
             f"{where}: previous_response_id (Responses server-side state) cannot be "
             "replayed; pass the history as input (result.to_input_list())"
         )
     if conversation_id is not None:
-        raise ConfigurationError(
+        raise UnsupportedFeatureError(
             f"{where}: conversation_id (OpenAI Conversations, server-side state) cannot be "
             "replayed; pass the history as input"
         )
@@ -448,22 +451,25 @@ class LittleModel(Model):
 
     async def _begin(
         self,
+        call: Callable[..., _T],
         system_instructions: str | None,
         input: str | list[TResponseInputItem],
         model_settings: ModelSettings,
         tools: list[Tool],
         output_schema: AgentOutputSchemaBase | None,
         handoffs: list[Handoff[Any, Any]],
+        tracing: ModelTracing,
         previous_response_id: str | None,
         conversation_id: str | None,
         prompt: ResponsePromptParam | None,
-    ) -> TurnRequest:
+    ) -> tuple[TurnRequest, Callable[[], _T]]:
         """What a request and a streamed one share: server-side state refused, the exchange
-        begun, and the request as the chain records it."""
+        begun, the request as the chain records it, and ``call`` (the inner model's
+        ``get_response`` or ``stream_response``) bound to the same arguments."""
         x = self.exchange
         refuse_server_state(x.recorder.session_id, previous_response_id, conversation_id)
         await x.begin()
-        return x.request(
+        request = x.request(
             self.name,
             system_instructions,
             input,
@@ -473,6 +479,20 @@ class LittleModel(Model):
             handoffs,
             prompt,
         )
+        inner = functools.partial(
+            call,
+            system_instructions,
+            input,
+            model_settings,
+            tools,
+            output_schema,
+            handoffs,
+            tracing,
+            previous_response_id=None,
+            conversation_id=None,
+            prompt=prompt,
+        )
+        return request, inner
 
     async def get_response(
         self,
@@ -489,13 +509,15 @@ class LittleModel(Model):
         prompt: ResponsePromptParam | None,
     ) -> ModelResponse:
         x = self.exchange
-        request = await self._begin(
+        request, respond = await self._begin(
+            self.inner.get_response,
             system_instructions,
             input,
             model_settings,
             tools,
             output_schema,
             handoffs,
+            tracing,
             previous_response_id,
             conversation_id,
             prompt,
@@ -504,20 +526,7 @@ class LittleModel(Model):
             return x.served(request).response
 
         async def invoke() -> Answer:
-            return Answer(
-                await self.inner.get_response(
-                    system_instructions,
-                    input,
-                    model_settings,
-                    tools,
-                    output_schema,
-                    handoffs,
-                    tracing,
-                    previous_response_id=None,
-                    conversation_id=None,
-                    prompt=prompt,
-                )
-            )
+            return Answer(await respond())
 
         return (await x.turn(self.name, request, invoke)).response
 
@@ -539,13 +548,15 @@ class LittleModel(Model):
         recorded when the stream ends); on a served turn, the SDK's events synthesised from
         the recorded response."""
         x = self.exchange
-        request = await self._begin(
+        request, stream = await self._begin(
+            self.inner.stream_response,
             system_instructions,
             input,
             model_settings,
             tools,
             output_schema,
             handoffs,
+            tracing,
             previous_response_id,
             conversation_id,
             prompt,
@@ -561,18 +572,7 @@ class LittleModel(Model):
             nonlocal invoked
             invoked = True
             final: Response | None = None
-            async for event in self.inner.stream_response(
-                system_instructions,
-                input,
-                model_settings,
-                tools,
-                output_schema,
-                handoffs,
-                tracing,
-                previous_response_id=None,
-                conversation_id=None,
-                prompt=prompt,
-            ):
+            async for event in stream():
                 queue.put_nowait(event)
                 if isinstance(event, ResponseCompletedEvent):
                     final = event.response

@@ -26,7 +26,7 @@ from agents.stream_events import StreamEvent
 from agents.tool import FunctionTool
 
 from little._canonical import sha256_hex
-from little.errors import ConfigurationError, StreamStoppedError, UnsupportedFeatureError
+from little.errors import StreamStoppedError, UnsupportedFeatureError
 from little.integrations.openai_agents._as_tool import NestedRunner
 from little.integrations.openai_agents._common import is_control, stripped
 from little.integrations.openai_agents._mcp import check_servers, recorded_mcp_tools
@@ -88,20 +88,20 @@ def _refuse(
     }
     for what, present in refused.items():
         if present:
-            raise ConfigurationError(
+            raise UnsupportedFeatureError(
                 f"{where}: {what} keeps the conversation outside the log and cannot be "
                 "replayed; pass the history as input (result.to_input_list())"
             )
     if not isinstance(input, str | list):
-        raise ConfigurationError(
+        raise UnsupportedFeatureError(
             f"{where}: a RunState input (resuming an SDK interruption) is not supported; "
             "little resumes the run itself (approvals are little's durable waits)"
         )
 
 
 def check_call(step: StepContext, agent: Agent[Any], input: Any, kwargs: dict[str, Any]) -> None:
-    """Raise what ``LittleRunner.run(step, agent, input, **kwargs)`` would refuse (a
-    ``ConfigurationError``), recording nothing."""
+    """Raise what ``LittleRunner.run(step, agent, input, **kwargs)`` would refuse (an
+    ``UnsupportedFeatureError``), recording nothing."""
     where = _where(step)
     _refuse(
         where,
@@ -131,7 +131,7 @@ class _Graph:
         if id(agent) in self.models:
             return
         if type(agent).__module__.startswith("agents.realtime") or not isinstance(agent, Agent):
-            raise ConfigurationError(
+            raise UnsupportedFeatureError(
                 f"{self.where}: {type(agent).__name__} {getattr(agent, 'name', '?')!r} is not an "
                 "agents.Agent; realtime agents (audio sessions) cannot be recorded"
             )
@@ -145,7 +145,7 @@ class _Graph:
         targets: list[Agent[Any]] = []
         for h in agent.handoffs:
             if isinstance(h, Handoff):
-                raise ConfigurationError(
+                raise UnsupportedFeatureError(
                     f"{self.where}: agent {agent.name!r} hands off through a handoff(...) object, "
                     "whose target agent little cannot reach to record; list the Agent itself"
                 )

@@ -1,7 +1,8 @@
 """Function tools under little: ``little_tool`` marks one side-effecting or gated by a person,
 and ``recorded_tool`` makes the run's copy of each function tool go through the exchange
 (recorded by default; approval through little's durable wait; little's control exceptions
-never turned into a tool-error string by the SDK's failure handling)."""
+and refusals never turned into a tool-error string by the SDK's failure handling, and a
+refusal never recorded as the tool call's outcome)."""
 
 from __future__ import annotations
 
@@ -79,7 +80,7 @@ REFUSED_TOOLS: tuple[tuple[type[Any], str], ...] = (
 def refuse_tool(tool: Tool, agent: str, where: str) -> None:
     for cls, what in REFUSED_TOOLS:
         if isinstance(tool, cls):
-            raise ConfigurationError(
+            raise UnsupportedFeatureError(
                 f"{where}: agent {agent!r} has {what} "
                 f"({type(tool).__name__}), which act on this machine outside a function tool "
                 "and cannot be recorded or replayed; wrap the action in a function_tool"
@@ -96,6 +97,20 @@ def _guarded(formatter: Any) -> Any:
         return formatter(ctx, error)
 
     return guard
+
+
+class _Refused(BaseException):
+    """A refusal met inside a tool (``UnsupportedFeatureError``: the run of an
+    ``agent.as_tool()`` agent, or of one a tool runs through ``LittleRunner``, uses a feature
+    little cannot record), carried out of the kernel's tool call unrecorded: a
+    ``BaseException`` that is no interrupt is no outcome of the tool (the kernel records an
+    ``Exception`` as the tool's failure, which a resume or a replay would serve the model as
+    the tool's answer). The call's ``harness.tool_call.started`` stays unanswered, so it runs
+    again there, refused again."""
+
+    def __init__(self, error: UnsupportedFeatureError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 def recorded_tool(
@@ -116,17 +131,14 @@ def recorded_tool(
     outer = copy.copy(tool)
     outer.needs_approval = False  # little's durable wait asks instead of the SDK's interruption
 
-    refused: list[UnsupportedFeatureError] = []
-
     async def invoke(ctx: ToolContext[Any], input: str) -> Any:
-        if inner_agent is None or exchange.step is None or exchange.nested is None:
-            return await inner.on_invoke_tool(ctx, input)
-        with as_tool_call(exchange.step, inner_agent, exchange.nested):
-            try:
+        try:
+            if inner_agent is None or exchange.step is None or exchange.nested is None:
                 return await inner.on_invoke_tool(ctx, input)
-            except UnsupportedFeatureError as exc:  # the agent's run refused: raised below
-                refused.append(exc)
-                raise
+            with as_tool_call(exchange.step, inner_agent, exchange.nested):
+                return await inner.on_invoke_tool(ctx, input)
+        except UnsupportedFeatureError as exc:  # an agent's run in it refused: raised below
+            raise _Refused(exc) from None
 
     async def on_invoke_tool(ctx: ToolContext[Any], input: str) -> Any:
         gate = flags.requires_approval
@@ -136,17 +148,17 @@ def recorded_tool(
             arguments = _arguments(input)
             verdict = needs(ctx, arguments, ctx.tool_call_id)
             gate = bool(await verdict if inspect.isawaitable(verdict) else verdict)
-        output = await exchange.tool_call(
-            ctx,
-            input,
-            recorded_name or tool.name,
-            lambda: invoke(ctx, input),
-            flags.side_effecting,
-            gate,
-        )
-        if refused:  # ends the runner call, not a tool error the model reads
-            raise refused.pop()
-        return output
+        try:
+            return await exchange.tool_call(
+                ctx,
+                input,
+                recorded_name or tool.name,
+                lambda: invoke(ctx, input),
+                flags.side_effecting,
+                gate,
+            )
+        except _Refused as refused:  # ends the runner call, not a tool error the model reads
+            raise refused.error from None
 
     outer.on_invoke_tool = on_invoke_tool
     return outer
