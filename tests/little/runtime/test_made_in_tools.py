@@ -78,7 +78,9 @@ def flow(make: Callable[[StepContext], Awaitable[Any]]) -> Workflow:
 # -- recorded values ----------------------------------------------------------------------
 
 
-def values(wait: bool, side_effecting: bool = False) -> Workflow:
+def drawing(wait: bool, side_effecting: bool = False) -> Callable[[StepContext], Awaitable[Any]]:
+    """A step whose session's tool draws a value, then draws one of its own."""
+
     async def work(step: StepContext) -> Any:
         async def body() -> float:
             return step.random()
@@ -91,7 +93,11 @@ def values(wait: bool, side_effecting: bool = False) -> Workflow:
             await step.wait_for_signal("resume")
         return mine
 
-    return flow(work)
+    return work
+
+
+def values(wait: bool, side_effecting: bool = False) -> Workflow:
+    return flow(drawing(wait, side_effecting))
 
 
 def test_a_value_after_a_tool_s_value_is_the_same_on_a_resume(world: little.World) -> None:
@@ -130,6 +136,31 @@ def test_a_value_after_a_tool_s_value_is_served_by_a_replay_and_a_simulation(
     assert simulated.result.output == golden.output
 
 
+def test_values_made_in_tools_in_parallel_branches_are_served_by_a_replay(
+    world: little.World,
+) -> None:
+    """Each branch's step draws in its tool and then itself: the tool's values stand in the
+    branch's step (``fan/a/t#0/1:c1/``), and a replay serves each step its own."""
+
+    async def fan(ctx: WorkflowContext, _: Any) -> Any:
+        return await ctx.parallel(
+            "fan", {b: lambda c: c.step("t", drawing(wait=False)) for b in ("a", "b")}
+        )
+
+    fanned = Workflow("tests.made_in_tools.fan", "1", fan)
+    source = asyncio.run(run(world, fanned, None))
+    assert source.status == "completed", source.error
+    replay = asyncio.run(run(world, fanned, None, replay_from=source.run_id))
+    assert replay.status == "completed", replay.error
+    assert replay.output == source.output
+    places = sorted(
+        (e.step_path, e.ordinal)
+        for x in world.read_run(replay.run_id)
+        if isinstance(e := x.event, ValueRecorded) and e.source_run_id == source.run_id
+    )
+    assert places == [("fan/a/t", 0), ("fan/b/t", 0)]  # the tools' never drawn: served whole
+
+
 # -- durable waits ------------------------------------------------------------------------
 
 
@@ -152,7 +183,8 @@ def test_a_wait_after_a_tool_s_wait_takes_its_own_signal_on_a_resume(
 ) -> None:
     """The tool waits for ``go`` (the first signal), the step then waits for ``go`` again: the
     resume after the second signal serves the session's call whole, and the step's wait is
-    its own, not the tool's (which took the first signal)."""
+    its own, not the tool's (which took the first signal). A simulation, which runs the tool
+    again, ends each wait with the signal the golden run's wait at its place took."""
     assert asyncio.run(execute(world, "r", waits(), None)).status == "waiting"
     asyncio.run(send_signal(world, "r", "go", {"n": 1}))
     assert asyncio.run(execute(world, "r", waits())).status == "waiting"  # the step's wait
@@ -166,6 +198,12 @@ def test_a_wait_after_a_tool_s_wait_takes_its_own_signal_on_a_resume(
         if isinstance(e := x.event, WaitStarted)
     ]
     assert started == [("work#0/1:c1/", 0), ("work", 0)]
+    # a simulation runs the tool again: each wait ends as the golden run's at its place did
+    simulated = asyncio.run(simulate(world, waits(), "r"))
+    assert simulated.divergence is None, simulated.lines()
+    assert simulated.result is not None
+    assert simulated.result.output == {"n": 2}
+    assert SEEN[-1] == {"n": 2}
 
 
 # -- sub-runs -----------------------------------------------------------------------------
