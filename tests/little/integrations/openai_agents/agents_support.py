@@ -558,3 +558,31 @@ async def as_tool_flow(ctx: WorkflowContext, input: dict[str, Any]) -> str:
 
     out: str = await ctx.step("handle", handle)
     return out
+
+
+@workflow("oa.delegation_then_direct")
+async def delegation_then_direct_flow(ctx: WorkflowContext, input: dict[str, Any]) -> list[str]:
+    """The expert run both inside the lead's tool (``LittleRunner`` in a tool) and by the step
+    itself after the lead answered, then a wait for the signal ``resume`` when asked to: the
+    step's own expert call is numbered (``expert.2``) whether or not the lead's tool runs."""
+
+    async def handle(step: StepContext) -> list[str]:
+        expert = Agent(
+            name="expert", instructions="You know orders.", model=model(), tools=[lookup_order]
+        )
+
+        @function_tool(name_override="lookup_order")
+        async def ask_expert(order: str) -> str:
+            """Ask the order expert."""
+            answer = await LittleRunner.run(step, expert, f"Where is order {order}?", max_turns=4)
+            return str(answer.final_output)
+
+        lead = Agent(name="lead", instructions="You lead.", model=model(), tools=[ask_expert])
+        first = await LittleRunner.run(step, lead, input["ticket"], max_turns=4)
+        second = await LittleRunner.run(step, expert, "And order A1, directly?", max_turns=4)
+        if input.get("wait"):
+            await step.wait_for_signal("resume")
+        return [str(first.final_output), str(second.final_output)]
+
+    out: list[str] = await ctx.step("handle", handle)
+    return out

@@ -23,7 +23,7 @@ from little.events import (
     ToolCallStarted,
     ToolCallSucceeded,
 )
-from little.runtime import run, simulate
+from little.runtime import execute, run, send_signal, simulate
 from tests.little.integrations.openai_agents import agents_support as s
 
 TICKET = {"ticket": "Where is my order A1?", "followup": "Thanks, and when does it arrive?"}
@@ -375,3 +375,39 @@ def test_a_replay_of_a_run_refused_inside_an_agent_as_tool_is_refused_again(
     # the lead's first request only (asked again: a failed call is not served), never one
     # carrying the tool's answer
     assert [c["messages"] for c in s.calls(calls_dir, "model")] == [2, 2]
+
+
+def test_an_agent_run_in_a_tool_and_by_its_step_keeps_its_numbering_when_served_whole(
+    world: little.World, calls_dir: Path
+) -> None:
+    """The expert runs inside the lead's tool (``handle#expert``) and then by the step itself
+    (``handle#expert.2``). A replay and a simulation serving the lead's call whole (the tool
+    not run) and a resume after the step's wait (the lead's call served from the log) still
+    number the step's own expert call ``expert.2``: it is served, nothing invoked again."""
+    ticket = {"ticket": "Where is my order A1?"}
+    first = asyncio.run(run(world, s.delegation_then_direct_flow, ticket))
+    assert first.status == "completed", first.error
+    admitted = [(e.session_id, e.scope) for e in events(world, first.run_id, AgentCallAdmitted)]
+    assert admitted == [
+        ("handle#lead", ""),
+        ("handle#expert", "#0/1:call_2/"),
+        ("handle#expert.2", ""),
+    ]
+    before = len(s.calls(calls_dir, "model"))
+    again = asyncio.run(run(world, s.delegation_then_direct_flow, ticket, replay_from=first.run_id))
+    assert again.status == "completed", again.error
+    assert again.output == first.output
+    assert [c.replayed for c in events(world, again.run_id, AgentCallSettled)] == [True, True]
+    simulated = asyncio.run(simulate(world, s.delegation_then_direct_flow, first.run_id))
+    assert simulated.divergence is None, simulated.lines()
+    assert len(s.calls(calls_dir, "model")) == before  # zero invocations
+
+    waiting = {**ticket, "wait": True}
+    parked = asyncio.run(execute(world, "r", s.delegation_then_direct_flow, waiting))
+    assert parked.status == "waiting", parked.error
+    asyncio.run(send_signal(world, "r", "resume"))
+    before = len(s.calls(calls_dir, "model"))
+    done = asyncio.run(execute(world, "r", s.delegation_then_direct_flow))
+    assert done.status == "completed", done.error
+    assert done.output == first.output
+    assert len(s.calls(calls_dir, "model")) == before  # the resume invoked nothing

@@ -50,7 +50,7 @@ from little.runtime._groups import _Group, drain
 from little.runtime._output import DEFAULT_OUTPUT_RETRIES, OutputType
 from little.runtime._panels import run_panel
 from little.runtime._patches import Reached, ScopeKey
-from little.runtime._recording import Recorder
+from little.runtime._recording import Recorder, ToolScope, inside_tool
 from little.runtime._registry import lookup
 from little.runtime._session import AgentSession, ApprovalPolicy
 from little.runtime._tool_calls import DEFAULT_MAX_PARALLEL_TOOLS
@@ -130,16 +130,20 @@ class _ValuesMixin:
 
     def now(self) -> datetime:
         """The current time, recorded: a resume sees the same instant."""
-        micros = self._values.get("clock", lambda: time.time_ns() // 1000)
+        micros = self._values_here().get("clock", lambda: time.time_ns() // 1000)
         return datetime.fromtimestamp(micros / 1_000_000, UTC)
 
     def random(self) -> float:
         """A random float in [0, 1), recorded."""
-        return float(self._values.get("random", _random.random))
+        return float(self._values_here().get("random", _random.random))
 
     def uuid4(self) -> uuid.UUID:
         """A random UUID, recorded."""
-        return uuid.UUID(self._values.get("uuid", lambda: str(uuid.uuid4())))
+        return uuid.UUID(self._values_here().get("uuid", lambda: str(uuid.uuid4())))
+
+    def _values_here(self) -> _RecordedValues:
+        """The values sequence a value asked for now takes (the scope's own)."""
+        return self._values
 
     def patched(self, patch_id: str) -> bool:
         """Whether this run takes the new path of the code change ``patch_id``:
@@ -183,6 +187,10 @@ class _WaitsMixin:
     def _check_group(self) -> None:
         raise NotImplementedError
 
+    def _waits_here(self) -> ScopeWaits:
+        """The waits sequence a wait started now takes (the scope's own)."""
+        return self._waits
+
     async def sleep(self, duration: float | timedelta) -> None:
         """Wait ``duration`` (seconds or a timedelta), durably: the due time is recorded
         before the wait, so a resume waits only for what is left, and the run holds no
@@ -200,7 +208,7 @@ class _WaitsMixin:
         self._x.integrity.check()
         self._check_group()
         with self._x.integrity:  # a simulated wait that does not match latches
-            await self._waits.wait("timer", "sleep", due)
+            await self._waits_here().wait("timer", "sleep", due)
 
     async def wait_for_signal(
         self,
@@ -217,8 +225,9 @@ class _WaitsMixin:
         self._x.integrity.check()
         self._check_group()
         with self._x.integrity:  # a simulated wait that does not match latches
-            _, payload = await self._waits.wait(
-                "signal", name, self._waits.due(timeout, "wait_for_signal's timeout")
+            waits = self._waits_here()
+            _, payload = await waits.wait(
+                "signal", name, waits.due(timeout, "wait_for_signal's timeout")
             )
         return payload
 
@@ -490,6 +499,20 @@ class WorkflowContext(_ValuesMixin, _WaitsMixin):
         return await self.step(f"start_workflow/{label}", run_sub)
 
 
+class _InTool:
+    """The values, waits and sub-runs one recorded tool call makes through its step, numbered
+    from 0 (sub-runs from 1) in the tool call's scope: ``<values scope>#<rank>/<tool call
+    id>/`` (``ToolScope.mark``): ``<step>#0/1:c1/`` for tool call ``c1`` of the first model
+    turn of the first agent call of the step's workflow scope."""
+
+    def __init__(self, step: StepContext, inside: ToolScope) -> None:
+        self.path = f"{step.step_path}{inside.mark}"
+        scope = f"{step._values_scope}{inside.mark}"
+        self.values = _RecordedValues(step._x, scope, step.scope)
+        self.waits = ScopeWaits(step._x.waits, scope)
+        self.sub_runs = 0
+
+
 class StepContext(_ValuesMixin, _WaitsMixin):
     """What a step function sees: its path, its visit, agent sessions, artifacts, sub-runs."""
 
@@ -501,12 +524,16 @@ class StepContext(_ValuesMixin, _WaitsMixin):
         self.visit = visit
         self.artifact_refs: list[ArtifactRef] = []
         # a revisited step's values are its own (a loop's second visit reads the clock anew)
-        values_scope = step_path if visit == 1 else f"{step_path}@{visit}"
-        self._values = _RecordedValues(self._x, values_scope, self.scope)
-        self._waits = ScopeWaits(self._x.waits, values_scope)
+        self._values_scope = step_path if visit == 1 else f"{step_path}@{visit}"
+        self._values = _RecordedValues(self._x, self._values_scope, self.scope)
+        self._waits = ScopeWaits(self._x.waits, self._values_scope)
         self._group = parent._group
         self._sub_runs = 0
+        self._given_in_tools = 0
+        """Sub-runs started in a recorded tool call of the step with a call id given
+        (``workflow_tool``'s): recorded as the step's, so patches count them as reached."""
         self._sessions: set[str] = set()
+        self._tool_calls: dict[ToolScope, _InTool] = {}
 
     @property
     def run_id(self) -> str:
@@ -517,7 +544,7 @@ class StepContext(_ValuesMixin, _WaitsMixin):
             self._values._ordinal,
             self._waits.ordinal,
             sessions=self._sessions,
-            sub_runs=self._sub_runs,
+            sub_runs=self._sub_runs + self._given_in_tools,
             artifacts=len(self.artifact_refs),
         )
         key = (self.scope, self.step_path, self.visit)
@@ -527,6 +554,43 @@ class StepContext(_ValuesMixin, _WaitsMixin):
         """Raise ``BranchStopped`` if the parallel group this step runs in is draining."""
         if self._group is not None:
             self._group.check(self._x.run_id)
+
+    # What a recorded tool call of this step makes through it (``inside_tool``) is numbered in
+    # that tool call's own sequences (``_InTool``), not in the step's: a replay, a resume or a
+    # simulation serving the tool's agent call whole never runs the tool again, and the step's
+    # later values, waits and sub-runs keep their places.
+
+    def _in_tool(self) -> _InTool | None:
+        """The sequences of the recorded tool call of this step running now, if any."""
+        inside = inside_tool(self._x, self.step_path)
+        if inside is None:
+            return None
+        found = self._tool_calls.get(inside)
+        if found is None:
+            found = self._tool_calls[inside] = _InTool(self, inside)
+        return found
+
+    def _values_here(self) -> _RecordedValues:
+        found = self._in_tool()
+        return self._values if found is None else found.values
+
+    def _waits_here(self) -> ScopeWaits:
+        found = self._in_tool()
+        return self._waits if found is None else found.waits
+
+    def _sub_run_call(self, given: str | None) -> str:
+        """The call id of the sub-run starting now: ``given``, else ``<step>/sub<n>``, or
+        ``<step>#<rank>/<tool call id>/sub<n>`` in a recorded tool call of the step (``n``
+        counts from 1 in each; one given counts too, as it always did)."""
+        found = self._in_tool()
+        if found is None:
+            self._sub_runs += 1
+            return given or f"{self.step_path}/sub{self._sub_runs}"
+        found.sub_runs += 1
+        if given is not None:
+            self._given_in_tools += 1
+            return given
+        return f"{found.path}sub{found.sub_runs}"
 
     @overload
     def session(
@@ -631,7 +695,7 @@ class StepContext(_ValuesMixin, _WaitsMixin):
         ``numbered``: a taken name goes on as ``name.2``, ``name.3``, ...)."""
         base = f"{self.step_path}#{name}" + (f"@{self.visit}" if self.visit > 1 else "")
         session_id, n = base, 1
-        while numbered and session_id in self._sessions:
+        while numbered and (session_id in self._sessions or self._made_elsewhere(session_id)):
             n += 1
             session_id = f"{base}.{n}"
         if session_id in self._sessions:
@@ -642,6 +706,17 @@ class StepContext(_ValuesMixin, _WaitsMixin):
             )
         self._sessions.add(session_id)
         return session_id
+
+    def _made_elsewhere(self, session_id: str) -> bool:
+        """Did the run's log (or the record it replays) make session ``session_id``'s calls in
+        another scope than a session opened here now would: the step's own and those a
+        recorded tool call of the step opens (``inside_tool``) are numbered apart, so that a
+        numbered session's name does not depend on whether a tool served whole runs again."""
+        recorded = self._x.agent_calls.recorded_scope(session_id)
+        if recorded is None:
+            return False
+        inside = inside_tool(self._x, self.step_path)
+        return recorded != (self.scope if inside is None else inside.scope)
 
     def recorder(
         self,
@@ -713,8 +788,7 @@ class StepContext(_ValuesMixin, _WaitsMixin):
     ) -> Any:
         """Run a sub-run from inside a step (or a tool); see WorkflowContext.start_workflow."""
         self._check_group()
-        self._sub_runs += 1
-        call_id = call_id or f"{self.step_path}/sub{self._sub_runs}"
+        call_id = self._sub_run_call(call_id)
         with self._x.integrity:  # a sub-run's integrity error finishes its parent's execution
             sub_run_id = await self.reserve_sub_run(name, input, call_id)
             try:

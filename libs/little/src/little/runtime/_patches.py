@@ -119,8 +119,12 @@ class _Recorded:
             # own could be read in two ways: the deeper scope is taken)
             owner = max((s for s in scopes if group.group_path.startswith(s)), key=len)
             scopes[owner].groups.add(group.group_path)
+        # what a recorded tool call made through its step (its place ``<step>#...``) is no
+        # work of the step's sequences: a resume serving the tool's agent call whole skips it
         for value in state.values:
             where = value.step_path
+            if where is not None and "#" in where:
+                continue
             if where is None or where.endswith("/"):  # a workflow scope's value
                 scope_values = scopes.setdefault(where or "", _Scope())
                 scope_values.values = max(scope_values.values, value.ordinal + 1)
@@ -131,6 +135,8 @@ class _Recorded:
                 entry.values = max(entry.values, value.ordinal + 1)
         for wait in state.waits:  # placed as values are: a workflow scope's, or a step visit's
             where = wait.step_path
+            if where is not None and "#" in where:  # a tool call's, or an approval's
+                continue
             if where is None or where.endswith("/"):
                 scope_waits = scopes.setdefault(where or "", _Scope())
                 scope_waits.waits = max(scope_waits.waits, wait.ordinal + 1)
@@ -139,13 +145,18 @@ class _Recorded:
             entry = visits.get((path, visit))
             if entry is not None:
                 entry.waits = max(entry.waits, wait.ordinal + 1)
+        nested = {  # sessions whose calls were made in a recorded tool call
+            f"{c.node_phase}#{c.node_label}" for c in state.agent_calls if "#" in c.scope
+        }
         for session in state.sessions:
-            if session.step_path is None or session.compacted:
+            if session.step_path is None or session.compacted or session.session_id in nested:
                 continue
             entry = visits.get((session.step_path, _session_visit(session.session_id)))
             if entry is not None:
                 entry.sessions.add(session.session_id)
         for sub in state.sub_runs:
+            if (sub.call_id or "").startswith(f"{sub.step_path}#"):
+                continue  # started in a recorded tool call of the step
             entry = visits.get((sub.step_path or "", 1))
             if entry is not None:  # (first visits only: a sub-run records no visit)
                 entry.sub_runs += 1

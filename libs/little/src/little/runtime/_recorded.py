@@ -473,6 +473,7 @@ class AgentCalls:
     _by_node: dict[Node, int] = field(default_factory=dict)
     _places: dict[int, Place] = field(default_factory=dict)
     _counts: dict[str, int] = field(default_factory=dict)
+    _session_scopes: dict[str, str] | None = None
 
     @classmethod
     def of(
@@ -688,6 +689,19 @@ class AgentCalls:
         self._by_node[node] = ordinal
         self._places[ordinal] = place
         return ordinal, place
+
+    def recorded_scope(self, session_id: str) -> str | None:
+        """The scope the run's own log (else the source run's record) admitted the first call of
+        session ``session_id`` in; None: neither holds a call of it."""
+        if self._session_scopes is None:
+            scopes: dict[str, str] = {}
+            logs = [self.own] if self.source is None else [self.own, self.source.calls]
+            for calls in logs:
+                for ordinal in sorted(calls):
+                    c = calls[ordinal]
+                    scopes.setdefault(f"{c.node_phase}#{c.node_label}", c.scope)
+            self._session_scopes = scopes
+        return self._session_scopes.get(session_id)
 
     def place_of(self, ordinal: int) -> Place:
         """The place admission gave call ``ordinal``."""

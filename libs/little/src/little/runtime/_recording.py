@@ -53,18 +53,44 @@ ApprovalPolicy = bool | Callable[[str, dict[str, Any]], bool]
 ``(tool name, arguments) -> bool`` before the calls it names; tools declared
 ``requires_approval=True`` are always asked for."""
 
-REJECTED = "rejected by a person"
 
-_INSIDE_TOOL: ContextVar[tuple[Execution, str, str] | None] = ContextVar(
-    "little_inside_tool", default=None
-)
-"""While a recorded tool call runs: its run's execution, its step's path and the scope an
-agent call admitted inside it takes (a framework agent run in a tool, a session opened by a
-tool): ``<the outer call's scope>#<its rank there>/<the tool call id>/`` (its place, not its
-ordinal, which the interleaving of parallel branches decides; ``#`` is in no step path or
-branch name). A replay that serves
-the outer call whole never admits the inner one, so the inner call must not take a rank in
-the outer call's scope, or every later call of that scope would stand one place off."""
+@dataclass(eq=False)
+class ToolScope:
+    """A recorded tool call while it runs (``inside_tool``), for what the tool makes through its
+    step: an agent call (a framework agent run in a tool, a session opened by a tool), a
+    recorded value, a durable wait, a sub-run. A replay, a resume or a simulation that serves
+    the tool's agent call whole never runs the tool again, so what it made must not take a place
+    in its step's sequences, or every later one of the step would stand one place off."""
+
+    execution: Execution
+    step_path: str
+    workflow_scope: str
+    """The step's workflow scope (the run's ``""``, or a parallel branch's path)."""
+    scope: str
+    """The scope an agent call admitted inside it takes: ``<the outer call's scope>#<its rank
+    there>/<the tool call id>/`` (its place, not its ordinal, which the interleaving of parallel
+    branches decides; ``#`` is in no step path or branch name)."""
+
+    @property
+    def mark(self) -> str:
+        """``scope`` past the step's workflow scope (``#<rank>/<tool call id>/``, more for a
+        call nested deeper): after a step's own values scope or path, it names this tool
+        call's values, waits and sub-runs (``<step>#0/1:c1/``)."""
+        return self.scope.removeprefix(self.workflow_scope)
+
+
+_INSIDE_TOOL: ContextVar[ToolScope | None] = ContextVar("little_inside_tool", default=None)
+
+
+def inside_tool(execution: Execution, step_path: str) -> ToolScope | None:
+    """The recorded tool call of ``execution``'s step ``step_path`` running now, if any."""
+    inside = _INSIDE_TOOL.get()
+    if inside is None or inside.execution is not execution or inside.step_path != step_path:
+        return None
+    return inside
+
+
+REJECTED = "rejected by a person"
 """What the model is told (as the tool's error) of a tool call a person rejected."""
 
 SETTLING = (BranchStopped, BudgetExceededError)
@@ -255,10 +281,8 @@ class Recorder(TurnRecording):
         label = self.session_id.split("#", 1)[1]  # the name, with @visit on later visits
         node = (self._step.step_path, label, occurrence)
         key = canonical_hash({"manifest": self.manifest_hash, "node": list(node), **request})
-        scope = self._step.scope
-        inside = _INSIDE_TOOL.get()
-        if inside is not None and inside[0] is self._x and inside[1] == self._step.step_path:
-            scope = inside[2]
+        inside = inside_tool(self._x, self._step.step_path)
+        scope = self._step.scope if inside is None else inside.scope
         with self._x.integrity:
             ordinal, place = calls.admit(node, scope)
             answer = self.serving.exchange(ordinal, place, node, key, configuration)
@@ -601,10 +625,13 @@ class Recorder(TurnRecording):
         self, tool: Tool, arguments: dict[str, Any], ctx: ToolContext, ordinal: int
     ) -> Any:
         """``tool.invoke``, the agent calls it admits (in this run and step) taking this tool
-        call's scope (``_INSIDE_TOOL``): ``ordinal`` is the agent call the tool call is of."""
+        call's scope, and the values, waits and sub-runs it makes through its step this tool
+        call's (``ToolScope``): ``ordinal`` is the agent call the tool call is of."""
         scope, rank = self._x.agent_calls.place_of(ordinal) if ordinal >= 0 else ("", 0)
         entered = _INSIDE_TOOL.set(
-            (self._x, self._step.step_path, f"{scope}#{rank}/{ctx.call_id}/")
+            ToolScope(
+                self._x, self._step.step_path, self._step.scope, f"{scope}#{rank}/{ctx.call_id}/"
+            )
         )
         try:
             return await tool.invoke(arguments, ctx)

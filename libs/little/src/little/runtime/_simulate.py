@@ -199,6 +199,14 @@ def nested_calls(events: Iterable[LoggedEvent]) -> dict[int, int]:
     return inside
 
 
+def made_in_tool(reserved: SubRunReserved) -> bool:
+    """Was this sub-run started inside a recorded tool call of its step, numbered there
+    (``<step>#<rank>/<tool call id>/sub<n>``, ``StepContext.start_workflow``)? A replay or a
+    simulation that serves the tool's agent call whole never starts it (one that runs the
+    tool again to compare starts it at the same call, against the golden run's)."""
+    return str(reserved.call_id).startswith(f"{reserved.step_path}#")
+
+
 def trace(
     events: Iterable[LoggedEvent],
     run_ids: Iterable[str] = (),
@@ -207,7 +215,8 @@ def trace(
     """What a run did, as comparable entries: each step visit, parallel group (its branch
     set), decision, agent call (node and request key) and sub-run once (a retry or a resume
     repeats none), then how it ended. Only accepted events count. An agent call made inside
-    another's tool call (``nested_calls``) is left out: the outer call's entry stands for it. The order is canonical, not
+    another's tool call (``nested_calls``) is left out, and so is a sub-run one started
+    (``made_in_tool``): the outer call's entry stands for them. The order is canonical, not
     the log's: each scope's entries in their order, and a group's branches expanded where the
     group stands, in name order (sibling branches interleave by timing, and a served call
     takes none); a sub-run's own trace (its events read with ``sub_runs``) follows its entry.
@@ -268,7 +277,7 @@ def trace(
                     place=(scope, index),
                 ),
             )
-        elif isinstance(e, SubRunReserved):
+        elif isinstance(e, SubRunReserved) and not made_in_tool(e):
             scope = _scope_of(e.step_path, scopes)
             prefix = sub_run_scope(scope, str(e.call_id))
             children = (
