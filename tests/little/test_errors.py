@@ -31,6 +31,9 @@ INTERNAL_SIGNALS = {
     "fastavro', caught by EventCodec.encode (tests/little/events/test_writer.py: fallbacks)",
     "little.events._writer._Unsupported": "a schema construct the writer compiler leaves to "
     "fastavro, caught by compile_writer",
+    "little.integrations.openai_agents._tools._Refused": "a refusal met inside an Agents SDK "
+    "tool carried past the recording kernel unrecorded, caught by the same module's "
+    "on_invoke_tool and raised as the UnsupportedFeatureError it holds",
 }
 """Exceptions used as control flow inside one private module, caught there and never raised
 to a caller of little: not errors of little's, so not under the root nor drawn."""
