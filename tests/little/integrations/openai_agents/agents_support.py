@@ -491,7 +491,9 @@ async def stream_stopped(ctx: WorkflowContext, input: dict[str, Any]) -> str:
 async def delegation_flow(ctx: WorkflowContext, input: dict[str, Any]) -> str:
     """An agent as another's tool: the lead's ``lookup_order`` tool runs the expert agent
     through ``LittleRunner`` (an agent call of its own, inside the lead's tool call).
-    ``refuse``: "session" gives that runner call a session, which little refuses."""
+    ``refuse``: "session" gives that runner call a session, which little refuses; ``swallow``:
+    the tool catches what the runner raises and answers for it ("answer") or raises its own
+    error from it ("wrap"), as a tool's own error handling would."""
 
     async def handle(step: StepContext) -> str:
         expert = Agent(
@@ -508,7 +510,15 @@ async def delegation_flow(ctx: WorkflowContext, input: dict[str, Any]) -> str:
             """Ask the order expert."""
             log_call("tool", tool="ask_expert", order=order)
             question = f"Where is order {order}?"
-            answer = await LittleRunner.run(step, expert, question, max_turns=4, **options)
+            swallow = input.get("swallow")
+            try:
+                answer = await LittleRunner.run(step, expert, question, max_turns=4, **options)
+            except Exception as exc:
+                if swallow == "answer":
+                    return f"the expert is unavailable ({type(exc).__name__})"
+                if swallow == "wrap":
+                    raise RuntimeError("the expert is unavailable") from exc
+                raise
             return str(answer.final_output)
 
         lead = Agent(name="lead", instructions="You lead.", model=model(), tools=[ask_expert])

@@ -328,22 +328,25 @@ def test_an_agent_as_tool_streaming_to_on_stream_is_recorded_the_same(
 
 
 @pytest.mark.parametrize(
-    ("flow", "named"),
+    ("flow", "named", "swallow"),
     [
-        (s.as_tool_flow, "UnsupportedFeatureError: agent.as_tool() of agent 'expert'"),
-        (s.delegation_flow, "UnsupportedFeatureError: little.integrations.openai_agents"),
+        (s.as_tool_flow, "UnsupportedFeatureError: agent.as_tool() of agent 'expert'", None),
+        (s.delegation_flow, "UnsupportedFeatureError: little.integrations.openai_agents", None),
+        (s.delegation_flow, "UnsupportedFeatureError: little.integrations.openai_agents", "answer"),
+        (s.delegation_flow, "UnsupportedFeatureError: little.integrations.openai_agents", "wrap"),
     ],
-    ids=["as_tool", "runner-in-a-tool"],
+    ids=["as_tool", "runner-in-a-tool", "caught-and-answered", "wrapped"],
 )
 def test_an_agent_run_refused_inside_a_tool_ends_the_run_call_answering_no_tool_call(
-    world: little.World, calls_dir: Path, flow: Any, named: str
+    world: little.World, calls_dir: Path, flow: Any, named: str, swallow: str | None
 ) -> None:
     """What ``LittleRunner`` refuses is refused for the agent an ``as_tool()`` tool runs, or a
     function tool runs through ``LittleRunner.run``, in one line, and it ends the outer call:
     it passes the SDK's failure formatter (never the tool's error string, which the lead's
     model would read and go on from), the lead's tool call is answered by nothing on the log,
-    and the expert never runs."""
-    ticket = {"ticket": "Where is my order A1?", "refuse": "session"}
+    and the expert never runs. Whatever the tool does with it: a tool that catches it and
+    answers for it, or raises its own error from it, does not make it the tool's result."""
+    ticket = {"ticket": "Where is my order A1?", "refuse": "session", "swallow": swallow}
     failed = asyncio.run(run(world, flow, ticket))
     assert failed.status == "failed"
     assert failed.error is not None

@@ -4,16 +4,21 @@ little's control exceptions, which the SDK's error handling must never swallow."
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from little._canonical import canonical_hash, canonical_json, chain_hash
-from little.errors import RunInterrupt
+from little.errors import RunInterrupt, UnsupportedFeatureError
 from little.runtime import CONTROL_ERRORS, TurnRequest
 
 __all__ = [
     "RequestChain",
     "is_control",
+    "latched_refusals",
+    "note_refusal",
+    "refusal_in",
     "stripped",
 ]
 
@@ -22,6 +27,45 @@ def is_control(exc: BaseException) -> bool:
     """little's own control flow (a suspension, a stop, a spent budget, a log failure, a branch
     stopped): never a tool's or a model's failure, always re-raised through a framework."""
     return isinstance(exc, (RunInterrupt, *CONTROL_ERRORS))
+
+
+_REFUSALS: ContextVar[list[UnsupportedFeatureError] | None] = ContextVar(
+    "little_openai_agents_refusals", default=None
+)
+"""While a recorded function tool runs: the refusals ``LittleRunner`` met in it."""
+
+
+@contextmanager
+def latched_refusals() -> Iterator[list[UnsupportedFeatureError]]:
+    """Remember every refusal ``LittleRunner`` meets while the block runs (a recorded tool's
+    body), whatever the tool does with it after: one it catches and answers for is still a
+    refusal, never the tool's result."""
+    latch: list[UnsupportedFeatureError] = []
+    token = _REFUSALS.set(latch)
+    try:
+        yield latch
+    finally:
+        _REFUSALS.reset(token)
+
+
+def refusal_in(exc: BaseException) -> UnsupportedFeatureError | None:
+    """The refusal ``exc`` is, or wraps (``raise ... from`` it, or raised while handling it)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, UnsupportedFeatureError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def note_refusal(exc: BaseException) -> None:
+    """A ``LittleRunner`` call ended by ``exc``: if it is (or wraps) a refusal and the call runs
+    inside a recorded tool, the tool's latch keeps it (``latched_refusals``)."""
+    latch = _REFUSALS.get()
+    if latch is not None:
+        refusal = refusal_in(exc)
+        if refusal is not None:
+            latch.append(refusal)
 
 
 def stripped(value: Any, drop: Iterable[str] = ()) -> Any:

@@ -14,7 +14,8 @@ that record, invoking nothing, and returns the SDK's own ``RunResult``.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from agents import Agent, Runner
@@ -28,7 +29,7 @@ from agents.tool import FunctionTool
 from little._canonical import sha256_hex
 from little.errors import StreamStoppedError, UnsupportedFeatureError
 from little.integrations.openai_agents._as_tool import NestedRunner
-from little.integrations.openai_agents._common import is_control, stripped
+from little.integrations.openai_agents._common import is_control, note_refusal, stripped
 from little.integrations.openai_agents._mcp import check_servers, recorded_mcp_tools
 from little.integrations.openai_agents._model import (
     PER_RUN,
@@ -103,15 +104,26 @@ def check_call(step: StepContext, agent: Agent[Any], input: Any, kwargs: dict[st
     """Raise what ``LittleRunner.run(step, agent, input, **kwargs)`` would refuse (an
     ``UnsupportedFeatureError``), recording nothing."""
     where = _where(step)
-    _refuse(
-        where,
-        input,
-        kwargs.get("previous_response_id"),
-        bool(kwargs.get("auto_previous_response_id")),
-        kwargs.get("conversation_id"),
-        kwargs.get("session"),
-    )
-    _Graph(kwargs.get("run_config") or RunConfig(), where).walk(agent)
+    with _noting_refusals():
+        _refuse(
+            where,
+            input,
+            kwargs.get("previous_response_id"),
+            bool(kwargs.get("auto_previous_response_id")),
+            kwargs.get("conversation_id"),
+            kwargs.get("session"),
+        )
+        _Graph(kwargs.get("run_config") or RunConfig(), where).walk(agent)
+
+
+@contextmanager
+def _noting_refusals() -> Iterator[None]:
+    """A refusal raised in the block is noted for the recorded tool it is met in, if any."""
+    try:
+        yield
+    except UnsupportedFeatureError as exc:
+        note_refusal(exc)
+        raise
 
 
 class _Graph:
@@ -292,16 +304,17 @@ class LittleRunner:
     ) -> RunResult:
         """``Runner.run(starting_agent, input, ...)`` as one agent call of ``step``'s session
         ``name`` (default: the agent's name)."""
-        _refuse(
-            _where(step),
-            input,
-            previous_response_id,
-            auto_previous_response_id,
-            conversation_id,
-            session,
-        )
-        step._check_group()
-        call = _Call(step, starting_agent, input, max_turns, run_config, name)
+        with _noting_refusals():
+            _refuse(
+                _where(step),
+                input,
+                previous_response_id,
+                auto_previous_response_id,
+                conversation_id,
+                session,
+            )
+            step._check_group()
+            call = _Call(step, starting_agent, input, max_turns, run_config, name)
         try:
             await call.ready()
             result = await Runner.run(
@@ -315,6 +328,7 @@ class LittleRunner:
             )
         except BaseException as exc:
             cause = _cause(exc)
+            note_refusal(cause)  # in a recorded tool: never the tool's answer (``_tools``)
             await call.failed(cause)
             if cause is not exc:
                 raise cause from None  # little's own, as itself, not the SDK's wrapper
@@ -343,16 +357,17 @@ class LittleRunner:
         """``Runner.run_streamed``: the SDK's ``RunResultStreaming``; its ``stream_events()``
         is live on a fresh turn and synthesised from the record on a served one, and settles
         the call when the stream ends."""
-        _refuse(
-            _where(step),
-            input,
-            previous_response_id,
-            auto_previous_response_id,
-            conversation_id,
-            session,
-        )
-        step._check_group()
-        call = _Call(step, starting_agent, input, max_turns, run_config, name)
+        with _noting_refusals():
+            _refuse(
+                _where(step),
+                input,
+                previous_response_id,
+                auto_previous_response_id,
+                conversation_id,
+                session,
+            )
+            step._check_group()
+            call = _Call(step, starting_agent, input, max_turns, run_config, name)
         started = False
         original: Any = None
 
@@ -386,6 +401,7 @@ class LittleRunner:
             except BaseException as exc:
                 ended = True
                 cause = _cause(exc)
+                note_refusal(cause)
                 await call.failed(cause)
                 if cause is not exc:
                     raise cause from None

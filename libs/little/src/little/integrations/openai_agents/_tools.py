@@ -25,7 +25,11 @@ from agents.tool_context import ToolContext
 
 from little.errors import ConfigurationError, UnsupportedFeatureError
 from little.integrations.openai_agents._as_tool import agent_of_tool, as_tool_call
-from little.integrations.openai_agents._common import is_control
+from little.integrations.openai_agents._common import (
+    is_control,
+    latched_refusals,
+    refusal_in,
+)
 from little.integrations.openai_agents._model import Exchange
 
 _FLAGS = "_little_flags"
@@ -132,13 +136,23 @@ def recorded_tool(
     outer.needs_approval = False  # little's durable wait asks instead of the SDK's interruption
 
     async def invoke(ctx: ToolContext[Any], input: str) -> Any:
-        try:
-            if inner_agent is None or exchange.step is None or exchange.nested is None:
-                return await inner.on_invoke_tool(ctx, input)
-            with as_tool_call(exchange.step, inner_agent, exchange.nested):
-                return await inner.on_invoke_tool(ctx, input)
-        except UnsupportedFeatureError as exc:  # an agent's run in it refused: raised below
-            raise _Refused(exc) from None
+        # a refusal met in the tool (an agent's run in it refused) is raised below, whatever
+        # the tool did with it: raised, wrapped, or caught and answered for
+        with latched_refusals() as refusals:
+            try:
+                if inner_agent is None or exchange.step is None or exchange.nested is None:
+                    answer = await inner.on_invoke_tool(ctx, input)
+                else:
+                    with as_tool_call(exchange.step, inner_agent, exchange.nested):
+                        answer = await inner.on_invoke_tool(ctx, input)
+            except Exception as exc:
+                refusal = refusal_in(exc) or (refusals[0] if refusals else None)
+                if refusal is not None:
+                    raise _Refused(refusal) from None
+                raise
+        if refusals:
+            raise _Refused(refusals[0])
+        return answer
 
     async def on_invoke_tool(ctx: ToolContext[Any], input: str) -> Any:
         gate = flags.requires_approval
