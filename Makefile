@@ -79,7 +79,7 @@ test: setup system-deps lint typecheck bytecode ## Lint, types and the whole sui
 # source, ~0.2 s a process (measured: test-fast 4:26 -> 2:56 on a loaded 2-core machine).
 .PHONY: bytecode
 bytecode: setup
-	@$(PY) -m compileall -q -j 0 libs/little/src services tests bench >/dev/null
+	@$(PY) -m compileall -q -j 0 libs/little/src services tests bench
 
 # Both test targets spread the tests over two pytest-xdist workers, one per core, each taking
 # the next test when it is free (the crash and Kafka tests mostly wait on child processes and the

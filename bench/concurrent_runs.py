@@ -141,6 +141,11 @@ async def ours(world: World, n: int, k: int) -> Measure:
     return Measure(n * k, wall, cpu, list(CALL_TIMES), ticker.lags)
 
 
+def _settle(done: asyncio.Future[Any], err: Any) -> None:
+    if not done.done():  # an error report, then another record's: the first one counts
+        done.set_result(err)
+
+
 async def raw_kafka(
     bs: str, topic: str, partitions: int, n: int, k: int, shape: bool = False
 ) -> Measure:
@@ -169,12 +174,9 @@ async def raw_kafka(
             left = [records]
 
             def report(err: Any, msg: Any, done: asyncio.Future[Any] = done) -> None:
-                if err is not None:
-                    loop.call_soon_threadsafe(done.set_result, err)
-                    return
                 left[0] -= 1
-                if left[0] == 0:
-                    loop.call_soon_threadsafe(done.set_result, None)
+                if err is not None or left[0] == 0:
+                    loop.call_soon_threadsafe(_settle, done, err)
 
             for _ in range(records):
                 if shape:

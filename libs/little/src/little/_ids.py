@@ -26,6 +26,7 @@ class _Uuids:
 
     def _forget(self) -> None:
         self._ids = []
+        self._lock = threading.Lock()  # a fork while another thread refilled left it held
 
     def __call__(self) -> str:
         try:
@@ -35,18 +36,23 @@ class _Uuids:
 
     def _refill(self) -> str:
         with self._lock:
-            if not self._ids:
-                b = bytearray(os.urandom(16 * self.BATCH))
-                for i in range(6, 16 * self.BATCH, 16):
-                    b[i] = (b[i] & 0x0F) | 0x40  # version 4
-                    b[i + 2] = (b[i + 2] & 0x3F) | 0x80  # RFC 4122 variant
-                h = b.hex()
-                self._ids = [
-                    f"{h[i : i + 8]}-{h[i + 8 : i + 12]}-{h[i + 12 : i + 16]}-"
-                    f"{h[i + 16 : i + 20]}-{h[i + 20 : i + 32]}"
-                    for i in range(0, 32 * self.BATCH, 32)
-                ]
-        return self()
+            try:
+                return self._ids.pop()  # another thread refilled meanwhile
+            except IndexError:
+                pass
+            b = bytearray(os.urandom(16 * self.BATCH))
+            for i in range(6, 16 * self.BATCH, 16):
+                b[i] = (b[i] & 0x0F) | 0x40  # version 4
+                b[i + 2] = (b[i + 2] & 0x3F) | 0x80  # RFC 4122 variant
+            h = b.hex()
+            ids = [
+                f"{h[i : i + 8]}-{h[i + 8 : i + 12]}-{h[i + 12 : i + 16]}-"
+                f"{h[i + 16 : i + 20]}-{h[i + 20 : i + 32]}"
+                for i in range(0, 32 * self.BATCH, 32)
+            ]
+            first = ids.pop()
+            self._ids = ids
+            return first
 
 
 new_uuid = _Uuids()

@@ -50,8 +50,16 @@ def _api() -> bool:
 
 _provider_named: bool | None = None
 """Whether ``OTEL_PYTHON_TRACER_PROVIDER`` is set: read at the first need, once (as the SDK
-reads its ``OTEL_*`` variables once); an ``os.environ`` lookup per record was ~1% of a
-recorded call's CPU."""
+reads its ``OTEL_*`` variables once), and again in a forked child; an ``os.environ`` lookup
+per record was ~1% of a recorded call's CPU."""
+
+
+def _forget_provider_named() -> None:
+    global _provider_named
+    _provider_named = None
+
+
+os.register_at_fork(after_in_child=_forget_provider_named)
 
 
 def _in_use() -> bool:

@@ -301,18 +301,24 @@ def _full_record(world: World, workflow: str, source_run_id: str) -> RecordedCal
     return record
 
 
+def replays(state: MaterializedRunState) -> bool:
+    """Whether the run serves a recorded run's calls (its replay was not refused)."""
+    return state.replay_source_run_id is not None and state.replay_refused_reason is None
+
+
 def _recorded_calls(
     world: World, state: MaterializedRunState, source: RecordedCalls | None
 ) -> RecordedCalls | None:
     """The source run's record for a replaying run: ``source`` as just read when the run
     starts, read again on every resume of it (a worker thread)."""
-    if state.replay_source_run_id is None or state.replay_refused_reason is not None:
+    source_run_id = state.replay_source_run_id
+    if source_run_id is None or not replays(state):
         return None
     if source is None and state.replay_mode == MODE_FULL:
         assert state.workflow is not None
-        return _full_record(world, state.workflow, state.replay_source_run_id)
+        return _full_record(world, state.workflow, source_run_id)
     if source is None:
-        folded, damage = fold_source(world, state.replay_source_run_id)
+        folded, damage = fold_source(world, source_run_id)
         source = RecordedCalls.of(folded, damage)
     return source
 

@@ -37,6 +37,7 @@ from little.runtime._admission import (
     _recorded_calls,
     _start_facts_of,
     full_sub_run,
+    replays,
 )
 from little.runtime._claim import claim, default_owner
 from little.runtime._context import WorkflowContext
@@ -354,8 +355,7 @@ async def _execute_claimed(
             )
         workflow = resolve_workflow(state, workflow)  # (started by another writer meanwhile)
     recorded: RecordedCalls | None = None
-    if state.replay_source_run_id is not None and state.replay_refused_reason is None:
-        # a replaying run's source record (read on a worker thread); a fresh run has none
+    if replays(state):  # the source record (read on a worker thread); a fresh run has none
         recorded = await asyncio.to_thread(_recorded_calls, world, state, source)
     sub_runs_fresh: dict[str, bool | None] | None = None
     if recorded is not None and state.sub_runs:
