@@ -18,19 +18,16 @@ never on an event loop. Needs the ``postgresql`` extra (``little-services[postgr
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 import structlog
 
 from little.errors import ConfigurationError
-from little.replay import MaterializedRunState, replay_envelope
 from little_services.projection._store import (
     PartitionCursor,
     ProjectionStore,
@@ -38,12 +35,15 @@ from little_services.projection._store import (
     RunPage,
     RunQuery,
     RunRecord,
-    encode_page_cursor,
-    from_ms,
-    integrity_mark_of,
+    cursor_row,
+    cursors_of_rows,
+    page_of_rows,
+    record_columns,
+    records_of_rows,
+    row_of_record,
+    run_columns,
     run_query_sql,
-    summary_of_row,
-    to_ms,
+    summary_columns,
 )
 
 if TYPE_CHECKING:
@@ -95,24 +95,7 @@ CREATE TABLE IF NOT EXISTS projection_cursors (
 );
 """
 
-_RUN_COLUMNS = (
-    "run_id",
-    "status",
-    "workflow",
-    "workflow_version",
-    "updated_at_ms",
-    "log_partition",
-    "first_offset",
-    "last_offset",
-    "last_seq",
-    "events_applied",
-    "epoch",
-    "stale",
-    "integrity",
-    "detail",
-    "state",
-    "replay",
-)
+_RUN_COLUMNS = run_columns(partition="log_partition")
 # A run's row never moves back in the log (see ProjectionStore.put) unless it is stale or
 # held in another partition (whose offsets do not compare).
 _UPSERT_RUN = (
@@ -132,7 +115,8 @@ _SET_CURSOR = (
 # ``put`` only moves a cursor forward (a fenced zombie's late write must not move it back);
 # ``reset_partition`` sets it wherever it is told.
 _ADVANCE_CURSOR = _SET_CURSOR + " WHERE EXCLUDED.covered >= projection_cursors.covered"
-_SUMMARY_COLUMNS = ", ".join(c for c in _RUN_COLUMNS if c != "state")
+_SUMMARY_COLUMNS = summary_columns(partition="log_partition")
+_RECORD_COLUMNS = record_columns(partition="log_partition")
 
 T = TypeVar("T")
 
@@ -273,52 +257,13 @@ class PostgresProjectionStore(ProjectionStore):
             return {}
         with self._conn() as conn:
             rows = conn.execute(
-                "SELECT run_id, log_partition, first_offset, last_offset, updated_at_ms, stale, "
-                "integrity, state FROM projection_runs WHERE run_id = ANY(%s)",
-                (ids,),
+                f"SELECT {_RECORD_COLUMNS} FROM projection_runs WHERE run_id = ANY(%s)", (ids,)
             ).fetchall()
-        return {
-            run_id: RunRecord(
-                state=MaterializedRunState.model_validate_json(state),
-                partition=part,
-                first_offset=first,
-                last_offset=last,
-                updated_at=from_ms(ms),
-                integrity=integrity_mark_of(integrity),
-                stale=bool(stale),
-            )
-            for run_id, part, first, last, ms, stale, integrity, state in rows
-        }
+        return records_of_rows(rows)
 
     def put(self, write: ProjectionWrite) -> None:
-        rows = sorted(
-            (
-                (
-                    r.run_id,
-                    r.status,
-                    r.state.workflow,
-                    r.state.workflow_version,
-                    to_ms(r.updated_at),
-                    r.partition,
-                    r.first_offset,
-                    r.last_offset,
-                    r.state.last_seq,
-                    r.state.events_applied,
-                    r.state.epoch,
-                    r.stale,
-                    None if r.integrity is None else json.dumps(asdict(r.integrity)),
-                    r.detail,
-                    r.state.model_dump_json(),
-                    replay_envelope(r.state).model_dump_json(),
-                )
-                for r in write.records
-            ),
-            key=lambda row: str(row[0]),
-        )
-        cursors = [
-            (write.topic, p, c.covered, c.previous, c.gap_before)
-            for p, c in sorted(write.cursors.items())
-        ]
+        rows = sorted((row_of_record(r) for r in write.records), key=lambda row: str(row[0]))
+        cursors = [cursor_row(write.topic, p, c) for p, c in sorted(write.cursors.items())]
 
         def body(conn: psycopg.Connection[Any]) -> None:
             with conn.cursor() as cur:
@@ -336,7 +281,7 @@ class PostgresProjectionStore(ProjectionStore):
                 "WHERE topic = %s",
                 (topic,),
             ).fetchall()
-        return {int(p): PartitionCursor(int(c), int(prev), int(g)) for p, c, prev, g in rows}
+        return cursors_of_rows(rows)
 
     def reset_partition(
         self,
@@ -360,10 +305,7 @@ class PostgresProjectionStore(ProjectionStore):
                     "WHERE log_partition = %s AND last_offset >= %s AND NOT stale",
                     (partition, stale_from),
                 ).rowcount
-            conn.execute(
-                _SET_CURSOR,
-                (topic, partition, cursor.covered, cursor.previous, cursor.gap_before),
-            )
+            conn.execute(_SET_CURSOR, cursor_row(topic, partition, cursor))
             return deleted, staled
 
         return self._retrying("reset_partition", body)
@@ -381,12 +323,7 @@ class PostgresProjectionStore(ProjectionStore):
         sql, args = run_query_sql(query, f"SELECT {_SUMMARY_COLUMNS} FROM projection_runs", "%s")
         with self._conn() as conn:
             rows = conn.execute(sql, args).fetchall()
-        summaries = [summary_of_row(row) for row in rows[: query.limit]]
-        next_cursor = None
-        if len(rows) > query.limit and summaries:
-            last = summaries[-1]
-            next_cursor = encode_page_cursor(last.updated_at, last.run_id)
-        return RunPage(tuple(summaries), next_cursor)
+        return page_of_rows(rows, query)
 
     def count_by_status(self) -> dict[str, int]:
         with self._conn() as conn:

@@ -9,12 +9,10 @@ projector commit its consumer offsets next.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict
 from pathlib import Path
 
 from little.errors import ConfigurationError
@@ -26,12 +24,15 @@ from little_services.projection._store import (
     RunPage,
     RunQuery,
     RunRecord,
-    encode_page_cursor,
-    from_ms,
-    integrity_mark_of,
+    cursor_row,
+    cursors_of_rows,
+    page_of_rows,
+    record_columns,
+    records_of_rows,
+    row_of_record,
+    run_columns,
     run_query_sql,
-    summary_of_row,
-    to_ms,
+    summary_columns,
 )
 
 SCHEMA_VERSION = 3
@@ -72,24 +73,7 @@ CREATE TABLE IF NOT EXISTS cursors (
 );
 """
 
-_RUN_COLUMNS = (
-    "run_id",
-    "status",
-    "workflow",
-    "workflow_version",
-    "updated_at_ms",
-    "partition",
-    "first_offset",
-    "last_offset",
-    "last_seq",
-    "events_applied",
-    "epoch",
-    "stale",
-    "integrity",
-    "detail",
-    "state",
-    "replay",
-)
+_RUN_COLUMNS = run_columns(partition="partition")
 # A run's row never moves back in the log (see ProjectionStore.put) unless it is stale or
 # held in another partition (whose offsets do not compare).
 _UPSERT_RUN = (
@@ -109,8 +93,8 @@ _ADVANCE_CURSOR = (
     "gap_before = excluded.gap_before WHERE excluded.covered >= cursors.covered"
 )
 
-# Every column but the state: what a page of summaries reads (the replay envelope included).
-_SUMMARY_COLUMNS = ", ".join(c for c in _RUN_COLUMNS if c != "state")
+_SUMMARY_COLUMNS = summary_columns(partition="partition")
+_RECORD_COLUMNS = record_columns(partition="partition")
 
 
 class SqliteProjectionStore(ProjectionStore):
@@ -221,52 +205,19 @@ class SqliteProjectionStore(ProjectionStore):
             for i in range(0, len(ids), 500):
                 chunk = ids[i : i + 500]
                 rows = self._read.execute(
-                    "SELECT run_id, partition, first_offset, last_offset, updated_at_ms, stale, "
-                    f"integrity, state FROM runs WHERE run_id IN ({','.join('?' * len(chunk))})",
+                    f"SELECT {_RECORD_COLUMNS} FROM runs "
+                    f"WHERE run_id IN ({','.join('?' * len(chunk))})",
                     chunk,
                 ).fetchall()
-                for run_id, part, first, last, ms, stale, integrity, state in rows:
-                    out[run_id] = RunRecord(
-                        state=MaterializedRunState.model_validate_json(state),
-                        partition=part,
-                        first_offset=first,
-                        last_offset=last,
-                        updated_at=from_ms(ms),
-                        integrity=integrity_mark_of(integrity),
-                        stale=bool(stale),
-                    )
+                out.update(records_of_rows(rows))
         return out
 
     def put(self, write: ProjectionWrite) -> None:
-        rows = [
-            (
-                r.run_id,
-                r.status,
-                r.state.workflow,
-                r.state.workflow_version,
-                to_ms(r.updated_at),
-                r.partition,
-                r.first_offset,
-                r.last_offset,
-                r.state.last_seq,
-                r.state.events_applied,
-                r.state.epoch,
-                int(r.stale),
-                None if r.integrity is None else json.dumps(asdict(r.integrity)),
-                r.detail,
-                r.state.model_dump_json(),
-                _replay_json(r.state),
-            )
-            for r in write.records
-        ]
+        rows = [row_of_record(r) for r in write.records]  # ``stale`` binds as 0 or 1
         with self._transaction() as conn:
             conn.executemany(_UPSERT_RUN, rows)
             conn.executemany(
-                _ADVANCE_CURSOR,
-                [
-                    (write.topic, p, c.covered, c.previous, c.gap_before)
-                    for p, c in write.cursors.items()
-                ],
+                _ADVANCE_CURSOR, [cursor_row(write.topic, p, c) for p, c in write.cursors.items()]
             )
 
     def cursors(self, topic: str) -> dict[int, PartitionCursor]:
@@ -275,7 +226,7 @@ class SqliteProjectionStore(ProjectionStore):
                 "SELECT partition, covered, previous, gap_before FROM cursors WHERE topic = ?",
                 (topic,),
             ).fetchall()
-        return {int(p): PartitionCursor(int(c), int(prev), int(g)) for p, c, prev, g in rows}
+        return cursors_of_rows(rows)
 
     def reset_partition(
         self,
@@ -299,10 +250,7 @@ class SqliteProjectionStore(ProjectionStore):
                     "WHERE partition = ? AND last_offset >= ? AND stale = 0",
                     (partition, stale_from),
                 ).rowcount
-            conn.execute(
-                _SET_CURSOR,
-                (topic, partition, cursor.covered, cursor.previous, cursor.gap_before),
-            )
+            conn.execute(_SET_CURSOR, cursor_row(topic, partition, cursor))
         return deleted, staled
 
     def clear(self) -> None:
@@ -316,12 +264,7 @@ class SqliteProjectionStore(ProjectionStore):
         sql, args = run_query_sql(query, f"SELECT {_SUMMARY_COLUMNS} FROM runs", "?")
         with self._read_lock:
             rows = self._read.execute(sql, args).fetchall()
-        summaries = [summary_of_row(row) for row in rows[: query.limit]]
-        next_cursor = None
-        if len(rows) > query.limit and summaries:
-            last = summaries[-1]
-            next_cursor = encode_page_cursor(last.updated_at, last.run_id)
-        return RunPage(tuple(summaries), next_cursor)
+        return page_of_rows(rows, query)
 
     def count_by_status(self) -> dict[str, int]:
         with self._read_lock:

@@ -3,7 +3,9 @@
 A store holds ``RunRecord``s (state, where the run sits in the log, integrity marks) and, per
 input partition, a ``PartitionCursor`` saying which offsets its records cover. The projector
 writes both in one durable ``put``; the HTTP API only reads. ``MemoryProjectionStore`` is the
-reference implementation the conformance tests hold the sqlite store to.
+reference implementation the conformance tests hold the sqlite store to. The SQL stores
+(sqlite, PostgreSQL) share here what does not depend on their dialect: the columns of a run's
+row and their order, rows to records, summaries and cursors and back, and the listing's query.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import json
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -375,8 +377,104 @@ def integrity_mark_of(text: str | None) -> IntegrityMark | None:
     return None if text is None else IntegrityMark(**json.loads(text))
 
 
+# -- rows of the SQL stores (sqlite, PostgreSQL): what does not depend on the dialect ---------
+
+
+def run_columns(partition: str) -> tuple[str, ...]:
+    """The SQL stores' run columns, in the order of ``row_of_record``; ``partition`` is the
+    store's name for the log partition's column (a keyword in PostgreSQL)."""
+    return (
+        "run_id",
+        "status",
+        "workflow",
+        "workflow_version",
+        "updated_at_ms",
+        partition,
+        "first_offset",
+        "last_offset",
+        "last_seq",
+        "events_applied",
+        "epoch",
+        "stale",
+        "integrity",
+        "detail",
+        "state",
+        "replay",
+    )
+
+
+def row_of_record(r: RunRecord) -> tuple[Any, ...]:
+    """A run's row of the SQL stores' run columns (``run_columns``), in their order."""
+    return (
+        r.run_id,
+        r.status,
+        r.state.workflow,
+        r.state.workflow_version,
+        to_ms(r.updated_at),
+        r.partition,
+        r.first_offset,
+        r.last_offset,
+        r.state.last_seq,
+        r.state.events_applied,
+        r.state.epoch,
+        r.stale,
+        None if r.integrity is None else json.dumps(asdict(r.integrity)),
+        r.detail,
+        r.state.model_dump_json(),
+        replay_envelope(r.state).model_dump_json(),
+    )
+
+
+def record_columns(partition: str) -> str:
+    """The columns ``records_of_rows`` reads, in their order (``partition`` as at
+    ``run_columns``)."""
+    return f"run_id, {partition}, first_offset, last_offset, updated_at_ms, stale, integrity, state"
+
+
+def records_of_rows(rows: Iterable[tuple[Any, ...]]) -> dict[str, RunRecord]:
+    """Per run, its record, from rows of ``record_columns``."""
+    return {
+        run_id: RunRecord(
+            state=MaterializedRunState.model_validate_json(state),
+            partition=part,
+            first_offset=first,
+            last_offset=last,
+            updated_at=from_ms(ms),
+            integrity=integrity_mark_of(integrity),
+            stale=bool(stale),
+        )
+        for run_id, part, first, last, ms, stale, integrity, state in rows
+    }
+
+
+def summary_columns(partition: str) -> str:
+    """The columns ``summary_of_row`` reads, in its order: every run column but the state
+    (the replay envelope included)."""
+    return ", ".join(c for c in run_columns(partition) if c != "state")
+
+
+def cursor_row(topic: str, partition: int, cursor: PartitionCursor) -> tuple[Any, ...]:
+    """A partition's cursor as a row of the SQL stores' cursor table, in its columns' order."""
+    return (topic, partition, cursor.covered, cursor.previous, cursor.gap_before)
+
+
+def cursors_of_rows(rows: Iterable[tuple[Any, ...]]) -> dict[int, PartitionCursor]:
+    """Per partition, its cursor, from rows of (partition, covered, previous, gap_before)."""
+    return {int(p): PartitionCursor(int(c), int(prev), int(g)) for p, c, prev, g in rows}
+
+
+def page_of_rows(rows: Sequence[tuple[Any, ...]], query: RunQuery) -> RunPage:
+    """The page of ``run_query_sql``'s rows (one past the limit says there is a next page)."""
+    summaries = [summary_of_row(row) for row in rows[: query.limit]]
+    next_cursor = None
+    if len(rows) > query.limit and summaries:
+        last = summaries[-1]
+        next_cursor = encode_page_cursor(last.updated_at, last.run_id)
+    return RunPage(tuple(summaries), next_cursor)
+
+
 def summary_of_row(row: tuple[Any, ...]) -> RunSummary:
-    """A run's summary from a row of the SQL stores' summary columns, in their order."""
+    """A run's summary from a row of ``summary_columns``."""
     (
         run_id,
         status,

@@ -34,12 +34,7 @@ cache_creation_input_tokens`` (all input, as the price table expects),
 input); the SDK accumulates the events into the final message, translated as above.
 
 The SDK is imported when an ``AnthropicModel`` is constructed, never when ``little.harness``
-is. Provider errors propagate as the SDK's exceptions; the SDK's own retries are off (the
-client given is copied with ``max_retries=0``): the recording kernel retries a turn that
-failed with a rate limit, a 5xx or no answer (``retry_policy``; ``max_retries``,
-``retry_delay`` and ``retry_max_delay`` default to ``LITTLE_MODEL_MAX_RETRIES``,
-``LITTLE_MODEL_RETRY_DELAY`` and ``LITTLE_MODEL_RETRY_MAX_DELAY``), each attempt a recorded
-``harness.model.called`` and ``harness.model.failed``.
+is. Errors and retries are as the package says (``little.harness.adapters``).
 """
 
 from __future__ import annotations
@@ -60,7 +55,7 @@ from little.harness._model import (
     ToolCallRequest,
     ToolSpec,
 )
-from little.harness._retry import ProviderFailure, RetryPolicy, sdk_failure
+from little.harness.adapters._common import ProviderSDK, SDKModel
 from little.harness.content import is_parts, part_data
 
 __all__ = [
@@ -90,17 +85,7 @@ STOP_REASONS = {"tool_use": "tool_calls", "end_turn": "stop"}
 """Anthropic stop reasons that have a common name; others are recorded as they are."""
 
 
-def _sdk() -> Any:
-    try:
-        import anthropic
-    except ImportError as exc:
-        raise ConfigurationError(
-            "AnthropicModel needs the Anthropic SDK: pip install 'little-workflow[anthropic]'"
-        ) from exc
-    return anthropic
-
-
-class AnthropicModel:
+class AnthropicModel(SDKModel["AsyncAnthropic"]):
     """A chat model served by the Anthropic Messages API.
 
     ``client`` is an ``anthropic.AsyncAnthropic`` (one is made from ``api_key``, else from
@@ -109,8 +94,16 @@ class AnthropicModel:
     ``messages.create`` call.
     """
 
-    provider: str
-    name: str
+    _provider_sdk = ProviderSDK(
+        provider=PROVIDER,
+        module="anthropic",
+        title="Anthropic",
+        extra="anthropic",
+        client="AsyncAnthropic",
+        error="AnthropicError",
+        key_variable="ANTHROPIC_API_KEY",
+        adapter="AnthropicModel",
+    )
 
     def __init__(
         self,
@@ -124,42 +117,16 @@ class AnthropicModel:
         max_tokens: int = 1024,
         **kw: Any,
     ) -> None:
-        self._sdk = _sdk()  # a missing SDK is an error now; a missing key only when called
-        self._client: AsyncAnthropic | None = client
-        self._api_key = api_key
-        self.provider = PROVIDER
-        self.name = model
-        self.max_tokens = max_tokens
-        self.options: dict[str, Any] = dict(kw)
-        self.retry_policy = RetryPolicy.from_settings(
-            self.failure,
+        super().__init__(
+            model,
+            client=client,
+            api_key=api_key,
             max_retries=max_retries,
-            base_delay=retry_delay,
-            max_delay=retry_max_delay,
+            retry_delay=retry_delay,
+            retry_max_delay=retry_max_delay,
+            options=kw,
         )
-        """How the recording kernel retries a failed turn (each attempt recorded); the SDK
-        client's own retries are off."""
-
-    @property
-    def client(self) -> AsyncAnthropic:
-        """The SDK client, made on first use: a resume or replay whose every call is served
-        from the log needs no key and no network."""
-        if self._client is None:
-            try:
-                self._client = self._sdk.AsyncAnthropic(api_key=self._api_key, max_retries=0)
-            except self._sdk.AnthropicError as exc:
-                raise ConfigurationError(
-                    f"{self!r} cannot call its API: {exc} (set ANTHROPIC_API_KEY or pass api_key=)"
-                ) from exc
-        elif self._client.max_retries != 0:
-            # every attempt is the kernel's, recorded: one the SDK repeated unseen is not
-            self._client = self._client.with_options(max_retries=0)
-        return self._client
-
-    def failure(self, exc: BaseException) -> ProviderFailure:
-        """What a failed call says about another attempt: retryable for a rate limit (429),
-        408, 409, a 5xx or no answer at all; not for any other 4xx."""
-        return sdk_failure(self._sdk, exc)
+        self.max_tokens = max_tokens
 
     def __repr__(self) -> str:
         return f"AnthropicModel({self.name!r})"
