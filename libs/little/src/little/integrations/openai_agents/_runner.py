@@ -116,6 +116,24 @@ def check_call(step: StepContext, agent: Agent[Any], input: Any, kwargs: dict[st
         _Graph(kwargs.get("run_config") or RunConfig(), where).walk(agent)
 
 
+def _new_call(
+    step: StepContext,
+    agent: Agent[Any],
+    input: Any,
+    max_turns: int | None,
+    run_config: RunConfig | None,
+    name: str | None,
+    refusable: tuple[str | None, bool, str | None, Any],
+) -> _Call:
+    """A ``LittleRunner`` call, once nothing of it is refused (``refusable``: its
+    ``previous_response_id``, ``auto_previous_response_id``, ``conversation_id`` and
+    ``session``); a refusal is noted for the recorded tool it is met in, if any."""
+    with _noting_refusals():
+        _refuse(_where(step), input, *refusable)
+        step._check_group()
+        return _Call(step, agent, input, max_turns, run_config, name)
+
+
 @contextmanager
 def _noting_refusals() -> Iterator[None]:
     """A refusal raised in the block is noted for the recorded tool it is met in, if any."""
@@ -304,17 +322,15 @@ class LittleRunner:
     ) -> RunResult:
         """``Runner.run(starting_agent, input, ...)`` as one agent call of ``step``'s session
         ``name`` (default: the agent's name)."""
-        with _noting_refusals():
-            _refuse(
-                _where(step),
-                input,
-                previous_response_id,
-                auto_previous_response_id,
-                conversation_id,
-                session,
-            )
-            step._check_group()
-            call = _Call(step, starting_agent, input, max_turns, run_config, name)
+        call = _new_call(
+            step,
+            starting_agent,
+            input,
+            max_turns,
+            run_config,
+            name,
+            (previous_response_id, auto_previous_response_id, conversation_id, session),
+        )
         try:
             await call.ready()
             result = await Runner.run(
@@ -357,17 +373,15 @@ class LittleRunner:
         """``Runner.run_streamed``: the SDK's ``RunResultStreaming``; its ``stream_events()``
         is live on a fresh turn and synthesised from the record on a served one, and settles
         the call when the stream ends."""
-        with _noting_refusals():
-            _refuse(
-                _where(step),
-                input,
-                previous_response_id,
-                auto_previous_response_id,
-                conversation_id,
-                session,
-            )
-            step._check_group()
-            call = _Call(step, starting_agent, input, max_turns, run_config, name)
+        call = _new_call(
+            step,
+            starting_agent,
+            input,
+            max_turns,
+            run_config,
+            name,
+            (previous_response_id, auto_previous_response_id, conversation_id, session),
+        )
         started = False
         original: Any = None
 
