@@ -322,9 +322,9 @@ def test_folding_from_a_prefix_state_keeps_the_replay_fields(split: int) -> None
 def test_a_snapshot_keeps_the_replay_fields_and_one_of_state_version_1_is_refused() -> None:
     state = Run(replay_source_run_id=SOURCE, replay_refused_reason="source-run-unusable").fold()
     assert decode_snapshot(encode_snapshot(Snapshot.of(state))).state == state
-    assert STATE_VERSION == 17  # RunStarted v5, agent.call.* v2, parked, decisions, values, lost,
+    assert STATE_VERSION == 18  # RunStarted v6, agent.call.* v2, parked, decisions, values, lost,
     # duplicates, waits, patches, start and end times, configuration and compactions, session
-    # answers by ref, the scan's verdict
+    # answers by ref, the scan's verdict, the tools' scopes
     old = state.model_copy(update={"state_version": 1})
     with pytest.raises(SnapshotError, match=f"state version 1 is not {STATE_VERSION}"):
         decode_snapshot(encode_snapshot(Snapshot.of(old)))
@@ -333,9 +333,9 @@ def test_a_snapshot_keeps_the_replay_fields_and_one_of_state_version_1_is_refuse
 # -- the schema ------------------------------------------------------------------------------
 
 
-def test_run_started_is_written_with_v5_and_round_trips_the_replay_fields() -> None:
+def test_run_started_is_written_with_v6_and_round_trips_the_replay_fields() -> None:
     latest = default_catalog().latest("RunStarted")
-    assert latest.version == 5
+    assert latest.version == 6
     event = RunStarted(
         config_sha256="cd" * 32,
         config_json='{"v":1}',
@@ -352,6 +352,7 @@ def test_run_started_is_written_with_v5_and_round_trips_the_replay_fields() -> N
         replay_model="anthropic:claude-haiku-4-5",
         replay_live_tools=True,
         source_unsafe_reads=("3: random.shuffle", "helpers:7: time.time"),
+        tool_scopes=True,
     )
     codec = EventCodec()
     data = codec.encode(event)
@@ -360,6 +361,8 @@ def test_run_started_is_written_with_v5_and_round_trips_the_replay_fields() -> N
     for verdict in ((), None):  # none found; none recorded
         clean = event.model_copy(update={"source_unsafe_reads": verdict})
         assert codec.decode(codec.encode(clean)) == clean
+    logged_before = event.model_copy(update={"tool_scopes": None})
+    assert codec.decode(codec.encode(logged_before)) == logged_before
 
 
 def test_the_v1_golden_vector_decodes_with_no_replay_fields() -> None:

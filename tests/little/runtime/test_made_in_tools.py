@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import little
-from little.events import SubRunReserved, Usage, ValueRecorded, WaitStarted
+from little.events import RunStarted, SubRunReserved, Usage, ValueRecorded, WaitStarted
 from little.harness import ModelResponse, ScriptedModel, ToolCallRequest, ToolContext, tool
 from little.runtime import (
     StepContext,
@@ -289,3 +289,66 @@ def test_a_patch_after_the_wait_a_run_waited_at_takes_the_new_path(world: little
     answers: list[bool] = []
     done = asyncio.run(execute(world, "r", everything(answers)))
     assert (done.status, done.output, answers) == ("completed", "went", [True])
+
+
+# -- runs logged before the tools' scopes ---------------------------------------------------
+
+
+def parked_in_tool() -> Workflow:
+    """The tool starts a sub-run, draws a value and waits for ``go`` (a person); then the step
+    starts a sub-run of its own."""
+
+    async def work(step: StepContext) -> Any:
+        async def body() -> Any:
+            part = await step.start_workflow(CHILD, "the tool's part")
+            drawn = step.random()
+            await step.wait_for_signal("go")
+            return {"part": part, "drawn": drawn}
+
+        async with lead(step, body) as session:
+            await session.run("start")
+        mine = await step.start_workflow(CHILD, "the step's part")
+        SEEN.append(mine)
+        return mine
+
+    return flow(work)
+
+
+def test_a_run_logged_before_the_tools_scopes_resumes_in_its_tool_numbered_as_it_was(
+    world: little.World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run started by the code before ``RunStarted.tool_scopes`` (v6) numbered what its tools
+    made in the step's sequences. One parked in a tool's wait across the upgrade resumes
+    numbered as it was recorded: the tool runs again and is served its sub-run, value and
+    wait at the step's places, and the step's own sub-run is a new one, not the tool's."""
+    from little.runtime import _runner
+
+    monkeypatch.setattr(_runner, "_tool_scopes", lambda source: None)  # as the code before
+    assert asyncio.run(execute(world, "r", parked_in_tool(), None)).status == "waiting"
+    monkeypatch.undo()
+    (started,) = [e for x in world.read_run("r") if isinstance(e := x.event, RunStarted)]
+    assert started.tool_scopes is None
+    asyncio.run(send_signal(world, "r", "go"))
+    done = asyncio.run(execute(world, "r", parked_in_tool()))
+    assert done.status == "completed", done.error
+    assert done.output == "child did the step's part"
+    logged = [x.event for x in world.read_run("r")]
+    assert [e.call_id for e in logged if isinstance(e, SubRunReserved)] == [
+        "work/sub1",
+        "work/sub2",
+    ]
+    assert [(e.step_path, e.ordinal) for e in logged if isinstance(e, ValueRecorded)] == [
+        ("work", 0)
+    ]
+    assert [(e.step_path, e.ordinal) for e in logged if isinstance(e, WaitStarted)] == [("work", 0)]
+
+
+def test_a_new_run_numbers_what_its_tools_make_in_their_scopes(world: little.World) -> None:
+    done = asyncio.run(execute(world, "r", parked_in_tool(), None))
+    assert done.status == "waiting"
+    (started,) = [e for x in world.read_run("r") if isinstance(e := x.event, RunStarted)]
+    assert started.tool_scopes is True
+    asyncio.run(send_signal(world, "r", "go"))
+    assert asyncio.run(execute(world, "r", parked_in_tool())).status == "completed"
+    reserved = [e.call_id for x in world.read_run("r") if isinstance(e := x.event, SubRunReserved)]
+    assert reserved == ["work#0/1:c1/sub1", "work/sub1"]

@@ -24,6 +24,7 @@ KNOWN_FINGERPRINTS: dict[str, str] = {
     "c731fedf9f1e80f8e6dbc20e50113ee83cb5fd1ceea360efb9be9b45615226ec": "5447d788674bc4df",  # RunStarted/v3.avsc
     "3b8e970b340b43f138c261c31b448e2d9703461106582c69601b718b256f647f": "a1671c2f1fbc93e3",  # RunStarted/v4.avsc
     "36da68a99becf510cbe66142a8836f90a4b71290236eeb7169aa26309a58a9c8": "3ffdc2bac0dbc2a4",  # RunStarted/v5.avsc
+    "62b95152b06acde8d6bf8ee5e8d3e1a4f256650ee49dff226a9c2ceb61b99a6b": "d14c61fa623d21f5",  # RunStarted/v6.avsc
     "5db13cfa782039cb3dff1063f965725569938e06561058ce69abe5ae8a18b8a9": "d9150a41d37e2aee",  # RunSuspended/v1.avsc
     "eee3620ff06710922c5ee8291bf255fd944345dbd23219b549227dca5ab5bf27": "0f5a8d9f80f7d1e6",  # SignalSent/v1.avsc
     "89ea253bfe2a465440c090cc9c789927efc921c3025a7737ee3b659121569429": "4c18c6ec934a8367",  # StepCompleted/v1.avsc

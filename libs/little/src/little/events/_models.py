@@ -151,6 +151,11 @@ class RunStartFacts(_Frozen):
     """The replay-safety scan's verdict on the run's own source (v5): the direct clock and
     randomness reads it found (empty: none; a run with any is never a replay source). None:
     logged before v5, or no source could be read."""
+    tool_scopes: bool | None = None
+    """Whether a recorded value, a durable wait or a sub-run made inside a recorded tool call
+    takes that tool call's scope (v6; True for a run started since) or the step's own sequence
+    (None: logged before v6, and numbered so on every resume). A replay takes its source's, so
+    places match."""
 
     @field_serializer("source_unsafe_reads")
     def _reads_as_list(self, reads: tuple[str, ...] | None) -> list[str] | None:

@@ -18,7 +18,7 @@ StepStatus = Literal["pending", "running", "completed", "failed"]
 CallStatus = Literal["called", "responded", "failed"]
 ToolStatus = Literal["started", "succeeded", "failed"]
 
-STATE_VERSION = 17
+STATE_VERSION = 18
 """Bumped whenever the shape or meaning of the state changes; older snapshots are ignored.
 
 2: ``replay_source_run_id`` and ``replay_refused_reason`` (RunStarted v2). A version-1
@@ -55,6 +55,8 @@ again instead of reusing the recorded result.
 a session whose answer was stored as an artifact as one without an answer.
 17: ``source_unsafe_reads`` (RunStarted v5): an older snapshot would show a run recorded by code
 reading the clock as one logged before the verdict, which a replay of the same code trusts.
+18: ``tool_scopes`` (RunStarted v6): an older snapshot would show a run numbering what its tools
+make in their own scopes as one logged before, resumed with the step's sequences.
 """
 
 RECENT_EVENT_IDS = 64

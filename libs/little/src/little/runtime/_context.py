@@ -561,9 +561,10 @@ class StepContext(_ValuesMixin, _WaitsMixin):
     # later values, waits and sub-runs keep their places.
 
     def _in_tool(self) -> _InTool | None:
-        """The sequences of the recorded tool call of this step running now, if any."""
+        """The sequences of the recorded tool call of this step running now, if any (None in
+        a run logged before ``RunStarted.tool_scopes``: numbered in the step's, as then)."""
         inside = inside_tool(self._x, self.step_path)
-        if inside is None:
+        if inside is None or not self._x.replayed.tool_scopes:
             return None
         found = self._tool_calls.get(inside)
         if found is None:

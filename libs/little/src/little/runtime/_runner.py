@@ -253,6 +253,13 @@ async def execute(
     return result
 
 
+def _tool_scopes(source: RecordedCalls | None) -> bool | None:
+    """A new run's ``tool_scopes``: True, unless it replays a run logged before v6, whose
+    numbering it keeps (its values, waits and sub-runs are matched by place)."""
+    state = None if source is None else source.state
+    return True if state is None or state.workflow is None else state.tool_scopes
+
+
 async def _execute_claimed(
     world: World,
     run_id: str,
@@ -340,6 +347,7 @@ async def _execute_claimed(
             config_sha256=config_sha256,
             config_changes=changes,
             source_unsafe_reads=identity.recorded_reads(),
+            tool_scopes=_tool_scopes(None if refused is not None else source),
         )
         started, at = await writer.emit(RunStarted, **start.start_facts(), config_json=config_json)
         state = materialize_run_state_from_events(

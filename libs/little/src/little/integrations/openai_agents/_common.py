@@ -29,19 +29,21 @@ def is_control(exc: BaseException) -> bool:
     return isinstance(exc, (RunInterrupt, *CONTROL_ERRORS))
 
 
-_REFUSALS: ContextVar[list[UnsupportedFeatureError] | None] = ContextVar(
+_REFUSALS: ContextVar[tuple[object, list[UnsupportedFeatureError]] | None] = ContextVar(
     "little_openai_agents_refusals", default=None
 )
-"""While a recorded function tool runs: the refusals ``LittleRunner`` met in it."""
+"""While a recorded function tool runs: its step, and the refusals ``LittleRunner`` met in it
+for that step."""
 
 
 @contextmanager
-def latched_refusals() -> Iterator[list[UnsupportedFeatureError]]:
-    """Remember every refusal ``LittleRunner`` meets while the block runs (a recorded tool's
-    body), whatever the tool does with it after: one it catches and answers for is still a
-    refusal, never the tool's result."""
+def latched_refusals(step: object) -> Iterator[list[UnsupportedFeatureError]]:
+    """Remember every refusal a ``LittleRunner`` call of ``step`` meets while the block runs (a
+    recorded tool's body), whatever the tool does with it after: one it catches and answers
+    for is still a refusal, never the tool's result. A sub-run the tool starts has steps of its
+    own: what its code refuses and handles is its own."""
     latch: list[UnsupportedFeatureError] = []
-    token = _REFUSALS.set(latch)
+    token = _REFUSALS.set((step, latch))
     try:
         yield latch
     finally:
@@ -51,21 +53,24 @@ def latched_refusals() -> Iterator[list[UnsupportedFeatureError]]:
 def refusal_in(exc: BaseException) -> UnsupportedFeatureError | None:
     """The refusal ``exc`` is, or wraps (``raise ... from`` it, or raised while handling it)."""
     seen: BaseException | None = exc
-    while seen is not None:
+    visited: set[int] = set()
+    while seen is not None and id(seen) not in visited:
         if isinstance(seen, UnsupportedFeatureError):
             return seen
+        visited.add(id(seen))
         seen = seen.__cause__ or seen.__context__
     return None
 
 
-def note_refusal(exc: BaseException) -> None:
-    """A ``LittleRunner`` call ended by ``exc``: if it is (or wraps) a refusal and the call runs
-    inside a recorded tool, the tool's latch keeps it (``latched_refusals``)."""
-    latch = _REFUSALS.get()
-    if latch is not None:
+def note_refusal(exc: BaseException, step: object) -> None:
+    """A ``LittleRunner`` call of ``step`` ended by ``exc``: if it is (or wraps) a refusal and
+    the call runs inside a recorded tool of that step, the tool's latch keeps it
+    (``latched_refusals``)."""
+    latched = _REFUSALS.get()
+    if latched is not None and latched[0] is step:
         refusal = refusal_in(exc)
         if refusal is not None:
-            latch.append(refusal)
+            latched[1].append(refusal)
 
 
 def stripped(value: Any, drop: Iterable[str] = ()) -> Any:

@@ -104,7 +104,7 @@ def check_call(step: StepContext, agent: Agent[Any], input: Any, kwargs: dict[st
     """Raise what ``LittleRunner.run(step, agent, input, **kwargs)`` would refuse (an
     ``UnsupportedFeatureError``), recording nothing."""
     where = _where(step)
-    with _noting_refusals():
+    with _noting_refusals(step):
         _refuse(
             where,
             input,
@@ -128,19 +128,20 @@ def _new_call(
     """A ``LittleRunner`` call, once nothing of it is refused (``refusable``: its
     ``previous_response_id``, ``auto_previous_response_id``, ``conversation_id`` and
     ``session``); a refusal is noted for the recorded tool it is met in, if any."""
-    with _noting_refusals():
+    with _noting_refusals(step):
         _refuse(_where(step), input, *refusable)
         step._check_group()
         return _Call(step, agent, input, max_turns, run_config, name)
 
 
 @contextmanager
-def _noting_refusals() -> Iterator[None]:
-    """A refusal raised in the block is noted for the recorded tool it is met in, if any."""
+def _noting_refusals(step: StepContext) -> Iterator[None]:
+    """A refusal raised in the block is noted for the recorded tool of ``step`` it is met in,
+    if any."""
     try:
         yield
     except UnsupportedFeatureError as exc:
-        note_refusal(exc)
+        note_refusal(exc, step)
         raise
 
 
@@ -344,7 +345,7 @@ class LittleRunner:
             )
         except BaseException as exc:
             cause = _cause(exc)
-            note_refusal(cause)  # in a recorded tool: never the tool's answer (``_tools``)
+            note_refusal(cause, step)  # in a recorded tool: never its answer (``_tools``)
             await call.failed(cause)
             if cause is not exc:
                 raise cause from None  # little's own, as itself, not the SDK's wrapper
@@ -415,7 +416,7 @@ class LittleRunner:
             except BaseException as exc:
                 ended = True
                 cause = _cause(exc)
-                note_refusal(cause)
+                note_refusal(cause, step)
                 await call.failed(cause)
                 if cause is not exc:
                     raise cause from None

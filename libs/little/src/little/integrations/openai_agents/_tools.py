@@ -138,7 +138,7 @@ def recorded_tool(
     async def invoke(ctx: ToolContext[Any], input: str) -> Any:
         # a refusal met in the tool (an agent's run in it refused) is raised below, whatever
         # the tool did with it: raised, wrapped, or caught and answered for
-        with latched_refusals() as refusals:
+        with latched_refusals(exchange.step) as refusals:
             try:
                 if inner_agent is None or exchange.step is None or exchange.nested is None:
                     answer = await inner.on_invoke_tool(ctx, input)
@@ -146,6 +146,8 @@ def recorded_tool(
                     with as_tool_call(exchange.step, inner_agent, exchange.nested):
                         answer = await inner.on_invoke_tool(ctx, input)
             except Exception as exc:
+                if is_control(exc) and not refusals:  # a stop, a spent budget: as itself
+                    raise
                 refusal = refusal_in(exc) or (refusals[0] if refusals else None)
                 if refusal is not None:
                     raise _Refused(refusal) from None
