@@ -24,6 +24,7 @@ from little.runtime import (
     send_signal,
     simulate,
     workflow,
+    workflow_tool,
 )
 
 USAGE = Usage(input_tokens=10, output_tokens=2)
@@ -352,3 +353,46 @@ def test_a_new_run_numbers_what_its_tools_make_in_their_scopes(world: little.Wor
     assert asyncio.run(execute(world, "r", parked_in_tool())).status == "completed"
     reserved = [e.call_id for x in world.read_run("r") if isinstance(e := x.event, SubRunReserved)]
     assert reserved == ["work#0/1:c1/sub1", "work/sub1"]
+
+
+def delegating(answers: list[bool] | None) -> Workflow:
+    """The session's tool is ``workflow_tool`` (a sub-run started with the tool call's id);
+    then the step waits (a patch after the wait, in the code deployed while it waited, when
+    ``answers`` is given)."""
+
+    async def work(step: StepContext) -> Any:
+        model = ScriptedModel(
+            (
+                ModelResponse(
+                    tool_calls=(
+                        ToolCallRequest("c1", "run_workflow", {"workflow": CHILD, "input": "x"}),
+                    ),
+                    usage=USAGE,
+                    finish_reason="tool_calls",
+                ),
+                ModelResponse(content="lead done", usage=USAGE, finish_reason="stop"),
+            ),
+            provider="openai",
+            name="gpt-4o-mini",
+        )
+        async with step.session("lead", model=model, tools=[workflow_tool(step)]) as session:
+            await session.run("go")
+        mine = await step.wait_for_signal("go")
+        if answers is not None:
+            answers.append(step.patched("after-the-wait"))
+        return mine
+
+    return flow(work)
+
+
+def test_a_patch_after_a_wait_past_a_workflow_tool_s_sub_run_takes_the_new_path(
+    world: little.World,
+) -> None:
+    """The sub-run ``workflow_tool`` started (with the tool call's id) is the tool call's work:
+    the resume serves the session's call whole, never reaching it, and the run is at its
+    frontier at the wait, so a patch there answers True."""
+    assert asyncio.run(execute(world, "r", delegating(None), None)).status == "waiting"
+    asyncio.run(send_signal(world, "r", "go", "went"))
+    answers: list[bool] = []
+    done = asyncio.run(execute(world, "r", delegating(answers)))
+    assert (done.status, done.output, answers) == ("completed", "went", [True])

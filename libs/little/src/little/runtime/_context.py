@@ -529,9 +529,6 @@ class StepContext(_ValuesMixin, _WaitsMixin):
         self._waits = ScopeWaits(self._x.waits, self._values_scope)
         self._group = parent._group
         self._sub_runs = 0
-        self._given_in_tools = 0
-        """Sub-runs started in a recorded tool call of the step with a call id given
-        (``workflow_tool``'s): recorded as the step's, so patches count them as reached."""
         self._sessions: set[str] = set()
         self._tool_calls: dict[ToolScope, _InTool] = {}
 
@@ -544,7 +541,7 @@ class StepContext(_ValuesMixin, _WaitsMixin):
             self._values._ordinal,
             self._waits.ordinal,
             sessions=self._sessions,
-            sub_runs=self._sub_runs + self._given_in_tools,
+            sub_runs=self._sub_runs,
             artifacts=len(self.artifact_refs),
         )
         key = (self.scope, self.step_path, self.visit)
@@ -582,16 +579,14 @@ class StepContext(_ValuesMixin, _WaitsMixin):
     def _sub_run_call(self, given: str | None) -> str:
         """The call id of the sub-run starting now: ``given``, else ``<step>/sub<n>``, or
         ``<step>#<rank>/<tool call id>/sub<n>`` in a recorded tool call of the step (``n``
-        counts from 1 in each; one given counts too, as it always did)."""
+        counts from 1 in each; one given counts too, as it always did, in the tool call's
+        sequence when given in one: patches know it by the tool call's id)."""
         found = self._in_tool()
         if found is None:
             self._sub_runs += 1
             return given or f"{self.step_path}/sub{self._sub_runs}"
         found.sub_runs += 1
-        if given is not None:
-            self._given_in_tools += 1
-            return given
-        return f"{found.path}sub{found.sub_runs}"
+        return given or f"{found.path}sub{found.sub_runs}"
 
     @overload
     def session(

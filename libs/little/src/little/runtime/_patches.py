@@ -154,9 +154,16 @@ class _Recorded:
             entry = visits.get((session.step_path, _session_visit(session.session_id)))
             if entry is not None:
                 entry.sessions.add(session.session_id)
+        tool_calls = (  # a sub-run a tool started with the call's id (``workflow_tool``)
+            {(s.step_path, c.call_id) for s in state.sessions for c in s.tool_calls}
+            if state.tool_scopes
+            else set()
+        )
         for sub in state.sub_runs:
             if (sub.call_id or "").startswith(f"{sub.step_path}#"):
                 continue  # started in a recorded tool call of the step
+            if (sub.step_path, sub.call_id) in tool_calls:
+                continue
             entry = visits.get((sub.step_path or "", 1))
             if entry is not None:  # (first visits only: a sub-run records no visit)
                 entry.sub_runs += 1
