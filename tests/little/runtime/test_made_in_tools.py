@@ -396,3 +396,99 @@ def test_a_patch_after_a_wait_past_a_workflow_tool_s_sub_run_takes_the_new_path(
     answers: list[bool] = []
     done = asyncio.run(execute(world, "r", delegating(answers)))
     assert (done.status, done.output, answers) == ("completed", "went", [True])
+
+
+def parked_past_a_named_sub_run(answers: list[bool] | None) -> Workflow:
+    """The tool starts a sub-run with an id of its own, then waits for ``go``; after the
+    session the step asks a patch (in the code deployed while it waited)."""
+
+    async def work(step: StepContext) -> Any:
+        async def body() -> Any:
+            part = await step.start_workflow(CHILD, "x", call_id="custom")
+            await step.wait_for_signal("go")
+            return part
+
+        async with lead(step, body) as session:
+            await session.run("go")
+        if answers is not None:
+            answers.append(step.patched("after-the-session"))
+        return "ok"
+
+    return flow(work)
+
+
+def test_a_patch_after_a_tool_run_again_past_its_named_sub_run_takes_the_new_path(
+    world: little.World,
+) -> None:
+    """A sub-run a tool starts with an id of its own counts for patches where the log counts
+    it (the step's: the log cannot tell it apart), live as recorded: the tool runs again on the
+    resume, reaches it, and the patch after the session answers True."""
+    assert (
+        asyncio.run(execute(world, "r", parked_past_a_named_sub_run(None), None)).status
+        == "waiting"
+    )
+    asyncio.run(send_signal(world, "r", "go", "went"))
+    answers: list[bool] = []
+    done = asyncio.run(execute(world, "r", parked_past_a_named_sub_run(answers)))
+    assert (done.status, answers) == ("completed", [True])
+
+
+def delegating_by_id() -> Workflow:
+    """A side-effecting tool starting a sub-run with its tool call's id (as ``workflow_tool``
+    does): a simulation serves the tool from the record and never starts the sub-run."""
+
+    async def work(step: StepContext) -> Any:
+        @tool(description="Delegate.", side_effecting=True)
+        async def delegate(args: dict[str, Any], ctx: ToolContext) -> Any:
+            return await step.start_workflow(CHILD, "x", call_id=ctx.call_id)
+
+        model = ScriptedModel(
+            (
+                ModelResponse(
+                    tool_calls=(ToolCallRequest("c1", "delegate", {}),),
+                    usage=USAGE,
+                    finish_reason="tool_calls",
+                ),
+                ModelResponse(content="lead done", usage=USAGE, finish_reason="stop"),
+            ),
+            provider="openai",
+            name="gpt-4o-mini",
+        )
+        async with step.session("lead", model=model, tools=[delegate]) as session:
+            return await session.run("go")
+
+    return flow(work)
+
+
+def test_a_simulation_serving_a_tool_leaves_out_the_sub_run_it_started_with_its_id(
+    world: little.World,
+) -> None:
+    golden = asyncio.run(execute(world, "r", delegating_by_id(), None))
+    assert golden.status == "completed", golden.error
+    simulated = asyncio.run(simulate(world, delegating_by_id(), "r"))
+    assert simulated.divergence is None, simulated.lines()
+
+
+def test_a_replay_numbers_what_tools_make_as_its_source_did(
+    world: little.World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A replay matches the recorded run's values by place, so it numbers what its tools make
+    as its source did: in the step's sequences for a run logged before the tools' scopes, in
+    the tools' for one since (whose step value it is then served, the tool's call whole)."""
+    from little.runtime import _runner
+
+    def scopes_of(run_id: str) -> bool | None:
+        (started,) = [e for x in world.read_run(run_id) if isinstance(e := x.event, RunStarted)]
+        return started.tool_scopes
+
+    monkeypatch.setattr(_runner, "_tool_scopes", lambda source: None)  # as the code before
+    old = asyncio.run(run(world, values(wait=False), None))
+    assert old.status == "completed", old.error
+    monkeypatch.undo()
+    new = asyncio.run(run(world, values(wait=False), None))
+    assert new.status == "completed", new.error
+    of_old = asyncio.run(run(world, values(wait=False), None, replay_from=old.run_id))
+    assert (of_old.status, scopes_of(of_old.run_id)) == ("completed", None)
+    of_new = asyncio.run(run(world, values(wait=False), None, replay_from=new.run_id))
+    assert (of_new.status, scopes_of(of_new.run_id)) == ("completed", True)
+    assert of_new.output == new.output

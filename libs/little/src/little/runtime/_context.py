@@ -507,6 +507,7 @@ class _InTool:
 
     def __init__(self, step: StepContext, inside: ToolScope) -> None:
         self.path = f"{step.step_path}{inside.mark}"
+        self.call_id = inside.call_id
         scope = f"{step._values_scope}{inside.mark}"
         self.values = _RecordedValues(step._x, scope, step.scope)
         self.waits = ScopeWaits(step._x.waits, scope)
@@ -529,6 +530,9 @@ class StepContext(_ValuesMixin, _WaitsMixin):
         self._waits = ScopeWaits(self._x.waits, self._values_scope)
         self._group = parent._group
         self._sub_runs = 0
+        self._given_in_tools = 0
+        """Sub-runs a recorded tool call of the step started with an id of their own (not the
+        tool call's): the log cannot tell them from the step's, so patches count them so."""
         self._sessions: set[str] = set()
         self._tool_calls: dict[ToolScope, _InTool] = {}
 
@@ -541,7 +545,7 @@ class StepContext(_ValuesMixin, _WaitsMixin):
             self._values._ordinal,
             self._waits.ordinal,
             sessions=self._sessions,
-            sub_runs=self._sub_runs,
+            sub_runs=self._sub_runs + self._given_in_tools,
             artifacts=len(self.artifact_refs),
         )
         key = (self.scope, self.step_path, self.visit)
@@ -579,14 +583,19 @@ class StepContext(_ValuesMixin, _WaitsMixin):
     def _sub_run_call(self, given: str | None) -> str:
         """The call id of the sub-run starting now: ``given``, else ``<step>/sub<n>``, or
         ``<step>#<rank>/<tool call id>/sub<n>`` in a recorded tool call of the step (``n``
-        counts from 1 in each; one given counts too, as it always did, in the tool call's
-        sequence when given in one: patches know it by the tool call's id)."""
+        counts from 1 in each; one given counts too, as it always did). One a tool call gives
+        its own id (``workflow_tool``) is the tool call's work to patches; one given another id
+        in a tool call is the step's, as the log cannot tell it apart."""
         found = self._in_tool()
         if found is None:
             self._sub_runs += 1
             return given or f"{self.step_path}/sub{self._sub_runs}"
         found.sub_runs += 1
-        return given or f"{found.path}sub{found.sub_runs}"
+        if given is None:
+            return f"{found.path}sub{found.sub_runs}"
+        if given != found.call_id:
+            self._given_in_tools += 1
+        return given
 
     @overload
     def session(

@@ -70,6 +70,9 @@ class ToolScope:
     """The scope an agent call admitted inside it takes: ``<the outer call's scope>#<its rank
     there>/<the tool call id>/`` (its place, not its ordinal, which the interleaving of parallel
     branches decides; ``#`` is in no step path or branch name)."""
+    call_id: str
+    """The tool call's id (``<turn>:<model's id>``): a sub-run the tool starts given it
+    (``workflow_tool``) is known by it as the tool call's."""
 
     @property
     def mark(self) -> str:
@@ -630,7 +633,11 @@ class Recorder(TurnRecording):
         scope, rank = self._x.agent_calls.place_of(ordinal) if ordinal >= 0 else ("", 0)
         entered = _INSIDE_TOOL.set(
             ToolScope(
-                self._x, self._step.step_path, self._step.scope, f"{scope}#{rank}/{ctx.call_id}/"
+                self._x,
+                self._step.step_path,
+                self._step.scope,
+                f"{scope}#{rank}/{ctx.call_id}/",
+                ctx.call_id,
             )
         )
         try:

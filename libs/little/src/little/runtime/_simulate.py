@@ -50,6 +50,7 @@ from little.events import (
     RunFailed,
     StepStarted,
     SubRunReserved,
+    ToolCallStarted,
 )
 from little.golden import GoldenRun, golden_tree, read_golden
 from little.replay import (
@@ -216,7 +217,8 @@ def trace(
     set), decision, agent call (node and request key) and sub-run once (a retry or a resume
     repeats none), then how it ended. Only accepted events count. An agent call made inside
     another's tool call (``nested_calls``) is left out, and so is a sub-run one started
-    (``made_in_tool``): the outer call's entry stands for them. The order is canonical, not
+    (``made_in_tool``, or given the tool call's id: ``workflow_tool``): the outer call's entry
+    stands for them. The order is canonical, not
     the log's: each scope's entries in their order, and a group's branches expanded where the
     group stands, in name order (sibling branches interleave by timing, and a served call
     takes none); a sub-run's own trace (its events read with ``sub_runs``) follows its entry.
@@ -229,6 +231,9 @@ def trace(
     names = tuple(run_ids)
     events = list(events)
     inner = nested_calls(events)
+    tool_calls = {  # a sub-run started with its tool call's id (``workflow_tool``) is its
+        (e.step_path, e.call_id) for x in events if isinstance(e := x.event, ToolCallStarted)
+    }
 
     def add(key: tuple[str, ...], entry: Entry) -> None:
         if key not in seen:
@@ -277,7 +282,11 @@ def trace(
                     place=(scope, index),
                 ),
             )
-        elif isinstance(e, SubRunReserved) and not made_in_tool(e):
+        elif (
+            isinstance(e, SubRunReserved)
+            and not made_in_tool(e)
+            and (e.step_path, e.call_id) not in tool_calls
+        ):
             scope = _scope_of(e.step_path, scopes)
             prefix = sub_run_scope(scope, str(e.call_id))
             children = (

@@ -146,8 +146,8 @@ def recorded_tool(
                     with as_tool_call(exchange.step, inner_agent, exchange.nested):
                         answer = await inner.on_invoke_tool(ctx, input)
             except Exception as exc:
-                if is_control(exc) and not refusals:  # a stop, a spent budget: as itself
-                    raise
+                if is_control(exc):  # a stop, a spent budget, a log failure: as itself
+                    raise  # (a resume meets a refusal it passed again, in the tool run again)
                 refusal = refusal_in(exc) or (refusals[0] if refusals else None)
                 if refusal is not None:
                     raise _Refused(refusal) from None
