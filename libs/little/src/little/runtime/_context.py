@@ -530,9 +530,7 @@ class StepContext(_ValuesMixin, _WaitsMixin):
         self._waits = ScopeWaits(self._x.waits, self._values_scope)
         self._group = parent._group
         self._sub_runs = 0
-        self._given_in_tools = 0
-        """Sub-runs a recorded tool call of the step started with an id of their own (not the
-        tool call's): the log cannot tell them from the step's, so patches count them so."""
+        self._given_in_tools = 0  # sub-runs a tool call gave an id not its own (``_sub_run_call``)
         self._sessions: set[str] = set()
         self._tool_calls: dict[ToolScope, _InTool] = {}
 
@@ -591,11 +589,9 @@ class StepContext(_ValuesMixin, _WaitsMixin):
             self._sub_runs += 1
             return given or f"{self.step_path}/sub{self._sub_runs}"
         found.sub_runs += 1
-        if given is None:
-            return f"{found.path}sub{found.sub_runs}"
-        if given != found.call_id:
+        if given is not None and given != found.call_id:
             self._given_in_tools += 1
-        return given
+        return given or f"{found.path}sub{found.sub_runs}"
 
     @overload
     def session(
