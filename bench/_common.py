@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import platform
 import statistics
@@ -10,8 +11,21 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+
+CALL_RECORD = bytes(300)
+"""A recorded call's record as the raw paths write it (ours are ~240-450 bytes of Avro)."""
+CALL_HEADERS = [(f"little.h{i}", bytes(22)) for i in range(7)]
+"""Its headers as the raw paths write them: seven, ~200 bytes in all (ours mirror the envelope)."""
+
+
+def settle_once(done: asyncio.Future[Any], err: Any) -> None:
+    """A raw path's delivery report on the loop: the first of an append's (an error report,
+    then another record's) completes its future."""
+    if not done.done():
+        done.set_result(err)
 
 
 def bootstrap() -> str:

@@ -47,7 +47,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from confluent_kafka import Producer
 
-from bench._common import bootstrap, machine, stamp, table
+from bench._common import (
+    CALL_HEADERS,
+    CALL_RECORD,
+    bootstrap,
+    machine,
+    settle_once,
+    stamp,
+    table,
+)
 from little import tune_gc
 from little._world import World, kafka_world, local_world
 from little.events import Usage
@@ -56,9 +64,6 @@ from little.log import RUNS_TOPIC, partition_for
 from little.runtime import StepContext, WorkflowContext, run, workflow
 
 PAYLOAD = bytes(range(200))
-RECORD = bytes(300)
-"""A recorded call's record: ~240-450 bytes of Avro with seven headers of ~200 bytes."""
-HEADERS = [(f"little.h{i}", bytes(22)) for i in range(7)]
 SHAPE = (2, 2)
 """Records per acked append of a recorded call: before the model runs, and after."""
 LATENCY = 0.010
@@ -141,11 +146,6 @@ async def ours(world: World, n: int, k: int) -> Measure:
     return Measure(n * k, wall, cpu, list(CALL_TIMES), ticker.lags)
 
 
-def _settle(done: asyncio.Future[Any], err: Any) -> None:
-    if not done.done():  # an error report, then another record's: the first one counts
-        done.set_result(err)
-
-
 async def raw_kafka(
     bs: str, topic: str, partitions: int, n: int, k: int, shape: bool = False
 ) -> Measure:
@@ -176,11 +176,11 @@ async def raw_kafka(
             def report(err: Any, msg: Any, done: asyncio.Future[Any] = done) -> None:
                 left[0] -= 1
                 if err is not None or left[0] == 0:
-                    loop.call_soon_threadsafe(_settle, done, err)
+                    loop.call_soon_threadsafe(settle_once, done, err)
 
             for _ in range(records):
                 if shape:
-                    producer.produce(topic, RECORD, key, part, report, headers=HEADERS)
+                    producer.produce(topic, CALL_RECORD, key, part, report, headers=CALL_HEADERS)
                 else:
                     producer.produce(topic, PAYLOAD, key, part, report)
             err = await done
@@ -245,7 +245,7 @@ async def raw_sqlite(path: Path, n: int, k: int, shape: bool = False) -> Measure
             local.conn = conn
         conn.execute("BEGIN IMMEDIATE")
         for _ in range(records):
-            conn.execute("INSERT INTO r VALUES (?, ?)", (key, RECORD if shape else PAYLOAD))
+            conn.execute("INSERT INTO r VALUES (?, ?)", (key, CALL_RECORD if shape else PAYLOAD))
         conn.execute("COMMIT")
 
     setup = sqlite3.connect(path)

@@ -48,7 +48,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._common import bootstrap, machine, percentiles, stamp, table
+from bench._common import (
+    CALL_HEADERS,
+    CALL_RECORD,
+    bootstrap,
+    machine,
+    percentiles,
+    settle_once,
+    stamp,
+    table,
+)
 from bench.log_append import raw_producer
 from little import tune_gc
 from little._world import World, kafka_world, local_world
@@ -219,15 +228,6 @@ def recovery(tmp: Path, rounds: int) -> list[dict[str, float]]:
     return out
 
 
-def _settle(done: asyncio.Future[Any], err: Any) -> None:
-    if not done.done():  # an error report, then the other record's: the first one counts
-        done.set_result(err)
-
-
-TAIL_RECORD = bytes(300)
-TAIL_HEADERS = tuple((f"little.h{i}", bytes(22)) for i in range(7))
-
-
 async def append_tail(bs: str, prefix: str, rounds: int, n: int) -> dict[str, list[float]]:
     """Acked append latency of two records: the log's ``submit``, the raw client polled by a
     thread (these two interleaved one by one), then the raw client blocking; 10 ms apart."""
@@ -244,8 +244,8 @@ async def append_tail(bs: str, prefix: str, rounds: int, n: int) -> dict[str, li
         while not stop.is_set():
             producer.poll(0.05)
 
-    records = [OutgoingRecord(TAIL_RECORD, TAIL_HEADERS)] * 2
-    headers = list(TAIL_HEADERS)
+    records = [OutgoingRecord(CALL_RECORD, tuple(CALL_HEADERS))] * 2
+    headers = CALL_HEADERS
     ours_key, raw_key = f"tail-{uuid.uuid4().hex}", f"raw-{uuid.uuid4().hex}"
     raw_part = partition_for(raw_key, log.partitions)
     out: dict[str, list[float]] = {"log": [], "polled": [], "blocking": []}
@@ -257,11 +257,11 @@ async def append_tail(bs: str, prefix: str, rounds: int, n: int) -> dict[str, li
         def report(err: Any, msg: Any) -> None:
             left[0] -= 1
             if err is not None or left[0] == 0:
-                loop.call_soon_threadsafe(_settle, done, err)
+                loop.call_soon_threadsafe(settle_once, done, err)
 
         start = time.perf_counter()
         for _ in range(2):
-            producer.produce(topic, TAIL_RECORD, raw_key, raw_part, report, headers=headers)
+            producer.produce(topic, CALL_RECORD, raw_key, raw_part, report, headers=headers)
         if await done is not None:
             raise RuntimeError("raw delivery failed")
         return time.perf_counter() - start
@@ -269,7 +269,7 @@ async def append_tail(bs: str, prefix: str, rounds: int, n: int) -> dict[str, li
     def blocking() -> float:
         start = time.perf_counter()
         for _ in range(2):
-            producer.produce(topic, TAIL_RECORD, raw_key, raw_part, headers=headers)
+            producer.produce(topic, CALL_RECORD, raw_key, raw_part, headers=headers)
         producer.flush()
         return time.perf_counter() - start
 

@@ -54,10 +54,15 @@ def lead(
     async def do_it(args: dict[str, Any], ctx: ToolContext) -> Any:
         return await body()
 
-    model = ScriptedModel(
+    return step.session("lead", model=calling("do_it"), tools=[do_it])
+
+
+def calling(tool_name: str, arguments: dict[str, Any] | None = None) -> ScriptedModel:
+    """A model that calls ``tool_name`` once (call ``c1``), then answers."""
+    return ScriptedModel(
         (
             ModelResponse(
-                tool_calls=(ToolCallRequest("c1", "do_it", {}),),
+                tool_calls=(ToolCallRequest("c1", tool_name, arguments or {}),),
                 usage=USAGE,
                 finish_reason="tool_calls",
             ),
@@ -66,7 +71,6 @@ def lead(
         provider="openai",
         name="gpt-4o-mini",
     )
-    return step.session("lead", model=model, tools=[do_it])
 
 
 def flow(make: Callable[[StepContext], Awaitable[Any]]) -> Workflow:
@@ -361,20 +365,7 @@ def delegating(answers: list[bool] | None) -> Workflow:
     ``answers`` is given)."""
 
     async def work(step: StepContext) -> Any:
-        model = ScriptedModel(
-            (
-                ModelResponse(
-                    tool_calls=(
-                        ToolCallRequest("c1", "run_workflow", {"workflow": CHILD, "input": "x"}),
-                    ),
-                    usage=USAGE,
-                    finish_reason="tool_calls",
-                ),
-                ModelResponse(content="lead done", usage=USAGE, finish_reason="stop"),
-            ),
-            provider="openai",
-            name="gpt-4o-mini",
-        )
+        model = calling("run_workflow", {"workflow": CHILD, "input": "x"})
         async with step.session("lead", model=model, tools=[workflow_tool(step)]) as session:
             await session.run("go")
         mine = await step.wait_for_signal("go")
@@ -442,19 +433,7 @@ def delegating_by_id() -> Workflow:
         async def delegate(args: dict[str, Any], ctx: ToolContext) -> Any:
             return await step.start_workflow(CHILD, "x", call_id=ctx.call_id)
 
-        model = ScriptedModel(
-            (
-                ModelResponse(
-                    tool_calls=(ToolCallRequest("c1", "delegate", {}),),
-                    usage=USAGE,
-                    finish_reason="tool_calls",
-                ),
-                ModelResponse(content="lead done", usage=USAGE, finish_reason="stop"),
-            ),
-            provider="openai",
-            name="gpt-4o-mini",
-        )
-        async with step.session("lead", model=model, tools=[delegate]) as session:
+        async with step.session("lead", model=calling("delegate"), tools=[delegate]) as session:
             return await session.run("go")
 
     return flow(work)

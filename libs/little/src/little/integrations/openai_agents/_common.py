@@ -4,7 +4,7 @@ little's control exceptions, which the SDK's error handling must never swallow."
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -15,6 +15,7 @@ from little.runtime import CONTROL_ERRORS, TurnRequest
 
 __all__ = [
     "RequestChain",
+    "in_chain",
     "is_control",
     "latched_refusals",
     "note_refusal",
@@ -50,16 +51,23 @@ def latched_refusals(step: object) -> Iterator[list[UnsupportedFeatureError]]:
         _REFUSALS.reset(token)
 
 
-def refusal_in(exc: BaseException) -> UnsupportedFeatureError | None:
-    """The refusal ``exc`` is, or wraps (``raise ... from`` it, or raised while handling it)."""
+def in_chain(exc: BaseException, wanted: Callable[[BaseException], bool]) -> BaseException | None:
+    """The first exception ``wanted`` takes among ``exc`` and what it was raised from or while
+    handling (``__cause__``, else ``__context__``), or None."""
     seen: BaseException | None = exc
     visited: set[int] = set()
     while seen is not None and id(seen) not in visited:
-        if isinstance(seen, UnsupportedFeatureError):
+        if wanted(seen):
             return seen
         visited.add(id(seen))
         seen = seen.__cause__ or seen.__context__
     return None
+
+
+def refusal_in(exc: BaseException) -> UnsupportedFeatureError | None:
+    """The refusal ``exc`` is, or wraps (``raise ... from`` it, or raised while handling it)."""
+    found = in_chain(exc, lambda e: isinstance(e, UnsupportedFeatureError))
+    return found if isinstance(found, UnsupportedFeatureError) else None
 
 
 def note_refusal(exc: BaseException, step: object) -> None:

@@ -29,7 +29,12 @@ from agents.tool import FunctionTool
 from little._canonical import sha256_hex
 from little.errors import StreamStoppedError, UnsupportedFeatureError
 from little.integrations.openai_agents._as_tool import NestedRunner
-from little.integrations.openai_agents._common import is_control, note_refusal, stripped
+from little.integrations.openai_agents._common import (
+    in_chain,
+    is_control,
+    note_refusal,
+    stripped,
+)
 from little.integrations.openai_agents._mcp import check_servers, recorded_mcp_tools
 from little.integrations.openai_agents._model import (
     PER_RUN,
@@ -442,9 +447,5 @@ _NESTED = NestedRunner(LittleRunner.run, LittleRunner.run_streamed, check_call)
 
 def _cause(exc: BaseException) -> BaseException:
     """little's own control exception or refusal, if the SDK wrapped one in its own error."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if is_control(seen) or isinstance(seen, UnsupportedFeatureError):
-            return seen
-        seen = seen.__cause__ or seen.__context__
-    return exc
+    found = in_chain(exc, lambda e: is_control(e) or isinstance(e, UnsupportedFeatureError))
+    return exc if found is None else found
